@@ -1,0 +1,36 @@
+"""tvm_swap: run and train models beyond the GPU memory limit by planned swapping (SwapAdvisor on TVM Relax).
+
+    import tvm_swap
+    m = tvm_swap.build(mod, target="cuda", mem_limit="8GB", params=params)
+    m.export_library("model.so"); m2 = tvm_swap.load("model.so")
+
+Heavy parts (TVM) are imported lazily so the planner stays usable without them.
+"""
+from .errors import InfeasibleLimitError, PlanError, TvmSwapError, VerificationError
+from .graph import DataflowGraph
+from .plan import Plan
+
+__version__ = "0.1.0"
+__all__ = ["build", "load", "plan", "DataflowGraph", "Plan", "TvmSwapError", "InfeasibleLimitError",
+           "PlanError", "VerificationError"]
+
+
+def plan(graph, mem_limit, **kw):
+    """Plan a DataflowGraph under `mem_limit` (bytes, '16GB' or '25%'); returns a verified Plan."""
+    from .planner import plan_graph
+
+    return plan_graph(graph, mem_limit=mem_limit, **kw)
+
+
+def build(mod, target="llvm", mem_limit=None, params=None, **kw):
+    """Lower, plan, verify, apply and build a Relax module; returns a SwapModule."""
+    from .build import build as _build
+
+    return _build(mod, target=target, mem_limit=mem_limit, params=params, **kw)
+
+
+def load(path):
+    """Load a module exported by SwapModule.export_library."""
+    from runtime_ext.swap_module import load as _load
+
+    return _load(path)

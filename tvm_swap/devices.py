@@ -1,0 +1,73 @@
+"""Device specs as data: compute peak, memory bandwidth, host link bandwidth per direction and both ways.
+
+Link figures are *measured* transfer rates, not the bus's nominal ones: that is what the simulator needs.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .errors import TvmSwapError
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    name: str
+    memory_bytes: int
+    peak_flops: float          # fp32 FLOP/s
+    mem_bandwidth: float       # device memory bytes/s
+    h2d_bandwidth: float       # host->device bytes/s, alone on the link
+    d2h_bandwidth: float       # device->host bytes/s, alone on the link
+    duplex_bandwidth: float    # total bytes/s when both directions copy at once
+    launch_overhead_s: float = 5e-6   # per kernel
+    compute_efficiency: float = 0.6   # fraction of roofline real kernels reach
+    description: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DeviceSpec":
+        return cls(**d)
+
+    def with_link(self, one_way: float, both_ways: float | None = None) -> "DeviceSpec":
+        """A copy with another link speed (e.g. a throttled CPU emulation)."""
+        both = 2 * one_way if both_ways is None else both_ways
+        return DeviceSpec(**{**asdict(self), "h2d_bandwidth": one_way, "d2h_bandwidth": one_way,
+                             "duplex_bandwidth": both})
+
+
+DEVICES: dict[str, DeviceSpec] = {
+    # The paper's testbed: V100 16 GB on PCIe 3; PCIe measured 12 GB/s one way, 20 GB/s both ways.
+    "v100-16gb": DeviceSpec(
+        name="v100-16gb", memory_bytes=16 * 10**9, peak_flops=15.7e12, mem_bandwidth=900e9,
+        h2d_bandwidth=12e9, d2h_bandwidth=12e9, duplex_bandwidth=20e9,
+        description="NVIDIA V100 16GB, PCIe 3.0 x16 (SwapAdvisor's measured link)",
+    ),
+    # H200 SXM on PCIe 5 x16: ~55 GB/s pinned one way is typical of measurements; ~100 GB/s both ways.
+    # Replace with figures from scripts/gpu_check.sh when run on the machine.
+    "h200": DeviceSpec(
+        name="h200", memory_bytes=141 * 10**9, peak_flops=67e12, mem_bandwidth=4.8e12,
+        h2d_bandwidth=55e9, d2h_bandwidth=55e9, duplex_bandwidth=100e9,
+        description="NVIDIA H200 SXM 141GB, PCIe 5.0 x16 (typical pinned-copy rates, unmeasured here)",
+    ),
+    "h100": DeviceSpec(
+        name="h100", memory_bytes=80 * 10**9, peak_flops=51e12, mem_bandwidth=3.35e12,
+        h2d_bandwidth=55e9, d2h_bandwidth=55e9, duplex_bandwidth=100e9,
+        description="NVIDIA H100 SXM 80GB, PCIe 5.0 x16 (typical pinned-copy rates, unmeasured here)",
+    ),
+    # The CPU "device" of the emulated backend: copies are memcpy on worker threads, link throttled on demand.
+    "cpu": DeviceSpec(
+        name="cpu", memory_bytes=16 * 2**30, peak_flops=2e9, mem_bandwidth=10e9,
+        h2d_bandwidth=5e9, d2h_bandwidth=5e9, duplex_bandwidth=10e9, launch_overhead_s=2e-6,
+        compute_efficiency=1.0, description="host CPU as an emulated device (llvm target)",
+    ),
+}
+
+
+def get_device(name: str | DeviceSpec) -> DeviceSpec:
+    if isinstance(name, DeviceSpec):
+        return name
+    try:
+        return DEVICES[name]
+    except KeyError:
+        raise TvmSwapError(f"unknown device {name!r}; known devices: {', '.join(sorted(DEVICES))}") from None

@@ -1,0 +1,43 @@
+"""Errors a user can act on. Every message says what went wrong and what to do."""
+
+
+class TvmSwapError(Exception):
+    """Base class: any error tvm_swap raises on purpose."""
+
+
+class InfeasibleLimitError(TvmSwapError):
+    """No plan can meet the memory limit; carries the smallest limit that would work."""
+
+    def __init__(self, mem_limit: int, min_feasible: int, reason: str = ""):
+        from .units import format_bytes
+
+        self.mem_limit = int(mem_limit)
+        self.min_feasible = int(min_feasible)
+        why = f" ({reason})" if reason else ""
+        super().__init__(
+            f"memory limit {format_bytes(mem_limit)} ({mem_limit} bytes) cannot be met{why}; "
+            f"the smallest feasible limit is {format_bytes(min_feasible)} ({min_feasible} bytes): "
+            f"raise --mem-limit to at least that"
+        )
+
+
+class GraphError(TvmSwapError):
+    """A graph file or graph structure is malformed."""
+
+
+class PlanError(TvmSwapError):
+    """A plan file is malformed or does not match its graph."""
+
+
+class VerificationError(PlanError):
+    """A plan broke an invariant; `violations` lists each one."""
+
+    def __init__(self, violations: list[str]):
+        self.violations = list(violations)
+        head = "; ".join(self.violations[:5])
+        more = f" (+{len(self.violations) - 5} more)" if len(self.violations) > 5 else ""
+        super().__init__(f"plan failed verification: {head}{more}")
+
+
+class UnsupportedModelError(TvmSwapError):
+    """The model uses something tvm_swap cannot handle (operator, dynamic shape, ...)."""

@@ -1,0 +1,183 @@
+"""Plan: the versioned, JSON-serialisable result of planning, and the contract with the compiler pass.
+
+A plan is an *augmented graph*: a list of actions in issue order. Each action runs on one stream
+(FIFO within the stream, in list order) once all of its `deps` have completed:
+
+    kind       stream    meaning
+    compute    compute   run op `op`; its outputs are written into objects `out_objs` (same order as op.outputs)
+    swap_out   d2h       copy tensor `tensor` from object `obj` to host (the object stays occupied)
+    swap_in    h2d       copy tensor `tensor` from host into object `obj` (which must be free)
+    drop       (none)    release object `obj` held by `tensor`; completes when its deps complete
+
+`deps` name earlier actions by index (these are the events the runtime waits on). Pool objects are
+numbered class-major: class 0's objects first. `initial_residents` are (tensor, object) pairs of
+persistent tensors (params, optimizer state) that are on the device when an iteration starts; the
+plan must leave the same pairs (through `DataflowGraph.updates`) when it ends, so it repeats.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import PlanError
+
+PLAN_FORMAT = "tvm_swap.plan"
+PLAN_VERSION = 1
+ACTION_KINDS = ("compute", "swap_out", "swap_in", "drop")
+STREAM_OF = {"compute": "compute", "swap_out": "d2h", "swap_in": "h2d", "drop": None}
+DEFAULT_ALIGNMENT = 256  # cudaMalloc's alignment; also keeps CPU kernels' 64-byte requirement
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: str
+    op: int = -1
+    tensor: int = -1
+    obj: int = -1
+    deps: tuple[int, ...] = ()
+    out_objs: tuple[int, ...] = ()
+
+    def to_json(self) -> dict:
+        d: dict = {"k": self.kind}
+        if self.kind == "compute":
+            d["op"] = self.op
+            d["out"] = list(self.out_objs)
+        else:
+            d["t"] = self.tensor
+            d["obj"] = self.obj
+        if self.deps:
+            d["deps"] = list(self.deps)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Action":
+        k = d["k"]
+        if k not in ACTION_KINDS:
+            raise PlanError(f"unknown action kind {k!r}")
+        deps = tuple(int(x) for x in d.get("deps", ()))
+        if k == "compute":
+            return cls(k, op=int(d["op"]), deps=deps, out_objs=tuple(int(x) for x in d.get("out", ())))
+        return cls(k, tensor=int(d["t"]), obj=int(d["obj"]), deps=deps)
+
+
+@dataclass
+class Pool:
+    """Size classes, each with `count` objects of `bytes` (already aligned)."""
+    class_bytes: list[int]
+    class_count: list[int]
+    alignment: int = DEFAULT_ALIGNMENT
+    workspace_bytes: int = 0
+
+    @property
+    def num_objects(self) -> int:
+        return int(sum(self.class_count))
+
+    def object_class(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.class_count)), self.class_count).astype(np.int64)
+
+    def object_bytes(self) -> np.ndarray:
+        return np.repeat(np.asarray(self.class_bytes, dtype=np.int64), self.class_count)
+
+    def first_object(self) -> np.ndarray:
+        """first_object()[c] = global index of class c's first object."""
+        return np.concatenate([[0], np.cumsum(self.class_count)[:-1]]).astype(np.int64) if self.class_count else np.zeros(0, np.int64)
+
+    def total_bytes(self) -> int:
+        return int(sum(b * c for b, c in zip(self.class_bytes, self.class_count))) + int(self.workspace_bytes)
+
+    def to_json(self) -> dict:
+        return {"alignment": self.alignment, "workspace_bytes": self.workspace_bytes,
+                "classes": [[int(b), int(c)] for b, c in zip(self.class_bytes, self.class_count)]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Pool":
+        cl = d["classes"]
+        return cls([int(b) for b, _ in cl], [int(c) for _, c in cl], int(d.get("alignment", DEFAULT_ALIGNMENT)),
+                   int(d.get("workspace_bytes", 0)))
+
+
+@dataclass
+class Plan:
+    graph_name: str
+    graph_fingerprint: str
+    planner: str
+    mem_limit: int
+    device: dict
+    schedule: list[int]
+    pool: Pool
+    tensor_class: list[int]              # per tensor: its size class, -1 if it never lives on the device
+    initial_residents: list[tuple[int, int]]
+    actions: list[Action]
+    predicted: dict = field(default_factory=dict)
+    search: dict = field(default_factory=dict)
+    verified: bool = False
+
+    # ---- stats derived from the actions ----
+    def swap_stats(self, tensor_bytes: np.ndarray) -> dict:
+        out = [a.tensor for a in self.actions if a.kind == "swap_out"]
+        inn = [a.tensor for a in self.actions if a.kind == "swap_in"]
+        return {
+            "swap_out_count": len(out), "swap_in_count": len(inn),
+            "swap_out_bytes": int(tensor_bytes[out].sum()) if out else 0,
+            "swap_in_bytes": int(tensor_bytes[inn].sum()) if inn else 0,
+        }
+
+    # ---- JSON ----
+    def to_dict(self) -> dict:
+        return {
+            "format": PLAN_FORMAT, "version": PLAN_VERSION,
+            "graph": {"name": self.graph_name, "fingerprint": self.graph_fingerprint},
+            "planner": self.planner, "mem_limit": int(self.mem_limit), "device": self.device,
+            "schedule": [int(x) for x in self.schedule],
+            "pool": self.pool.to_json(),
+            "tensor_class": [int(x) for x in self.tensor_class],
+            "initial_residents": [[int(t), int(o)] for t, o in self.initial_residents],
+            "actions": [a.to_json() for a in self.actions],
+            "predicted": self.predicted, "search": self.search, "verified": bool(self.verified),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Plan":
+        if not isinstance(d, dict) or d.get("format") != PLAN_FORMAT:
+            raise PlanError(f"not a tvm_swap plan (expected \"format\": \"{PLAN_FORMAT}\")")
+        if d.get("version") != PLAN_VERSION:
+            raise PlanError(f"plan version {d.get('version')} is not supported (this is version {PLAN_VERSION}); re-plan")
+        try:
+            return cls(
+                graph_name=str(d["graph"]["name"]), graph_fingerprint=str(d["graph"]["fingerprint"]),
+                planner=str(d["planner"]), mem_limit=int(d["mem_limit"]), device=dict(d["device"]),
+                schedule=[int(x) for x in d["schedule"]], pool=Pool.from_json(d["pool"]),
+                tensor_class=[int(x) for x in d["tensor_class"]],
+                initial_residents=[(int(t), int(o)) for t, o in d["initial_residents"]],
+                actions=[Action.from_json(a) for a in d["actions"]],
+                predicted=dict(d.get("predicted", {})), search=dict(d.get("search", {})),
+                verified=bool(d.get("verified", False)),
+            )
+        except PlanError:
+            raise
+        except (KeyError, TypeError, ValueError) as e:
+            raise PlanError(f"malformed plan JSON: {type(e).__name__}: {e}") from None
+
+    @classmethod
+    def from_json(cls, text: str) -> "Plan":
+        try:
+            return cls.from_dict(json.loads(text))
+        except json.JSONDecodeError as e:
+            raise PlanError(f"plan is not valid JSON: {e}") from None
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json())
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Plan":
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise PlanError(f"cannot read plan file {str(path)!r}: {e}") from None
+        return cls.from_json(text)

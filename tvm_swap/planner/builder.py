@@ -1,0 +1,116 @@
+"""ActionBuilder: the one place that turns planning decisions into a Plan's actions with correct deps.
+
+Planners (SwapAdvisor's swap planner and every baseline) decide *what* happens and in which order
+they are issued; the builder derives the events each action must wait for, so that all planners obey
+the same memory-safety rules the verifier checks:
+
+- compute(op, out_objs): waits for each input's arrival (its swap-in) and for the previous tenant of
+  every output object to be dropped.
+- swap_out(t): waits for t's arrival in its current object.
+- drop(t): waits for the last reader of t in this tenancy and for t's swap-out in this tenancy, if any.
+- swap_in(t, obj): waits for the drop of obj's previous tenant and, for a tensor produced this
+  iteration, for the swap-out that put its copy on the host.
+
+Same-stream order is implied by FIFO streams, so deps on the same stream are left out.
+"""
+from __future__ import annotations
+
+from ..graph import DataflowGraph
+from ..plan import STREAM_OF, Action
+
+
+class ActionBuilder:
+    def __init__(self, graph: DataflowGraph, num_objects: int):
+        self.g = graph
+        self.actions: list[Action] = []
+        self.obj_tenant = [-1] * num_objects        # tensor currently in each object
+        self.obj_free_event = [-1] * num_objects    # action after which the object became free
+        self.where: dict[int, int] = {}             # tensor -> object it is resident in
+        self.arrival: dict[int, int] = {}           # tensor -> action that brought it (this tenancy)
+        self.last_reader: dict[int, int] = {}       # tensor -> last compute reading it (this tenancy)
+        self.tenancy_swap_out: dict[int, int] = {}  # tensor -> swap_out in this tenancy
+        self.host_copy: dict[int, int] = {}         # tensor -> swap_out action that made its host copy
+        self.op_action: dict[int, int] = {}
+
+    # ---- queries ----
+    def is_resident(self, t: int) -> bool:
+        return t in self.where
+
+    def has_host_copy(self, t: int) -> bool:
+        g = self.g
+        return t in self.host_copy or (g.producer()[t] < 0)
+
+    def free_objects(self) -> list[int]:
+        return [o for o, t in enumerate(self.obj_tenant) if t < 0]
+
+    # ---- setup ----
+    def place_initial(self, t: int, obj: int) -> None:
+        """A persistent tensor resident when the iteration starts."""
+        self._occupy(t, obj, arrival=-1)
+
+    # ---- actions ----
+    def _emit(self, a: Action) -> int:
+        stream = STREAM_OF[a.kind]
+        deps = []
+        for d in dict.fromkeys(a.deps):
+            if d < 0:
+                continue
+            if stream is not None and STREAM_OF[self.actions[d].kind] == stream:
+                continue  # FIFO on the same stream already orders these
+            deps.append(d)
+        a = Action(a.kind, a.op, a.tensor, a.obj, tuple(sorted(deps)), a.out_objs)
+        self.actions.append(a)
+        return len(self.actions) - 1
+
+    def _occupy(self, t: int, obj: int, arrival: int) -> None:
+        if self.obj_tenant[obj] >= 0:
+            raise RuntimeError(f"planner bug: object {obj} holds tensor {self.obj_tenant[obj]}, cannot take {t}")
+        if t in self.where:
+            raise RuntimeError(f"planner bug: tensor {t} is already resident in object {self.where[t]}")
+        self.obj_tenant[obj] = t
+        self.where[t] = obj
+        self.arrival[t] = arrival
+        self.last_reader.pop(t, None)
+        self.tenancy_swap_out.pop(t, None)
+
+    def compute(self, op_id: int, out_objs: list[int]) -> int:
+        op = self.g.ops[op_id]
+        deps = []
+        for t in op.inputs:
+            if t not in self.where:
+                raise RuntimeError(f"planner bug: op {op_id} reads tensor {t} that is not resident")
+            deps.append(self.arrival[t])
+        for o in out_objs:
+            deps.append(self.obj_free_event[o])
+        idx = self._emit(Action("compute", op=op_id, deps=tuple(deps), out_objs=tuple(out_objs)))
+        for t in op.inputs:
+            self.last_reader[t] = idx
+        for t, o in zip(op.outputs, out_objs):
+            self._occupy(t, o, arrival=idx)
+        self.op_action[op_id] = idx
+        return idx
+
+    def swap_out(self, t: int) -> int:
+        idx = self._emit(Action("swap_out", tensor=t, obj=self.where[t], deps=(self.arrival[t],)))
+        self.tenancy_swap_out[t] = idx
+        self.host_copy[t] = idx
+        return idx
+
+    def drop(self, t: int) -> int:
+        obj = self.where.pop(t)
+        deps = (self.last_reader.get(t, self.arrival[t]), self.tenancy_swap_out.get(t, -1))
+        idx = self._emit(Action("drop", tensor=t, obj=obj, deps=deps))
+        self.obj_tenant[obj] = -1
+        self.obj_free_event[obj] = idx
+        return idx
+
+    def swap_in(self, t: int, obj: int) -> int:
+        if not self.has_host_copy(t):
+            raise RuntimeError(f"planner bug: tensor {t} has no host copy to swap in")
+        deps = (self.obj_free_event[obj], self.host_copy.get(t, -1))
+        idx = self._emit(Action("swap_in", tensor=t, obj=obj, deps=deps))
+        self._occupy(t, obj, arrival=idx)
+        return idx
+
+    def residents(self) -> list[tuple[int, int]]:
+        return sorted(self.where.items())
