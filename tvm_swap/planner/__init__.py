@@ -1,0 +1,1 @@
+"""SwapAdvisor planning (no TVM imports anywhere in this package)."""
