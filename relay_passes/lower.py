@@ -1,0 +1,174 @@
+"""Lowering: TVM's own Relax pipeline, split where a swap plan must be written in.
+
+    lowered = lower(mod, target)            # fused kernels + explicit allocations, nothing planned yet
+    (relay_passes.apply rewrites `lowered` here: order, pool objects, swap calls)
+    ex = relax.build(finalize(lowered, target), target, relax_pipeline=None)
+
+`lower` runs the target's default pipeline (tvm.relax.backend.<cpu_generic|cuda|...>.pipeline) up to and
+including CallTIRRewrite: library dispatch, LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR,
+(GPU: the dlight default schedules), RewriteDataflowReshape, ToNonDataflow, RemovePurityChecking,
+CallTIRRewrite. `finalize` runs the rest: StaticPlanBlockMemory, (cuda: RewriteCUDAGraph), LowerAllocTensor,
+KillAfterLastUse, LowerRuntimeBuiltin, ComputePrimValue, VMShapeLower, AttachGlobalSymbol. With default
+options the two halves together are exactly `relax.get_default_pipeline(target)`.
+
+Shape of the lowered IR (what relay_passes.apply and tvm_swap.graph.extract rely on): every function is
+non-dataflow, carries `relax.force_pure`, and each kernel is three bindings
+
+    alloc = R.builtin.alloc_tensor(R.shape([...]), R.dtype("float32"), 0, R.str("global"))   # one per output
+    kernel(inputs..., alloc)          # PrimFunc GlobalVar (or ExternFunc) call, outputs last (DPS)
+    lv = alloc                        # the old SSA name of the result
+
+Views stay as bindings that allocate nothing: `R.reshape(lv, shape)` (from RewriteDataflowReshape, unfused
+only), tuple construction and TupleGetItem, var-to-var aliases.
+"""
+from __future__ import annotations
+
+import importlib
+
+from tvm_swap.errors import TvmSwapError, UnsupportedModelError
+
+FUSE_PASSES = ("FuseOps", "FuseTIR")
+FUSE_MAX_DEPTH_KEY = "relax.FuseOps.max_depth"
+
+# Backends whose pipeline module has the four stage functions; others fall back to gpu_generic.
+_BACKENDS = {"llvm": "cpu_generic", "cuda": "cuda", "rocm": "rocm", "metal": "gpu_generic"}
+
+
+def as_target(target):
+    """A tvm.target.Target from a string, dict or Target; a clear error for anything TVM rejects."""
+    import tvm
+
+    if isinstance(target, tvm.target.Target):
+        return target
+    try:
+        return tvm.target.Target(target)
+    except Exception as e:  # TVM raises several types for a bad target string
+        raise TvmSwapError(f"unknown target {target!r} ({type(e).__name__}: {str(e).splitlines()[0]}); "
+                           f"use e.g. 'llvm' or 'cuda'") from None
+
+
+def _stage_passes(target):
+    """(library_dispatch, legalize, dataflow_lower, finalize) pass lists of the target's default pipeline.
+
+    tvm.relax.pipeline.dataflow_lower_passes is broken for llvm in 0.27 (cpu_generic's __init__ does not
+    export it), so read the backend's pipeline module directly.
+    """
+    import tvm  # noqa: F401  (tvm.relax.backend needs tvm initialised)
+
+    kind = target.kind.name
+    backend = _BACKENDS.get(kind)
+    if backend is None:
+        if "gpu" not in target.keys:
+            raise UnsupportedModelError(f"target kind {kind!r} is not supported; use 'llvm' or 'cuda'")
+        backend = "gpu_generic"
+    p = importlib.import_module(f"tvm.relax.backend.{backend}.pipeline")
+    return (p.library_dispatch_passes(target), p.legalize_passes(target),
+            p.dataflow_lower_passes(target), p.finalize_passes(target))
+
+
+def _pass_context(fuse_max_depth):
+    """The current PassContext plus the FuseOps depth limit, so callers' settings are kept."""
+    import tvm
+
+    cur = tvm.transform.PassContext.current()
+    config = dict(cur.config.items()) if cur.config is not None else {}
+    if fuse_max_depth is not None:
+        if int(fuse_max_depth) < 1:
+            raise TvmSwapError(f"fuse_max_depth must be >= 1 (got {fuse_max_depth}); use None for TVM's default")
+        config[FUSE_MAX_DEPTH_KEY] = int(fuse_max_depth)
+    return tvm.transform.PassContext(
+        opt_level=cur.opt_level, config=config, required_pass=list(cur.required_pass),
+        disabled_pass=list(cur.disabled_pass), instruments=list(cur.instruments))
+
+
+def _relax_functions(mod, func_name):
+    from tvm import relax
+
+    funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, relax.Function)}
+    if func_name is None:
+        return funcs
+    if func_name not in funcs:
+        raise TvmSwapError(f"the module has no Relax function {func_name!r}; it has: {', '.join(sorted(funcs)) or 'none'}")
+    return {func_name: funcs[func_name]}
+
+
+def _symbolic_dims(ty):
+    """Names of the non-constant dimensions in a Relax type (tensor, tuple of tensors, shape)."""
+    from tvm import relax, tirx
+
+    if isinstance(ty, relax.TensorType):
+        if ty.shape is None:
+            return ["<unknown shape>"]
+        vals = getattr(ty.shape, "values", None)
+        if vals is None:
+            return [str(ty.shape)]
+        return [str(d) for d in vals if not isinstance(d, tirx.IntImm)]
+    if isinstance(ty, relax.TupleType):
+        return [d for f in ty.fields for d in _symbolic_dims(f)]
+    return []
+
+
+def check_static_shapes(mod, func_name=None):
+    """Raise UnsupportedModelError if a Relax function's parameters or results have dynamic shapes."""
+    for name, f in _relax_functions(mod, func_name).items():
+        for p in f.params:
+            dims = _symbolic_dims(p.ty)
+            if dims:
+                raise UnsupportedModelError(
+                    f"function {name!r} parameter {p.name!r} has a dynamic shape ({', '.join(dims)}); "
+                    f"dynamic shapes are not supported: give static input shapes (e.g. export with fixed "
+                    f"batch and sequence sizes)")
+        dims = _symbolic_dims(f.ret_ty)
+        if dims:
+            raise UnsupportedModelError(
+                f"function {name!r} returns a dynamic shape ({', '.join(dims)}); dynamic shapes are not "
+                f"supported: give static input shapes")
+
+
+def lower(mod, target="llvm", fuse=True, fuse_max_depth=None, func_name=None):
+    """Run the target's default Relax pipeline up to CallTIRRewrite (see the module docstring).
+
+    fuse: False skips FuseOps/FuseTIR (one kernel per Relax op). fuse_max_depth: caps how many ops FuseOps
+    puts into one kernel (deep fusion stretches lifetimes in training graphs). func_name: the function whose
+    shapes are checked (None: all Relax functions).
+    """
+    import tvm
+
+    target = as_target(target)
+    check_static_shapes(mod, func_name)
+    dispatch, legalize, dataflow_lower, _ = _stage_passes(target)
+    if not fuse:
+        legalize = [p for p in legalize if p.info.name not in FUSE_PASSES]
+    seq = tvm.transform.Sequential(dispatch + legalize + dataflow_lower, name="tvm_swap.lower")
+    with target, _pass_context(fuse_max_depth if fuse else None):
+        out = seq(mod)
+    # Shapes can only become dynamic through ops (e.g. unique, nonzero); catch them here too.
+    check_static_shapes(out, func_name)
+    return out
+
+
+def finalize(mod, target="llvm"):
+    """Run the target's default finalize passes (memory planning to VM lowering) on a lowered module."""
+    import tvm
+
+    target = as_target(target)
+    *_, fin = _stage_passes(target)
+    with target:
+        return tvm.transform.Sequential(fin, name="tvm_swap.finalize")(mod)
+
+
+def build_lowered(mod, target="llvm"):
+    """relax.build of a lowered (and possibly rewritten) module: finalize + codegen, no other Relax passes."""
+    from tvm import relax
+
+    target = as_target(target)
+    return relax.build(finalize(mod, target), target=target, relax_pipeline=None)
+
+
+def lower_unlimited_build(mod, target="llvm", fuse=True, fuse_max_depth=None):
+    """The plain build with TVM's own memory plan, for comparisons against a swap-planned build.
+
+    Same kernels as `lower(mod, target, fuse, fuse_max_depth)`, so results can be compared bitwise. With the
+    default options this equals `relax.build(mod, target, relax_pipeline=relax.get_default_pipeline(target))`.
+    """
+    return build_lowered(lower(mod, target, fuse=fuse, fuse_max_depth=fuse_max_depth), target)
