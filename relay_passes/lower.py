@@ -29,6 +29,7 @@ from tvm_swap.errors import TvmSwapError, UnsupportedModelError
 
 FUSE_PASSES = ("FuseOps", "FuseTIR")
 FUSE_MAX_DEPTH_KEY = "relax.FuseOps.max_depth"
+TARGET_ATTR = "tvm_swap.target"   # module attribute set by lower(): the target it lowered for
 
 # Backends whose pipeline module has the four stage functions; others fall back to gpu_generic.
 _BACKENDS = {"llvm": "cpu_generic", "cuda": "cuda", "rocm": "rocm", "metal": "gpu_generic"}
@@ -144,7 +145,8 @@ def lower(mod, target="llvm", fuse=True, fuse_max_depth=None, func_name=None):
         out = seq(mod)
     # Shapes can only become dynamic through ops (e.g. unique, nonzero); catch them here too.
     check_static_shapes(out, func_name)
-    return out
+    # Recorded for graph extraction and the apply pass (which must finalize for the same target).
+    return out.with_attr(TARGET_ATTR, str(target))
 
 
 def finalize(mod, target="llvm"):
