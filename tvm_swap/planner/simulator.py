@@ -151,21 +151,31 @@ def _need_table(p: PackedActions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         m = stream == s
         pos[m] = np.arange(int(m.sum()), dtype=np.int64)
     need = np.full((n, 3), -1, dtype=np.int64)
-    if len(p.dep_indices) == 0:
-        return need, stream, pos
-    owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(p.dep_indptr))
     dep = p.dep_indices
-    direct = stream[dep] >= 0
-    np.maximum.at(need, (owner[direct], stream[dep[direct]]), pos[dep[direct]])
-    # Deps on drops: inherit the drop's need. Drops rarely depend on drops, so repeat until stable.
-    via = ~direct
-    if via.any():
-        o_via, d_via = owner[via], dep[via]
+    if len(dep) == 0:
+        return need, stream, pos
+    rows = np.flatnonzero(np.diff(p.dep_indptr) > 0)
+    starts = p.dep_indptr[rows]
+    dstream = stream[dep]
+    direct = dstream >= 0
+    val = np.full((len(dep), 3), -1, dtype=np.int64)
+    val[np.flatnonzero(direct), dstream[direct]] = pos[dep[direct]]
+    need[rows] = np.maximum.reduceat(val, starts, axis=0)
+    via = np.flatnonzero(~direct)
+    if len(via):
+        # A dep on a drop means waiting for what the drop waits for. Planners' drops wait only on
+        # copies and computes, so one more pass settles it; chains of drops take one pass per level.
+        via_owner = np.searchsorted(p.dep_indptr, via, side="right") - 1
+        chained = bool((p.kind[via_owner] == DROP).any())
         for _ in range(n + 1):
-            before = need[o_via].copy()
-            np.maximum.at(need, o_via, need[d_via])
-            if np.array_equal(before, need[o_via]):
+            val[via] = np.maximum(val[via], need[dep[via]])
+            new = np.maximum.reduceat(val, starts, axis=0)
+            if not chained:
+                need[rows] = new
                 break
+            if np.array_equal(new, need[rows]):
+                break
+            need[rows] = new
     return need, stream, pos
 
 
