@@ -6,7 +6,9 @@
 
 `lower` runs the target's default pipeline (tvm.relax.backend.<cpu_generic|cuda|...>.pipeline) up to and
 including CallTIRRewrite: library dispatch, LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR,
-(GPU: the dlight default schedules), RewriteDataflowReshape, ToNonDataflow, RemovePurityChecking,
+(GPU: the dlight default schedules, through relay_passes.gpu_schedule so that one crashing rule falls back
+to the next instead of failing the build: TVM's own CUDA pipeline cannot build a cross-entropy loss),
+RewriteDataflowReshape, ToNonDataflow, RemovePurityChecking,
 CallTIRRewrite. `finalize` runs the rest: StaticPlanBlockMemory, (cuda: RewriteCUDAGraph), LowerAllocTensor,
 KillAfterLastUse, LowerRuntimeBuiltin, ComputePrimValue, VMShapeLower, AttachGlobalSymbol. With default
 options the two halves together are exactly `relax.get_default_pipeline(target)`.
@@ -62,8 +64,10 @@ def _stage_passes(target):
         if "gpu" not in target.keys:
             raise UnsupportedModelError(f"target kind {kind!r} is not supported; use 'llvm' or 'cuda'")
         backend = "gpu_generic"
+    from .gpu_schedule import replace_default_schedule
+
     p = importlib.import_module(f"tvm.relax.backend.{backend}.pipeline")
-    return (p.library_dispatch_passes(target), p.legalize_passes(target),
+    return (p.library_dispatch_passes(target), replace_default_schedule(p.legalize_passes(target)),
             p.dataflow_lower_passes(target), p.finalize_passes(target))
 
 
