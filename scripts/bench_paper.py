@@ -1,0 +1,435 @@
+#!/usr/bin/env python
+"""The SwapAdvisor paper's evaluation, in simulation: its workloads on a V100 at 16 GB, every planner here.
+
+For each workload (model, batch) it plans with swapadvisor, swapadvisor-nosearch, odswap, vdnn and
+noswap at the limit, and reports each plan's throughput as a fraction of the ideal (same schedule,
+unlimited memory), the lower bound, and the paper's published fractions beside them. Then a sweep of
+limits from the no-swap need down to the smallest feasible limit for one CNN and one RNN, plotted as
+throughput vs limit with one line per planner. Writes benchmarks/paper.{json,md}, sweep_*.png,
+convergence.png and a picture of one plan (plan_*.png/.svg/.html).
+
+    python scripts/bench_paper.py                      # the full run, about 30 minutes on 2 cores
+    python scripts/bench_paper.py --quick              # a smaller run, about 3 minutes
+    python scripts/bench_paper.py --models rnn-8-8k,inception-4@batch=32 --budget-s 30 --no-sweep
+    python scripts/bench_paper.py --models random:40 --mem-limit 60MB --budget-s 2   # no zoo needed
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tvm_swap.errors import InfeasibleLimitError  # noqa: E402
+from tvm_swap.units import format_bytes, format_seconds, parse_bytes  # noqa: E402
+
+PLANNERS = ["swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap"]
+MEM_LIMIT = 16 * 10**9
+DEVICE = "v100-16gb"
+
+# (model, batches) in the paper's order; BERT-large is not in the paper: batches chosen so it needs
+# about 1.5x to 6x the 16 GB (it is the workload reimplementations call slowest to search).
+WORKLOADS = [
+    ("rnn-8-8k", (128, 256)),
+    ("brnn-4-8k", (64, 128)),
+    ("wresnet-152-10", (16, 32, 64)),
+    ("inception-4", (16, 32, 64)),
+    ("bert-large", (16, 32, 64)),
+]
+QUICK_WORKLOADS = [("rnn-8-8k", (128,)), ("wresnet-152-10", (32,)), ("inception-4", (64,))]
+SWEEP = [("wresnet-152-10", 32), ("rnn-8-8k", 128)]          # one CNN, one RNN
+PICTURE = ("wresnet-152-10", 32)                             # the plan drawn for the README
+
+# Throughput as a fraction of an infinite-memory GPU, from the paper's figure (notes/swapadvisor.md):
+# (model, batch) -> (SwapAdvisor, ODSwap).
+PAPER = {
+    ("rnn-8-8k", 128): (0.84, 0.04), ("rnn-8-8k", 256): (0.76, 0.07),
+    ("brnn-4-8k", 64): (0.76, 0.08), ("brnn-4-8k", 128): (0.81, 0.11),
+    ("wresnet-152-10", 16): (0.92, 0.75), ("wresnet-152-10", 32): (0.95, 0.82),
+    ("wresnet-152-10", 64): (0.97, 0.83),
+    ("inception-4", 16): (0.98, 0.82), ("inception-4", 32): (0.99, 0.72), ("inception-4", 64): (0.70, 0.44),
+}
+
+
+# ---------------------------------------------------------------- workloads
+def load_workload(name: str, batch: int):
+    """A zoo graph, or `random:LAYERS` (tvm_swap.testing, sizes scaled by batch) to try the script without the zoo."""
+    if name.startswith("random:"):
+        from tvm_swap.testing import random_training_graph
+
+        layers = int(name.split(":", 1)[1])
+        sizes = [s * batch for s in (1_000_000, 1 << 20, 3 << 20, 4_000_000, 8 << 20)]
+        return random_training_graph(seed=layers, n_layers=layers, width_bytes=sizes, momentum=True,
+                                     name=f"random-{layers}")
+    from tvm_swap.zoo import load_zoo
+
+    return load_zoo(f"zoo:{name}@batch={batch}")
+
+
+def parse_models(text: str | None, quick: bool) -> list[tuple[str, tuple[int, ...]]]:
+    if not text:
+        return QUICK_WORKLOADS if quick else WORKLOADS
+    known = dict(WORKLOADS)
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if "@batch=" in item:
+            name, b = item.split("@batch=", 1)
+            out.append((name, tuple(int(x) for x in b.split("/"))))
+        elif item in known:
+            out.append((item, known[item][:1] if quick else known[item]))
+        elif item.startswith("random:"):
+            out.append((item, (1,)))
+        else:
+            raise SystemExit(f"unknown model {item!r}: give one of {', '.join(known)}, NAME@batch=B[/B2], or random:LAYERS")
+    return out
+
+
+# ---------------------------------------------------------------- planning
+def run_planner(graph, planner: str, mem_limit: int, args, budget_s: float) -> tuple[dict, object]:
+    """One plan, as a JSON row; failures become rows too, so one bad run does not lose the benchmark."""
+    from tvm_swap.devices import get_device
+    from tvm_swap.planner.api import plan_graph
+
+    t0 = time.perf_counter()
+    try:
+        plan = plan_graph(graph, mem_limit=mem_limit, device=get_device(args.device), planner=planner,
+                          budget_s=budget_s, seed=args.seed, workers=args.workers, progress=False)
+    except InfeasibleLimitError as e:
+        return {"status": "oom" if planner == "noswap" else "infeasible", "needs_bytes": e.min_feasible,
+                "wall_s": time.perf_counter() - t0}, None
+    except Exception as e:  # a planner bug must show in the table, not end a 30-minute run
+        traceback.print_exc()
+        return {"status": "error", "error": f"{type(e).__name__}: {e}", "wall_s": time.perf_counter() - t0}, None
+    p, s = plan.predicted, plan.search or {}
+    row = {"status": "ok", "wall_s": time.perf_counter() - t0, "verified": bool(plan.verified)}
+    for k in ("time_s", "ideal_time_s", "lower_bound_s", "throughput_vs_ideal", "pool_bytes", "peak_bytes",
+              "swap_in_bytes", "swap_out_bytes", "swap_in_count", "swap_out_count"):
+        row[k] = p.get(k)
+    for k in ("search_s", "generations"):
+        row[k] = s.get(k)
+    if s.get("history"):
+        row["history"] = s["history"]
+    return row, plan
+
+
+def noswap_need(graph) -> int:
+    from tvm_swap.plan import DEFAULT_ALIGNMENT
+    from tvm_swap.planner.baseline_noswap import noswap_need as need
+
+    return int(need(graph, DEFAULT_ALIGNMENT))
+
+
+def smallest_feasible(graph, args) -> int:
+    """The smallest limit the planners accept: ask one at a limit of 1 byte and read its refusal."""
+    from tvm_swap.devices import get_device
+    from tvm_swap.planner.api import plan_graph
+
+    try:
+        plan_graph(graph, mem_limit=1, device=get_device(args.device), planner="odswap", budget_s=1,
+                   seed=args.seed, workers=1, progress=False)
+    except InfeasibleLimitError as e:
+        return int(e.min_feasible)
+    return 1
+
+
+def bench_workload(name: str, batch: int, args, mem_limit: int) -> tuple[dict, dict]:
+    t0 = time.perf_counter()
+    graph = load_workload(name, batch)
+    row = {"model": name, "batch": batch, "ops": graph.num_ops, "tensors": graph.num_tensors,
+           "load_s": time.perf_counter() - t0, "mem_limit_bytes": mem_limit, "need_bytes": noswap_need(graph),
+           "planners": {}}
+    plans = {}
+    for planner in args.planners:
+        budget = args.budget_s if planner == "swapadvisor" else min(args.budget_s, 10.0)
+        r, plan = run_planner(graph, planner, mem_limit, args, budget)
+        row["planners"][planner] = r
+        if plan is not None:
+            plans[planner] = plan
+            row.setdefault("ideal_time_s", r["ideal_time_s"])
+            row.setdefault("lower_bound_s", r["lower_bound_s"])
+        print(f"  {name}@{batch} {planner:<21} {cell(r):<24} ({format_seconds(r['wall_s'])})", flush=True)
+    paper = PAPER.get((name, batch))
+    row["paper"] = {"swapadvisor": paper[0], "odswap": paper[1]} if paper else None
+    return row, {"graph": graph, "plans": plans}
+
+
+def sweep_limits(need: int, floor: int, points: int) -> list[int]:
+    """From the no-swap need down to the smallest feasible limit, evenly on a log scale."""
+    if floor >= need:
+        return [need]
+    ratio = floor / need
+    return [int(need * ratio ** (i / (points - 1))) for i in range(points)]
+
+
+def bench_sweep(name: str, batch: int, args) -> dict:
+    graph = load_workload(name, batch)
+    need = noswap_need(graph)
+    floor = smallest_feasible(graph, args)
+    out = {"model": name, "batch": batch, "need_bytes": need, "min_feasible_bytes": floor, "points": []}
+    for limit in sweep_limits(need, floor, args.sweep_points):
+        pt = {"mem_limit_bytes": limit, "fraction_of_need": limit / need, "planners": {}}
+        for planner in args.planners:
+            budget = args.sweep_budget_s if planner == "swapadvisor" else min(args.sweep_budget_s, 10.0)
+            r, _ = run_planner(graph, planner, limit, args, budget)
+            r.pop("history", None)
+            pt["planners"][planner] = r
+            print(f"  sweep {name}@{batch} {format_bytes(limit):>11} ({100 * limit / need:5.1f}%) "
+                  f"{planner:<21} {cell(r)}", flush=True)
+        out["points"].append(pt)
+    return out
+
+
+# ---------------------------------------------------------------- tables
+def cell(r: dict | None) -> str:
+    """A planner's result as a table cell: the throughput fraction, or why there is none."""
+    if r is None:
+        return "-"
+    st = r.get("status")
+    if st == "ok":
+        v = r.get("throughput_vs_ideal")
+        return f"{v:.3f}" if v is not None else "?"
+    if st == "oom":
+        return f"OOM (needs {format_bytes(r['needs_bytes'])})"
+    if st == "infeasible":
+        return f"infeasible (needs {format_bytes(r['needs_bytes'])})"
+    return "error"
+
+
+def _fmt(v, f) -> str:
+    return "-" if v is None else f(v)
+
+
+def markdown(result: dict) -> str:
+    meta = result["meta"]
+    planners = meta["planners"]
+    head = (["model", "batch", "ops", "memory need", "x limit", "ideal", "LB"] + planners +
+            ["paper SwapAdvisor", "paper ODSwap", "swapadvisor time/LB"])
+    lines = [
+        "# The SwapAdvisor evaluation, in simulation",
+        "",
+        f"Device `{meta['device']}`, memory limit {format_bytes(meta['mem_limit_bytes'])} "
+        f"({meta['mem_limit_bytes']:,} bytes); swapadvisor search budget {meta['budget_s']:g} s per run on "
+        f"{meta['cpus']} CPU cores; seed {meta['seed']}. Generated by `scripts/bench_paper.py"
+        f"{' --quick' if meta['quick'] else ''}` at commit `{meta['commit']}` in {format_seconds(meta['wall_s'])}.",
+        "",
+        "Planner columns: throughput as a fraction of the ideal (the same model with unlimited memory: "
+        "the sum of its op times). *LB* is the lower bound on the iteration time under the limit "
+        "(compute, or the bytes that must cross the link each way); *ideal* and *LB* are times per "
+        "iteration. The paper columns are the fractions published in SwapAdvisor (ASPLOS 2020) for real "
+        "runs on a V100; ours are simulated with roofline op times, so compare trends, not digits.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join("---" for _ in head) + "|",
+    ]
+    for row in result["rows"]:
+        sa = row["planners"].get("swapadvisor")
+        lb = row.get("lower_bound_s")
+        ratio = (sa["time_s"] / lb) if sa and sa.get("status") == "ok" and lb else None
+        paper = row.get("paper") or {}
+        cells = [row["model"], str(row["batch"]), str(row["ops"]), format_bytes(row["need_bytes"]),
+                 f"{row['need_bytes'] / row['mem_limit_bytes']:.1f}",
+                 _fmt(row.get("ideal_time_s"), format_seconds), _fmt(lb, format_seconds)]
+        cells += [cell(row["planners"].get(p)) for p in planners]
+        cells += [_fmt(paper.get("swapadvisor"), lambda v: f"{v:.2f}"), _fmt(paper.get("odswap"), lambda v: f"{v:.2f}"),
+                  _fmt(ratio, lambda v: f"{v:.2f}x")]
+        lines.append("| " + " | ".join(cells) + " |")
+    errors = [(r["model"], r["batch"], p, x["error"]) for r in result["rows"]
+              for p, x in r["planners"].items() if x.get("status") == "error"]
+    if errors:
+        lines += ["", "Errors:", ""] + [f"- {m}@{b} {p}: `{e}`" for m, b, p, e in errors]
+    for sw in result.get("sweeps", []):
+        plot = f" ![throughput vs limit]({Path(sw['plot']).name})" if sw.get("plot") else ""
+        lines += ["", f"## Memory-limit sweep: {sw['model']} batch {sw['batch']}", "",
+                  f"No-swap need {format_bytes(sw['need_bytes'])}, smallest feasible limit "
+                  f"{format_bytes(sw['min_feasible_bytes'])}.{plot}", "",
+                  "| limit | % of need | " + " | ".join(planners) + " |",
+                  "|---|---|" + "|".join("---" for _ in planners) + "|"]
+        for pt in sw["points"]:
+            lines.append(f"| {format_bytes(pt['mem_limit_bytes'])} | {100 * pt['fraction_of_need']:.0f}% | " +
+                         " | ".join(cell(pt["planners"].get(p)) for p in planners) + " |")
+    if result.get("pictures"):
+        lines += ["", "## Pictures", ""] + [f"- [{Path(p).name}]({Path(p).name})" for p in result["pictures"]]
+    return "\n".join(lines) + "\n"
+
+
+def print_table(result: dict) -> None:
+    planners = result["meta"]["planners"]
+    print()
+    print(f"{'workload':<22}{'need':>12}{'ideal':>10}{'LB':>10}" + "".join(f"{p[:14]:>16}" for p in planners) +
+          f"{'paper SA':>10}{'paper OD':>10}")
+    for row in result["rows"]:
+        paper = row.get("paper") or {}
+        print(f"{row['model'] + '@' + str(row['batch']):<22}{format_bytes(row['need_bytes']):>12}"
+              f"{_fmt(row.get('ideal_time_s'), format_seconds):>10}{_fmt(row.get('lower_bound_s'), format_seconds):>10}" +
+              "".join(f"{cell(row['planners'].get(p))[:15]:>16}" for p in planners) +
+              f"{_fmt(paper.get('swapadvisor'), str):>10}{_fmt(paper.get('odswap'), str):>10}")
+
+
+# ---------------------------------------------------------------- plots
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("the plots need matplotlib: pip install 'tvm_swap[plots]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+PLANNER_STYLE = {"swapadvisor": ("#4C72B0", "o"), "swapadvisor-nosearch": ("#8172B3", "s"),
+                 "odswap": ("#DD8452", "^"), "vdnn": ("#55A868", "v"), "noswap": ("#333333", "D")}
+
+
+def plot_sweep(sw: dict, path: Path, device: str) -> None:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=110)
+    pts = sw["points"]
+    x = [p["mem_limit_bytes"] / 2**30 for p in pts]
+    for planner in sorted({k for p in pts for k in p["planners"]}, key=PLANNERS.index):
+        y = [p["planners"][planner].get("throughput_vs_ideal") if p["planners"][planner].get("status") == "ok"
+             else math.nan for p in pts]
+        color, marker = PLANNER_STYLE.get(planner, ("#999999", "x"))
+        ax.plot(x, y, marker=marker, color=color, label=planner, linewidth=1.6, markersize=5)
+    ax.axvline(sw["need_bytes"] / 2**30, color="#999999", linestyle=":", linewidth=1)
+    ax.text(sw["need_bytes"] / 2**30, 1.02, " no-swap need", fontsize=8, color="#666666", va="bottom", ha="right")
+    ax.set_xscale("log")
+    ax.set_xlabel("memory limit (GiB, log scale)")
+    ax.set_ylabel("throughput vs ideal")
+    ax.set_ylim(0, 1.08)
+    ax.grid(alpha=0.3, which="both")
+    ax.set_title(f"{sw['model']} batch {sw['batch']} on {device}: throughput as the limit shrinks", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": "tvm_swap"})
+    plt.close(fig)
+
+
+def plot_convergence(rows: list[dict], path: Path) -> bool:
+    """Each workload's GA: best time over the lower bound against search seconds."""
+    hist = [(r, r["planners"]["swapadvisor"]["history"]) for r in rows
+            if r["planners"].get("swapadvisor", {}).get("history") and r.get("lower_bound_s")]
+    if not hist:
+        return False
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=110)
+    for r, h in hist:
+        ax.plot([e for _, e, _ in h], [b / r["lower_bound_s"] for _, _, b in h], drawstyle="steps-post",
+                linewidth=1.4, label=f"{r['model']}@{r['batch']}")
+    ax.axhline(1.0, color="#C00000", linestyle="--", linewidth=1, label="lower bound")
+    ax.set_xlabel("search time (s)")
+    ax.set_ylabel("best iteration time / lower bound")
+    ax.set_title("SwapAdvisor search: convergence per workload", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": "tvm_swap"})
+    plt.close(fig)
+    return True
+
+
+# ---------------------------------------------------------------- main
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--budget-s", type=float, default=None, help="search budget per swapadvisor run (default 60, quick 10)")
+    ap.add_argument("--sweep-budget-s", type=float, default=None, help="per swapadvisor run in the sweep (default budget/2)")
+    ap.add_argument("--sweep-points", type=int, default=None, help="limits per sweep (default 6, quick 4)")
+    ap.add_argument("--models", default=None, help="comma list: NAME (its paper batches), NAME@batch=B[/B2], random:LAYERS")
+    ap.add_argument("--planners", default=",".join(PLANNERS), help="comma list (default: all)")
+    ap.add_argument("--quick", action="store_true", help="fewer workloads, shorter searches (about 3 minutes)")
+    ap.add_argument("--no-sweep", action="store_true", help="skip the memory-limit sweep")
+    ap.add_argument("--no-picture", action="store_true", help="skip the picture of one plan")
+    ap.add_argument("--sweep-models", default=None, help="comma list NAME@batch=B (default: a CNN and an RNN)")
+    ap.add_argument("--mem-limit", default=str(MEM_LIMIT), help="limit for the table (default 16GB = 16e9 bytes)")
+    ap.add_argument("--device", default=DEVICE)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=None, help="search processes (default: all cores)")
+    ap.add_argument("--out-dir", default=str(ROOT / "benchmarks"))
+    args = ap.parse_args(argv)
+    args.budget_s = args.budget_s if args.budget_s is not None else (10.0 if args.quick else 60.0)
+    args.sweep_budget_s = args.sweep_budget_s if args.sweep_budget_s is not None else args.budget_s / 2
+    args.sweep_points = args.sweep_points or (4 if args.quick else 6)
+    args.planners = [p.strip() for p in args.planners.split(",") if p.strip()]
+    bad = [p for p in args.planners if p not in PLANNERS]
+    if bad:
+        ap.error(f"unknown planner(s) {bad}; choose from {PLANNERS}")
+    return args
+
+
+def main(argv=None) -> int:
+    import os
+
+    args = parse_args(argv)
+    mem_limit = parse_bytes(args.mem_limit)
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    result = {"meta": {"device": args.device, "mem_limit_bytes": mem_limit, "budget_s": args.budget_s,
+                       "sweep_budget_s": args.sweep_budget_s, "seed": args.seed, "quick": args.quick,
+                       "planners": args.planners, "cpus": os.cpu_count(), "python": platform.python_version(),
+                       "commit": git_commit(), "started": time.strftime("%Y-%m-%d %H:%M:%S")},
+              "rows": [], "sweeps": [], "pictures": []}
+
+    def save() -> None:
+        result["meta"]["wall_s"] = time.perf_counter() - t_start
+        (out / "paper.json").write_text(json.dumps(result, indent=1))
+        (out / "paper.md").write_text(markdown(result))
+
+    workloads = parse_models(args.models, args.quick)
+    keep = {}
+    for name, batches in workloads:
+        for batch in batches:
+            print(f"{name} batch {batch}", flush=True)
+            row, ctx = bench_workload(name, batch, args, mem_limit)
+            result["rows"].append(row)
+            if (name, batch) == PICTURE or not keep:
+                keep = {"key": (name, batch), **ctx}
+            save()
+    if not args.no_picture and keep.get("plans"):
+        from tvm_swap.report import write_report
+
+        plan = keep["plans"].get("swapadvisor") or next(iter(keep["plans"].values()))
+        result["pictures"] = [str(p) for p in write_report(keep["graph"], plan, out)]
+        print("wrote", ", ".join(result["pictures"]), flush=True)
+    if not args.no_sweep:
+        sweeps = SWEEP
+        if args.sweep_models:
+            sweeps = [(s.split("@batch=")[0], int(s.split("@batch=")[1]) if "@batch=" in s else 1)
+                      for s in args.sweep_models.split(",")]
+        for name, batch in sweeps:
+            print(f"sweep {name} batch {batch}", flush=True)
+            sw = bench_sweep(name, batch, args)
+            path = out / f"sweep_{name.replace(':', '-')}_{batch}.png"
+            plot_sweep(sw, path, args.device)
+            sw["plot"] = str(path)
+            result["sweeps"].append(sw)
+            save()
+    if plot_convergence(result["rows"], out / "convergence.png"):
+        result["convergence_plot"] = str(out / "convergence.png")
+    save()
+    print_table(result)
+    print(f"\nwrote {out / 'paper.md'} and {out / 'paper.json'} in {format_seconds(time.perf_counter() - t_start)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
