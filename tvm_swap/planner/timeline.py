@@ -1,0 +1,86 @@
+"""Device memory over time for a simulated plan: for plots and for a plan's predicted peak.
+
+An object is in use from its tenant's arrival start (the producer compute's start or the swap-in's
+start; time 0 for an initial resident) until the end of the tenant's drop (the end of the iteration
+if it is never dropped). Occupied objects count with their pool size (what the pool reserves);
+`tensor_bytes` and `by_kind` count the tenants' own bytes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import KINDS, DataflowGraph
+from ..plan import Plan
+from .simulator import SimResult
+
+
+def _tenancies(graph: DataflowGraph, plan: Plan, sim: SimResult):
+    """(tensor, object, begin_s, end_s) for every stay of a tensor in an object."""
+    open_at: dict[int, tuple[int, float]] = {t: (o, 0.0) for t, o in plan.initial_residents}
+    out: list[tuple[int, int, float, float]] = []
+    start, end = sim.start, sim.end
+    for i, a in enumerate(plan.actions):
+        k = a.kind
+        if k == "compute":
+            s = float(start[i])
+            for t, o in zip(graph.ops[a.op].outputs, a.out_objs):
+                open_at[t] = (o, s)
+        elif k == "swap_in":
+            open_at[a.tensor] = (a.obj, float(start[i]))
+        elif k == "drop":
+            o, b = open_at.pop(a.tensor, (a.obj, 0.0))
+            out.append((a.tensor, o, b, float(end[i])))
+    t_end = float(sim.time_s)
+    out.extend((t, o, b, t_end) for t, (o, b) in open_at.items())
+    return out
+
+
+def memory_timeline(graph: DataflowGraph, plan: Plan, sim: SimResult) -> dict:
+    """Step functions of device memory in use: value[i] holds from time[i] until time[i+1].
+
+    Keys: time, bytes (object bytes), tensor_bytes, by_kind {kind: tensor bytes}, peak_bytes
+    (object bytes, without workspace), pool_bytes (the pool's total, workspace included)."""
+    if len(sim.start) != len(plan.actions):
+        raise ValueError(f"simulation has {len(sim.start)} actions but the plan has {len(plan.actions)}: "
+                         f"simulate this plan first")
+    ten = _tenancies(graph, plan, sim)
+    obj_bytes = plan.pool.object_bytes()
+    nb = graph.tensor_bytes()
+    kind_idx = {k: i for i, k in enumerate(KINDS)}
+    m = len(ten)
+    t_arr = np.array([x for x in ten], dtype=np.float64).reshape(m, 4) if m else np.zeros((0, 4))
+    tensors = t_arr[:, 0].astype(np.int64)
+    objs = t_arr[:, 1].astype(np.int64)
+    times = np.concatenate([t_arr[:, 2], t_arr[:, 3]])
+    sign = np.concatenate([np.ones(m, dtype=np.int64), -np.ones(m, dtype=np.int64)])
+    ob = obj_bytes[objs] if m else np.zeros(0, dtype=np.int64)
+    tb = nb[tensors] if m else np.zeros(0, dtype=np.int64)
+    kinds = np.array([kind_idx[graph.tensors[t].kind] for t in tensors.tolist()], dtype=np.int64)
+    # at equal times releases go first: an arrival that waited on a drop never overlaps it
+    order = np.lexsort((sign, times))
+    times = times[order]
+    s = sign[order]
+    both = lambda a: np.concatenate([a, a])[order]  # noqa: E731
+    d_obj = np.cumsum(s * both(ob))
+    d_ten = np.cumsum(s * both(tb))
+    k_all = both(kinds)
+    tb_all = both(tb)
+    by_kind = {}
+    for k, i in kind_idx.items():
+        sel = k_all == i
+        if sel.any():
+            by_kind[k] = np.cumsum(np.where(sel, s * tb_all, 0))
+    return {
+        "time": np.concatenate([[0.0], times]),
+        "bytes": np.concatenate([[0], d_obj]).astype(np.int64),
+        "tensor_bytes": np.concatenate([[0], d_ten]).astype(np.int64),
+        "by_kind": {k: np.concatenate([[0], v]).astype(np.int64) for k, v in by_kind.items()},
+        "peak_bytes": int(d_obj.max()) if m else 0,
+        "pool_bytes": int(plan.pool.total_bytes()),
+    }
+
+
+def peak_in_use(graph: DataflowGraph, plan: Plan, sim: SimResult, include_workspace: bool = True) -> int:
+    """Most device bytes in use at once: occupied objects (+ the pool's workspace, also device memory)."""
+    peak = memory_timeline(graph, plan, sim)["peak_bytes"]
+    return int(peak + (plan.pool.workspace_bytes if include_workspace else 0))
