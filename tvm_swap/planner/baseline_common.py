@@ -8,10 +8,12 @@
 
 Periodicity. An iteration starts with `initial_residents` [(p, obj)] and must end with the successor of
 each p (its update, or p itself when nothing updates it) resident again, so the next iteration starts in
-the same state. An update is written by an op that still reads p, so it can never land in p's own
-object; `EXACT_OBJECT_PERIODICITY` says whether the end must use the *same object* (then a misplaced
-successor is copied out and back in at the end: two copies of its bytes per iteration) or only the same
-size class (objects of one class are interchangeable, so the runtime can rename them between iterations).
+the same state. An update is written by an op that still reads p, so it can never land in p's own object.
+`EXACT_OBJECT_PERIODICITY` says whether the end must use the *same object* (the letter of the Plan
+docstring: "the same pairs"). Then keeping an updated param on the device would cost copying its update
+out and back in at the end, the same two copies as not keeping it, so only params nothing updates are
+kept (as the SwapAdvisor planner does). Without it, only the same size class is asked for (objects of one
+class are interchangeable, so a runtime can rename them between iterations) and updated params stay too.
 """
 from __future__ import annotations
 
@@ -95,17 +97,19 @@ def successor_map(graph: DataflowGraph) -> dict[int, int]:
     return {old: new for new, old in graph.updates.items()}
 
 
-def keepable_params(graph: DataflowGraph, tensor_class: list[int]) -> list[int]:
-    """Persistent tensors that may stay on the device across iterations: used here, and with an update
-    (if any) that fits the same class, so the successor can take the parameter's place."""
+def keepable_params(graph: DataflowGraph, tensor_class: list[int],
+                    exact_object: bool | None = None) -> list[int]:
+    """Persistent tensors that may stay on the device across iterations: used here, and either not updated
+    or (when periodicity is by class, see the module docstring) updated by a tensor of the same class."""
+    exact = EXACT_OBJECT_PERIODICITY if exact_object is None else exact_object
     succ = successor_map(graph)
     out = []
     for t in graph.used_tensors():
-        if not graph.is_persistent(t):
+        if not graph.is_persistent(t) or tensor_class[t] < 0:
             continue
-        s = succ.get(t, t)
-        if tensor_class[s] == tensor_class[t] and tensor_class[t] >= 0:
-            out.append(t)
+        if t in succ and (exact or tensor_class[succ[t]] != tensor_class[t]):
+            continue
+        out.append(t)
     return out
 
 
@@ -195,13 +199,13 @@ def default_pool(ctx: PlanningContext, graph: DataflowGraph | None = None, order
 
 # ---------------------------------------------------------------- periodicity and the plan
 def settle_residents(b: ActionBuilder, graph: DataflowGraph, initial: list[tuple[int, int]],
-                     obj_class: np.ndarray, has_valid_host_copy, exact_object: bool = EXACT_OBJECT_PERIODICITY
-                     ) -> None:
+                     obj_class: np.ndarray, has_valid_host_copy, exact_object: bool | None = None) -> None:
     """End the iteration in its start state: drop everything but the successors of the initial residents,
     and bring back (into the right object, or class) any successor that was evicted or is misplaced.
 
     `has_valid_host_copy(t)` says whether the host holds t's current value (so dropping it loses nothing).
     """
+    exact_object = EXACT_OBJECT_PERIODICITY if exact_object is None else exact_object
     succ = successor_map(graph)
     target = {succ.get(p, p): o for p, o in initial}
     for t, _ in b.residents():

@@ -79,8 +79,9 @@ class VdnnWalker(OnDemandWalker):
             if bw and fw and bw[0] > fw[-1]:
                 self.first_bw_use[t] = bw[0]
         firsts = sorted(set(self.first_bw_use.values()))
+        rank = {f: k for k, f in enumerate(firsts)}
         for t, first in self.first_bw_use.items():
-            k = firsts.index(first)
+            k = rank[first]
             at = firsts[k - 1] if k > 0 else min(bw_positions[0], first)
             last_fw = [p for p in self.uses[t] if self.is_fwd[p]][-1]
             at = max(at, last_fw + 1)
