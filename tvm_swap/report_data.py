@@ -48,6 +48,7 @@ class ReportData:
     mem_limit: int
     pool_bytes: int
     summary: dict                      # commands.plan_summary(plan)
+    mem_objects: np.ndarray | None = None  # pool object bytes occupied (>= the stack: size-class slack)
     history: np.ndarray | None = None  # rows (generation, elapsed_s, best_time_s) or None
     ideal_s: float | None = None
     lower_bound_s: float | None = None
@@ -107,13 +108,20 @@ def _bars(graph, plan, start: np.ndarray, end: np.ndarray) -> dict[str, StreamBa
     return out
 
 
-def _memory(graph, plan, sim) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def _memory(graph, plan, sim) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+    """(times, tensor bytes by kind, object bytes occupied); the pool's workspace counts as a kind,
+    reserved all iteration, so the stack compares directly with the pool size and the limit."""
     from .planner.timeline import memory_timeline
 
     tl = memory_timeline(graph, plan, sim)
-    times = np.asarray(tl["times"], dtype=np.float64)
+    times = np.asarray(tl["time"], dtype=np.float64)
     by_kind = {k: np.asarray(v, dtype=np.float64) for k, v in tl["by_kind"].items()}
-    return times, by_kind
+    objects = np.asarray(tl["bytes"], dtype=np.float64)
+    ws = float(plan.pool.workspace_bytes)
+    if ws > 0:
+        by_kind["workspace"] = np.full(len(times), ws)
+        objects = objects + ws
+    return times, by_kind, objects
 
 
 def build_report_data(graph, plan, op_time=None) -> ReportData:
@@ -126,14 +134,14 @@ def build_report_data(graph, plan, op_time=None) -> ReportData:
     sim = simulate(graph, plan, times, DeviceSpec.from_dict(plan.device))
     start = np.asarray(sim.start, dtype=np.float64)
     end = np.asarray(sim.end, dtype=np.float64)
-    mem_t, mem_by_kind = _memory(graph, plan, sim)
+    mem_t, mem_by_kind, mem_objects = _memory(graph, plan, sim)
     p = plan.predicted or {}
     dev = (plan.device or {}).get("name", "?")
     title = (f"{plan.graph_name}: {plan.planner} on {dev}, limit {format_bytes(plan.mem_limit)}, "
              f"iteration {format_seconds(sim.time_s)}")
     return ReportData(
         title=title, time_s=float(sim.time_s), bars=_bars(graph, plan, start, end),
-        mem_times=mem_t, mem_by_kind=mem_by_kind, mem_limit=int(plan.mem_limit),
+        mem_times=mem_t, mem_by_kind=mem_by_kind, mem_objects=mem_objects, mem_limit=int(plan.mem_limit),
         pool_bytes=int(p.get("pool_bytes") or plan.pool.total_bytes()), summary=plan_summary(plan),
         history=_history(plan), ideal_s=p.get("ideal_time_s"), lower_bound_s=p.get("lower_bound_s"),
     )

@@ -14,7 +14,7 @@ WIDTH_IN = 13.0
 DPI = 100
 PANEL_IN = {"memory": 3.4, "gantt": 1.9, "search": 2.3}
 LEFT_IN, TOP_IN, BOTTOM_IN = 1.35, 0.75, 0.6   # room for row labels, the title and the x label
-SPACER_IN = 0.45           # between the Gantt's time axis and the search panel
+SPACER_IN = 0.1            # between the Gantt's time axis and the search panel
 RIGHT_FRACTION = 0.80      # the legend lives right of the axes, so it never hides data
 RASTERIZE_ABOVE = 3000     # bars or memory points: beyond this, vector output would be megabytes
 MIN_BAR_PX = 0.7           # a bar thinner than this would vanish; widen it to stay visible
@@ -88,7 +88,9 @@ def _draw_memory(ax, data: ReportData, scale: float) -> None:
     for k in kinds:
         total = total + data.mem_by_kind[k]
     peak = float(total.max()) if len(total) else 0.0
-    top = max(data.mem_limit, data.pool_bytes, peak, 1)
+    has_objects = data.mem_objects is not None and len(data.mem_objects) > 0
+    obj_peak = float(data.mem_objects.max()) if has_objects else 0.0
+    top = max(data.mem_limit, data.pool_bytes, peak, obj_peak, 1)
     div, bunit = _byte_unit(top)
     if len(t):
         # Memory holds its value until the next event; extend the last step to the iteration's end.
@@ -99,13 +101,19 @@ def _draw_memory(ax, data: ReportData, scale: float) -> None:
         if len(t) > RASTERIZE_ABOVE:
             for p in polys:
                 p.set_rasterized(True)
+    if has_objects and len(t):
+        ax.step(x, np.append(data.mem_objects, data.mem_objects[-1]) / div, where="post", color="#222222",
+                linewidth=0.8, label="pool objects occupied", rasterized=len(t) > RASTERIZE_ABOVE)
     ax.axhline(data.mem_limit / div, color="#C00000", linestyle="--", linewidth=1.4,
                label=f"memory limit {format_bytes(data.mem_limit)}")
     ax.axhline(data.pool_bytes / div, color="black", linestyle=":", linewidth=1.4,
                label=f"pool {format_bytes(data.pool_bytes)}")
     ax.set_ylim(0, top / div * 1.1)
     ax.set_ylabel(f"device memory ({bunit})")
-    ax.set_title(f"memory in use by tensor kind (peak {format_bytes(peak)})", fontsize=10, loc="left")
+    title = f"device memory in use by tensor kind: peak {format_bytes(peak)}"
+    if has_objects and obj_peak > 1.01 * peak:  # size classes round tensors up; say so when it shows
+        title += f"; occupied pool objects peak at {format_bytes(obj_peak)}"
+    ax.set_title(title, fontsize=10, loc="left")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False)
 

@@ -65,6 +65,15 @@ def _title(bars: StreamBars, m: MergedBar) -> str:
             f"{format_seconds(busy)}:\n" + "\n".join(names) + (f"\n(+{more} more)" if more > 0 else ""))
 
 
+def _tick_step(total_s: float, target: int = 10) -> tuple[float, float, str]:
+    """A round tick spacing (1, 2 or 5 times a power of ten) giving about `target` ticks, and its unit."""
+    raw = total_s / target
+    mag = 10 ** np.floor(np.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    div, unit = (1.0, "s") if total_s >= 2 else ((1e-3, "ms") if total_s >= 2e-3 else (1e-6, "us"))
+    return float(step), div, unit
+
+
 def gantt_svg(data: ReportData) -> tuple[str, int]:
     """Inline SVG of the three streams; returns (svg text, number of bars with a hover title)."""
     width = gantt_width_px(data)
@@ -90,12 +99,12 @@ def gantt_svg(data: ReportData) -> tuple[str, int]:
                          f'fill="{color}"><title>{html.escape(_title(bars, m))}</title></rect>')
             n_titled += 1
     axis_y = ROW_PX * len(STREAMS) + 14
-    for frac in np.linspace(0, 1, 11):
-        x = LABEL_PX + frac * width
+    step, div, unit = _tick_step(total)
+    for k in range(int(total / step + 1e-9) + 1):
+        x = LABEL_PX + k * step / spp
         parts.append(f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{axis_y - 10}" stroke="#ccc" stroke-width="0.5"/>')
-        anchor = "start" if frac == 0 else ("end" if frac == 1 else "middle")
-        parts.append(f'<text x="{x:.1f}" y="{axis_y + 6}" text-anchor="{anchor}">'
-                     f'{html.escape(format_seconds(frac * total))}</text>')
+        parts.append(f'<text x="{x:.1f}" y="{axis_y + 6}" text-anchor="{"start" if k == 0 else "middle"}">'
+                     f'{k * step / div:g} {unit}</text>')
     parts.append("</svg>")
     return "\n".join(parts), n_titled
 
