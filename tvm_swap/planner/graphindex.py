@@ -1,0 +1,135 @@
+"""GraphIndex: the flat, numpy-friendly facts about a graph that the SwapAdvisor planner reads every evaluation.
+
+Built once per (graph, alignment) and shared by feasibility, the genome encoding and the swap planner,
+so that a GA evaluation never walks `DataflowGraph` objects or builds per-op dicts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph import DataflowGraph
+
+# Tensor roles for the swap planner (what must happen to a tensor's last device copy).
+ROLE_TEMP = 0        # activation/gradient: dead after its last use
+ROLE_TO_HOST = 1     # graph output or update: must reach the host (swap out) before it is dropped
+ROLE_KEEP = 2        # persistent tensor nothing updates: worth keeping on the device for the next iteration
+ROLE_HOST_ONLY = 3   # input, or a persistent tensor replaced by its update: host has it, dead after last use
+
+
+def aligned_size(nbytes, alignment: int):
+    """Bytes of the pool object a tensor needs: rounded up to `alignment`, never 0 (works on arrays)."""
+    a = int(alignment)
+    return np.maximum(a, (np.asarray(nbytes, dtype=np.int64) + a - 1) // a * a)
+
+
+@dataclass
+class GraphIndex:
+    graph: DataflowGraph
+    alignment: int
+    n_ops: int
+    n_tensors: int
+    size: np.ndarray          # int64 aligned bytes per tensor
+    used: np.ndarray          # bool per tensor: some op reads or writes it
+    ts: np.ndarray            # sorted unique aligned sizes of used tensors (the TS of the encoding)
+    size_idx: np.ndarray      # int64 per tensor: index into ts, -1 if unused
+    op_ptr: np.ndarray        # CSR over ops of the op's distinct tensors: inputs first, then outputs
+    op_tensors: np.ndarray    # int64
+    op_nin: np.ndarray        # int64 per op: how many of its CSR entries are inputs
+    produced: np.ndarray      # bool per tensor: some op writes it (so it has no host copy at first)
+    role: np.ndarray          # int8 per tensor, ROLE_*
+    workspace: int            # aligned bytes of the largest op workspace (0 if none)
+    # (op, size index) pairs with multiplicity, sorted by op then size: what `need` reduces over
+    pair_op: np.ndarray
+    pair_size: np.ndarray
+    # op dependency graph (producer -> consumer), CSR over ops, for list scheduling
+    succ_ptr: np.ndarray
+    succ: np.ndarray
+    indeg: np.ndarray
+
+    @classmethod
+    def build(cls, graph: DataflowGraph, alignment: int = 256) -> "GraphIndex":
+        n_t = graph.num_tensors
+        ptr = [0]
+        flat: list[int] = []
+        nin = []
+        for op in graph.ops:
+            ins = list(dict.fromkeys(op.inputs))
+            outs = [t for t in dict.fromkeys(op.outputs) if t not in ins]
+            flat.extend(ins)
+            flat.extend(outs)
+            nin.append(len(ins))
+            ptr.append(len(flat))
+        op_tensors = np.asarray(flat, dtype=np.int64)
+        op_ptr = np.asarray(ptr, dtype=np.int64)
+        used = np.zeros(n_t, dtype=bool)
+        used[op_tensors] = True
+        size = aligned_size(graph.tensor_bytes(), alignment) if n_t else np.zeros(0, np.int64)
+        ts = np.unique(size[used])
+        size_idx = np.full(n_t, -1, dtype=np.int64)
+        size_idx[used] = np.searchsorted(ts, size[used])
+        produced = graph.producer() >= 0
+
+        role = np.full(n_t, ROLE_TEMP, dtype=np.int8)
+        updated = set(graph.updates.values())
+        for t in range(n_t):
+            if not produced[t]:
+                if graph.is_persistent(t) and t not in updated:
+                    role[t] = ROLE_KEEP
+                else:
+                    role[t] = ROLE_HOST_ONLY
+        for t in list(graph.outputs) + list(graph.updates):
+            if produced[t]:
+                role[t] = ROLE_TO_HOST
+
+        ws = max((op.workspace for op in graph.ops), default=0)
+        workspace = int(aligned_size(ws, alignment)) if ws > 0 else 0
+
+        pair_op = np.repeat(np.arange(graph.num_ops, dtype=np.int64), np.diff(op_ptr))
+        pair_size = size_idx[op_tensors]
+        order = np.lexsort((pair_size, pair_op))
+
+        succs = graph.op_succs()
+        succ_ptr = np.zeros(graph.num_ops + 1, dtype=np.int64)
+        np.cumsum([len(s) for s in succs], out=succ_ptr[1:])
+        succ = np.asarray([o for s in succs for o in s], dtype=np.int64)
+        indeg = np.asarray([len(p) for p in graph.op_preds()], dtype=np.int64)
+        return cls(graph, int(alignment), graph.num_ops, n_t, size, used, ts, size_idx, op_ptr, op_tensors,
+                   np.asarray(nin, dtype=np.int64), produced, role, workspace, pair_op[order], pair_size[order],
+                   succ_ptr, succ, indeg)
+
+    @property
+    def num_sizes(self) -> int:
+        return int(len(self.ts))
+
+    def class_need(self, cls: np.ndarray) -> np.ndarray:
+        """need[c] = the most distinct tensors of class c one op touches (a class can hold no fewer objects).
+
+        `cls` maps each size index to a class id and is monotone, so (op, class) keys stay sorted."""
+        cls = np.asarray(cls, dtype=np.int64)
+        n_cls = int(cls[-1]) + 1 if len(cls) else 0
+        need = np.zeros(n_cls, dtype=np.int64)
+        if len(self.pair_op) == 0:
+            return need
+        pc = cls[self.pair_size]
+        key = self.pair_op * (n_cls + 1) + pc
+        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+        counts = np.diff(np.append(starts, len(key)))
+        np.maximum.at(need, pc[starts], counts)
+        return need
+
+    def default_schedule(self) -> np.ndarray:
+        return np.arange(self.n_ops, dtype=np.int64)
+
+    def is_topological(self, schedule) -> bool:
+        """True when `schedule` lists every op once and after all ops it reads from."""
+        s = np.asarray(schedule, dtype=np.int64)
+        if len(s) != self.n_ops or (len(s) and (s.min() < 0 or s.max() >= self.n_ops)):
+            return False
+        pos = np.full(self.n_ops, -1, dtype=np.int64)
+        pos[s] = np.arange(len(s))
+        if (pos < 0).any():
+            return False
+        src = np.repeat(np.arange(self.n_ops, dtype=np.int64), np.diff(self.succ_ptr))
+        return bool((pos[src] < pos[self.succ]).all())

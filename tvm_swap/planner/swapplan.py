@@ -1,0 +1,296 @@
+"""SwapAdvisor's swap planner: a deterministic swap plan from a schedule and an allocation.
+
+Two phases.
+
+Phase A (decide) walks the schedule over symbolic objects, one class at a time being what a tensor may use:
+- an op's tensors must all be resident; a missing input is a *miss* (it will be swapped in), a new output
+  takes an object at the op;
+- a free object goes first (for an output the most recently freed one, so the long-free ones are left to
+  prefetches); if the class is full the resident with the furthest next use is evicted (Belady; the op's
+  own tensors are never candidates);
+- the evicted tensor leaves right after its last use so far: its drop is placed there and, when it will be
+  needed again and the host has no copy of it, a swap-out right after it was produced;
+- the incoming tensor's swap-in is placed as soon as its object is free (and its host copy exists): the
+  eviction/swap-in pair happens as early as is safe, which is the prefetch;
+- dead tensors are dropped right after their last use; graph outputs and updates are swapped out right after
+  they are produced (the host must receive them), so dropping them later is free;
+- persistent tensors nothing updates ("kept": e.g. frozen weights) have a cyclic next use (their first use
+  next iteration) and stay resident unless pressure evicts them.
+Updated params and optimizer state are not kept resident across iterations: the op that writes the update
+still reads the old value, so the update can never land in the old value's object, and with exact-object
+periodicity (the Plan contract) keeping it would cost the same copies as swapping it (see baseline_common).
+
+Periodicity (two passes): pass 1 starts empty; the kept tensors resident at its end become pass 2's
+initial residents. At pass 2's end any object that held an initial resident must hold it again: other
+tenants are dropped after their last use and evicted initial residents are swapped back in (for the next
+iteration) as soon as their object is free for good.
+
+Phase B (emit) issues everything through ActionBuilder (which derives the deps) in one list:
+after compute i come the swap-outs, drops and swap-ins placed "after i". Swap-outs are in production order;
+swap-ins in need order (each issued no earlier than the one needed before it, so the FIFO host-to-device
+stream serves them in the order they are needed).
+"""
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..devices import DeviceSpec
+from ..errors import PlanError
+from ..plan import Action, Plan, Pool
+from .builder import ActionBuilder
+from .encoding import Allocation, AllocationSpace
+from .graphindex import ROLE_KEEP, ROLE_TO_HOST, GraphIndex
+
+_NEVER = 1 << 62   # next use of a dead tensor
+
+
+@dataclass
+class SwapPlan:
+    """A planned iteration: everything a Plan needs except names, limit and predictions."""
+    schedule: np.ndarray
+    pool: Pool
+    tensor_class: np.ndarray
+    initial_residents: list[tuple[int, int]]
+    actions: list[Action]
+
+    def to_plan(self, graph, planner: str, mem_limit: int, device: DeviceSpec) -> Plan:
+        return Plan(
+            graph_name=graph.name, graph_fingerprint=graph.fingerprint(), planner=planner,
+            mem_limit=int(mem_limit), device=device.to_dict(), schedule=[int(o) for o in self.schedule],
+            pool=self.pool, tensor_class=[int(c) for c in self.tensor_class],
+            initial_residents=[(int(t), int(o)) for t, o in self.initial_residents], actions=list(self.actions),
+        )
+
+
+class _Walk:
+    """Phase A state for one pass over the schedule."""
+
+    def __init__(self, gi: GraphIndex, schedule: np.ndarray, tclass: np.ndarray, counts: np.ndarray):
+        n = gi.n_ops
+        self.n = n
+        self.sched = schedule.tolist()
+        pos = np.empty(n, dtype=np.int64)
+        pos[schedule] = np.arange(n)
+        # next use of each CSR touch (per op's distinct tensors), cyclic for kept tensors, _NEVER when dead
+        touch_t = gi.op_tensors
+        touch_pos = np.repeat(pos, np.diff(gi.op_ptr))
+        order = np.lexsort((touch_pos, touch_t))
+        st, sp = touch_t[order], touch_pos[order]
+        nxt_sorted = np.empty(len(order), dtype=np.int64)
+        if len(order):
+            same = st[1:] == st[:-1]
+            nxt_sorted[:-1] = np.where(same, sp[1:], _NEVER)
+            nxt_sorted[-1] = _NEVER
+            first_pos = np.full(gi.n_tensors, _NEVER, dtype=np.int64)
+            np.minimum.at(first_pos, touch_t, touch_pos)
+            is_last = np.append(~same, True)
+            keep_last = is_last & (gi.role[st] == ROLE_KEEP)
+            nxt_sorted[keep_last] = n + first_pos[st[keep_last]]
+        else:
+            first_pos = np.full(gi.n_tensors, _NEVER, dtype=np.int64)
+        nxt = np.empty(len(order), dtype=np.int64)
+        nxt[order] = nxt_sorted
+        self.first_pos = first_pos.tolist()
+        self.touch_next = nxt.tolist()
+        self.touch_t = touch_t.tolist()
+        self.op_ptr = gi.op_ptr.tolist()
+        self.op_nin = gi.op_nin.tolist()
+        self.role = gi.role.tolist()
+        self.produced = gi.produced.tolist()
+        self.tclass = tclass.tolist()
+        counts = np.asarray(counts, dtype=np.int64)
+        first_obj = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64) if len(counts) else counts
+        self.first_obj = first_obj.tolist()
+        self.counts = counts.tolist()
+        self.num_objects = int(counts.sum())
+
+    def run(self, initial: list[tuple[int, int]]):
+        """One pass. Returns the records Phase B needs and the kept residents at the end."""
+        n = self.n
+        n_cls = len(self.counts)
+        n_t = len(self.tclass)
+        tclass, role, produced = self.tclass, self.role, self.produced
+        touch_t, touch_next, op_ptr, op_nin = self.touch_t, self.touch_next, self.op_ptr, self.op_nin
+        loc = [-1] * n_t                   # object holding each tensor
+        nxt = [_NEVER] * n_t               # current next use of each resident tensor
+        last = [-1] * n_t                  # position of its last touch in this tenancy (-1: none yet)
+        host_ready = [-1] * n_t            # slot after which the tensor can be swapped in (-2: no host copy)
+        for t in range(n_t):
+            if produced[t]:
+                host_ready[t] = -2
+        tenant = [-1] * self.num_objects
+        obj_free_slot = [-1] * self.num_objects
+        evict_heap: list[list] = [[] for _ in range(n_cls)]
+        free: list[deque] = [deque() for _ in range(n_cls)]
+        init_set = {}
+        for t, o in initial:
+            init_set[o] = t
+            loc[t] = o
+            tenant[o] = t
+            nxt[t] = self.first_pos[t]
+            heapq.heappush(evict_heap[tclass[t]], (-nxt[t], t))
+        for c in range(n_cls):
+            f0 = self.first_obj[c]
+            for o in range(f0, f0 + self.counts[c]):
+                if tenant[o] < 0:
+                    free[c].append(o)      # all free since the start (slot -1)
+
+        out_objs: list[list[int]] = [None] * n   # per position
+        swap_outs: list[tuple[int, int]] = []    # (slot, tensor)
+        drops: list[tuple[int, int]] = []        # (slot, tensor)
+        swap_ins: list[tuple[int, int, int]] = []  # (earliest slot, tensor, obj), in need order
+
+        prod_slot = [-1] * n_t             # position that produced each tensor
+
+        def take_object(t, i, is_output):
+            c = tclass[t]
+            fq = free[c]
+            if fq:
+                o = fq.pop() if is_output else fq.popleft()
+                return o, obj_free_slot[o]
+            h = evict_heap[c]
+            while True:
+                if not h:
+                    raise PlanError(f"class {c} has {self.counts[c]} objects, fewer than op at position {i} "
+                                    f"needs at once; repair the allocation (counts >= need)")
+                negnu, v = heapq.heappop(h)
+                nu = -negnu
+                if loc[v] >= 0 and nxt[v] == nu and nu > i:
+                    break
+            o = loc[v]
+            d = last[v]
+            if nu < _NEVER and host_ready[v] == -2:
+                # it will be needed again and the host has no copy: copy it out right after it was made
+                swap_outs.append((prod_slot[v], v))
+            if host_ready[v] < d:
+                host_ready[v] = d
+            drops.append((d, v))
+            loc[v] = -1
+            tenant[o] = -1
+            obj_free_slot[o] = d
+            return o, d
+
+        sched = self.sched
+        for i in range(n):
+            op = sched[i]
+            a, b = op_ptr[op], op_ptr[op + 1]
+            k_out = a + op_nin[op]
+            outs = []
+            for k in range(a, b):
+                t = touch_t[k]
+                if loc[t] < 0:
+                    is_out = k >= k_out
+                    o, fslot = take_object(t, i, is_out)
+                    loc[t] = o
+                    tenant[o] = t
+                    if is_out:
+                        prod_slot[t] = i
+                    else:
+                        hr = host_ready[t]
+                        if hr == -2:
+                            raise PlanError(f"planner bug: tensor {t} is read at position {i} but is neither "
+                                            f"resident nor on the host")
+                        swap_ins.append((fslot if fslot > hr else hr, t, o))
+                nxt[t] = i
+                if k >= k_out:
+                    outs.append(loc[t])
+            out_objs[i] = outs
+            for k in range(a, b):
+                t = touch_t[k]
+                nu = touch_next[k]
+                last[t] = i
+                nxt[t] = nu
+                if k >= k_out and role[t] == ROLE_TO_HOST:
+                    swap_outs.append((i, t))
+                    host_ready[t] = i
+                if nu == _NEVER:
+                    o = loc[t]
+                    drops.append((i, t))
+                    if host_ready[t] < i and host_ready[t] != -2:
+                        host_ready[t] = i
+                    loc[t] = -1
+                    tenant[o] = -1
+                    obj_free_slot[o] = i
+                    free[tclass[t]].append(o)
+                else:
+                    heapq.heappush(evict_heap[tclass[t]], (-nu, t))
+        end_residents = [(t, o) for o, t in enumerate(tenant) if t >= 0]
+        self.state = (loc, last, host_ready, tenant, obj_free_slot)
+        return out_objs, swap_outs, drops, swap_ins, end_residents
+
+    def close_period(self, initial, drops, swap_ins):
+        """Make the end state equal `initial` (pass 2): drop other tenants after their last use, swap evicted
+        or moved initial residents back into their objects once those are free for good."""
+        loc, last, host_ready, tenant, obj_free_slot = self.state
+        want = {o: t for t, o in initial}
+        for o, t in enumerate(tenant):
+            if t >= 0 and want.get(o) != t:
+                drops.append((last[t], t))        # kept tensors have host copies: dropping is free
+                if host_ready[t] < last[t]:
+                    host_ready[t] = last[t]
+                obj_free_slot[o] = last[t]
+                loc[t] = -1
+                tenant[o] = -1
+        back = []
+        for t, o in initial:
+            if tenant[o] != t:
+                q = max(obj_free_slot[o], host_ready[t])
+                back.append((q, t, o))
+        back.sort()
+        swap_ins.extend(back)
+
+
+def _emit(gi: GraphIndex, walk: _Walk, initial, out_objs, swap_outs, drops, swap_ins) -> list[Action]:
+    n = walk.n
+    post_out: list[list[int]] = [[] for _ in range(n + 1)]   # index slot + 1 (slot -1 is before op 0)
+    post_drop: list[list[int]] = [[] for _ in range(n + 1)]
+    post_in: list[list[tuple[int, int]]] = [[] for _ in range(n + 1)]
+    for s, t in swap_outs:
+        post_out[s + 1].append(t)
+    for s, t in drops:
+        post_drop[s + 1].append(t)
+    floor = -1
+    for q, t, o in swap_ins:           # need order: never issue before the one needed earlier
+        if q > floor:
+            floor = q
+        post_in[floor + 1].append((t, o))
+    b = ActionBuilder(gi.graph, walk.num_objects)
+    for t, o in initial:
+        b.place_initial(t, o)
+    sched = walk.sched
+    for s in range(-1, n):
+        if s >= 0:
+            b.compute(sched[s], out_objs[s])
+        j = s + 1
+        for t in post_out[j]:
+            b.swap_out(t)
+        for t in post_drop[j]:
+            b.drop(t)
+        for t, o in post_in[j]:
+            b.swap_in(t, o)
+    return b.actions
+
+
+def plan_swaps(gi: GraphIndex, space: AllocationSpace, schedule: np.ndarray, alloc: Allocation,
+               two_pass: bool = True) -> SwapPlan:
+    """The swap plan for `schedule` under `alloc` (see the module docstring)."""
+    schedule = np.asarray(schedule, dtype=np.int64)
+    tclass = space.tensor_class(alloc)
+    walk = _Walk(gi, schedule, tclass, alloc.cnt)
+    out_objs, swap_outs, drops, swap_ins, end = walk.run([])
+    initial: list[tuple[int, int]] = []
+    if two_pass and end:
+        initial = sorted(end)
+        out_objs, swap_outs, drops, swap_ins, _ = walk.run(initial)
+        walk.close_period(initial, drops, swap_ins)
+    elif end:
+        # a single pass must also end empty: kept tensors still resident leave after their last use
+        walk.close_period([], drops, swap_ins)
+    actions = _emit(gi, walk, initial, out_objs, swap_outs, drops, swap_ins)
+    pool = Pool([int(x) for x in space.class_bytes(alloc.cls)], [int(x) for x in alloc.cnt], gi.alignment,
+                gi.workspace)
+    return SwapPlan(schedule, pool, tclass, initial, actions)
