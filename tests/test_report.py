@@ -74,7 +74,7 @@ def test_png_decodes_with_the_expected_size(searched, report_dir):
     assert img.shape[:2] == (h, w)
     assert _png_size(report_dir[0].read_bytes()) == (w, h)
     # not a blank canvas: the panels put many distinct colours on it
-    assert len(np.unique(img.reshape(-1, img.shape[2]), axis=0)) > 50
+    assert len(np.unique(img[::3, ::3].reshape(-1, img.shape[2]), axis=0)) > 50
 
 
 def test_plan_without_search_history_renders_without_search_panel(searched, tmp_path):
@@ -224,3 +224,12 @@ def test_bars_follow_the_simulation(searched):
     np.testing.assert_allclose(c.end, sim.end[c.action])
     assert data.time_s == pytest.approx(sim.time_s)
     assert all(plan.actions[i].kind == "swap_in" for i in data.bars["h2d"].action)
+
+
+def test_a_plan_for_another_graph_is_refused(searched, tmp_path):
+    from tvm_swap.errors import PlanError
+
+    _, plan, _ = searched
+    other = testing.random_training_graph(99, n_layers=3)
+    with pytest.raises(PlanError, match="made for graph"):
+        write_report_file(other, plan, tmp_path / "p.png", op_time=np.ones(other.num_ops))

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import PlanError
 from .units import format_bytes, format_seconds
 
 # Streams in the order they are drawn (top to bottom), with the row labels people read.
@@ -130,6 +131,9 @@ def build_report_data(graph, plan, op_time=None) -> ReportData:
     from .devices import DeviceSpec
     from .planner.simulator import simulate
 
+    if plan.graph_fingerprint != graph.fingerprint():
+        raise PlanError(f"the plan was made for graph {plan.graph_name!r} (fingerprint {plan.graph_fingerprint}), "
+                        f"not for {graph.name!r} (fingerprint {graph.fingerprint()}): give the plan's own graph")
     times = plan_op_times(graph, plan, op_time)
     sim = simulate(graph, plan, times, DeviceSpec.from_dict(plan.device))
     start = np.asarray(sim.start, dtype=np.float64)
@@ -139,9 +143,13 @@ def build_report_data(graph, plan, op_time=None) -> ReportData:
     dev = (plan.device or {}).get("name", "?")
     title = (f"{plan.graph_name}: {plan.planner} on {dev}, limit {format_bytes(plan.mem_limit)}, "
              f"iteration {format_seconds(sim.time_s)}")
+    bars = _bars(graph, plan, start, end)
+    c = bars["compute"]
+    compute_idle = float(sim.time_s) - float((c.end - c.start).sum())
     return ReportData(
-        title=title, time_s=float(sim.time_s), bars=_bars(graph, plan, start, end),
+        title=title, time_s=float(sim.time_s), bars=bars,
         mem_times=mem_t, mem_by_kind=mem_by_kind, mem_objects=mem_objects, mem_limit=int(plan.mem_limit),
         pool_bytes=int(p.get("pool_bytes") or plan.pool.total_bytes()), summary=plan_summary(plan),
         history=_history(plan), ideal_s=p.get("ideal_time_s"), lower_bound_s=p.get("lower_bound_s"),
+        notes={"compute_idle_s": compute_idle},
     )

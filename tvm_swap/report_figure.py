@@ -144,7 +144,8 @@ def _draw_gantt(ax, data: ReportData, scale: float, fig) -> None:
     ax.grid(axis="x", alpha=0.3)
     idle = data.notes.get("compute_idle_s")
     ax.set_title("streams (swap bars coloured by tensor kind, as above)" +
-                 (f"; compute waits {format_seconds(idle)}" if idle else ""), fontsize=10, loc="left")
+                 (f"; the compute stream waits {format_seconds(idle)} in all" if idle and idle > 0 else ""),
+                 fontsize=10, loc="left")
 
 
 def _draw_search(ax, data: ReportData, scale: float, tunit: str) -> None:
