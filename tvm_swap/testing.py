@@ -7,8 +7,10 @@ Nothing here imports TVM. Everything is deterministic in its seed.
 - `random_training_graph`: forward layers (with optional skip connections), a loss, backward ops
   reading saved activations, gradients, and update ops producing new params (graph.updates).
 - `random_op_times`: per-op seconds roughly proportional to flops.
-- `simple_plan_for`: every tensor in its own exact-size object, swapped in before first use,
-  dropped after last use; outputs and updates swapped out. Slow but obviously correct.
+- `random_topological_order`: a random valid schedule.
+- `simple_plan_for`: every tensor in its own exact-size object (or reusing freed ones), swapped in
+  before first use, dropped after last use; outputs and updates swapped out; optionally every
+  activation swapped out and back between uses. Slow but obviously correct.
 """
 from __future__ import annotations
 
@@ -212,14 +214,36 @@ def _aligned(nbytes: int, alignment: int) -> int:
     return max(alignment, (int(nbytes) + alignment - 1) // alignment * alignment)
 
 
+def random_topological_order(graph: DataflowGraph, seed=0) -> list[int]:
+    """A uniformly random choice among ready ops at each step: some valid schedule."""
+    rng = _rng(seed)
+    preds = graph.op_preds()
+    succs = graph.op_succs()
+    indeg = [len(p) for p in preds]
+    ready = [o for o in range(graph.num_ops) if indeg[o] == 0]
+    order = []
+    while ready:
+        o = ready.pop(int(rng.integers(len(ready))))
+        order.append(o)
+        for s in succs[o]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.append(s)
+    return order
+
+
 def simple_plan_for(graph: DataflowGraph, schedule=None, alignment: int = DEFAULT_ALIGNMENT,
                     mem_limit: int | None = None, device: DeviceSpec | str = "v100-16gb",
-                    planner: str = "simple") -> Plan:
-    """A trivially-correct plan: one exact-size object per used tensor, no reuse.
+                    planner: str = "simple", reuse: bool = False, swap_activations: bool = False) -> Plan:
+    """A trivially-correct plan with exact-size classes (one per aligned size).
 
-    Walking `schedule` (default: graph order): swap in each param/input just before its first
-    reader, compute, swap out graph outputs and updates right after they are produced, drop every
-    tensor after its last reader (and its swap-out). No initial residents, so it repeats trivially.
+    Walking `schedule` (default: graph order): swap in each param/input just before its reader,
+    compute, swap out graph outputs and updates right after they are produced, drop every tensor
+    after its last reader (and its swap-out). No initial residents, so it repeats trivially.
+    - reuse=False: each tensor has an object of its own; reuse=True: a freed object is reused by the
+      next tensor of its class (the pool holds the peak count per class).
+    - swap_activations=True: after each op every tensor it touched that is read later is dropped
+      (swapped out first if it has no host copy) and swapped back in before its next reader.
     `mem_limit` defaults to the pool's total.
     """
     from .planner.builder import ActionBuilder  # the builder is the tested source of deps
@@ -229,41 +253,81 @@ def simple_plan_for(graph: DataflowGraph, schedule=None, alignment: int = DEFAUL
     aligned = {t: _aligned(graph.tensors[t].nbytes, alignment) for t in used}
     class_bytes = sorted(set(aligned.values()))
     cls_of_size = {b: c for c, b in enumerate(class_bytes)}
-    class_count = [0] * len(class_bytes)
     tensor_class = [-1] * graph.num_tensors
     for t in used:
-        c = cls_of_size[aligned[t]]
-        tensor_class[t] = c
-        class_count[c] += 1
-    workspace = max((op.workspace for op in graph.ops), default=0)
-    pool = Pool(class_bytes, class_count, alignment, _aligned(workspace, alignment) if workspace else 0)
-    first = pool.first_object()
-    next_slot = [0] * len(class_bytes)
-    obj_of: dict[int, int] = {}
-    for t in used:
-        c = tensor_class[t]
-        obj_of[t] = int(first[c]) + next_slot[c]
-        next_slot[c] += 1
+        tensor_class[t] = cls_of_size[aligned[t]]
+    prod = graph.producer()
 
+    # pass 1: decide the events and each placement's (class, local object index)
     pos = {o: i for i, o in enumerate(schedule)}
-    last_use = {}
+    uses: dict[int, list[int]] = {}
     for o in schedule:
-        for t in graph.ops[o].inputs:
-            last_use[t] = max(last_use.get(t, -1), pos[o])
+        for t in dict.fromkeys(graph.ops[o].inputs):
+            uses.setdefault(t, []).append(pos[o])
     to_host = set(graph.outputs) | set(graph.updates)
-    b = ActionBuilder(graph, pool.num_objects)
+    free: list[list[int]] = [[] for _ in class_bytes]
+    n_local = [0] * len(class_bytes)
+    own: dict[int, int] = {}
+    slot: dict[int, tuple[int, int]] = {}     # resident tensor -> (class, local index)
+    host = {t for t in used if prod[t] < 0}
+    events: list[tuple] = []
+
+    def take(t):
+        c = tensor_class[t]
+        if reuse and free[c]:
+            k = free[c].pop(0)
+        elif not reuse and t in own:
+            k = own[t]
+        else:
+            k = n_local[c]
+            n_local[c] += 1
+            own[t] = k
+        slot[t] = (c, k)
+        return (c, k)
+
+    def release(t):
+        c, k = slot.pop(t)
+        if reuse:
+            free[c].append(k)
+            free[c].sort()
+        events.append(("drop", t))
+
     for i, o in enumerate(schedule):
         op = graph.ops[o]
         for t in dict.fromkeys(op.inputs):
-            if not b.is_resident(t):
-                b.swap_in(t, obj_of[t])
-        b.compute(o, [obj_of[t] for t in op.outputs])
+            if t not in slot:
+                events.append(("in", t, take(t)))
+        events.append(("compute", o, [take(t) for t in op.outputs]))
         for t in op.outputs:
             if t in to_host:
-                b.swap_out(t)
+                events.append(("out", t))
+                host.add(t)
         for t in dict.fromkeys((*op.inputs, *op.outputs)):
-            if last_use.get(t, -1) <= i and b.is_resident(t):
-                b.drop(t)
+            later = [u for u in uses.get(t, []) if u > i]
+            if not later:
+                release(t)
+            elif swap_activations:
+                if t not in host:
+                    events.append(("out", t))
+                    host.add(t)
+                release(t)
+
+    workspace = max((op.workspace for op in graph.ops), default=0)
+    pool = Pool(class_bytes, n_local, alignment, _aligned(workspace, alignment) if workspace else 0)
+    first = pool.first_object().tolist()
+    obj = lambda ck: first[ck[0]] + ck[1]  # noqa: E731
+
+    # pass 2: emit through the builder, which derives the deps
+    b = ActionBuilder(graph, pool.num_objects)
+    for e in events:
+        if e[0] == "in":
+            b.swap_in(e[1], obj(e[2]))
+        elif e[0] == "compute":
+            b.compute(e[1], [obj(ck) for ck in e[2]])
+        elif e[0] == "out":
+            b.swap_out(e[1])
+        else:
+            b.drop(e[1])
     device = get_device(device)
     return Plan(
         graph_name=graph.name, graph_fingerprint=graph.fingerprint(), planner=planner,

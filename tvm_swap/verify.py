@@ -1,0 +1,379 @@
+"""The independent verifier: replays a plan's actions and checks every invariant, trusting no planner code.
+
+It imports nothing from `tvm_swap.planner` (not the action builder, not the simulator): it derives
+happens-before itself from the deps and the per-stream FIFO order, with vector clocks over the three
+streams. Action x (on stream s, at 1-based position p in it) happens-before y iff clock[y][s] >= p;
+an action's clock is the elementwise max of its deps' clocks and its stream predecessor's, with its own
+component set to its position. A drop has no stream: its clock is the max over its deps, and it has
+happened before y iff all its deps have, i.e. iff clock[y] >= clock[drop] elementwise.
+
+Invariants checked (DESIGN.md):
+- the plan names this graph (fingerprint); the schedule is a topological permutation of all ops and
+  the compute actions run each op exactly once, in schedule order; deps name earlier actions;
+- every object index is valid; a tensor only sits in objects of its size class, and its aligned
+  bytes fit the object; the pool (classes x counts + workspace) fits mem_limit and its workspace
+  covers the largest op workspace;
+- when a compute reads or writes a tensor it is resident in an object: its arrival happened before
+  the compute and the tenancy's drop happens after it; no object holds two live tensors (a tenant's
+  arrival happens after the previous tenant's drop, which happens after that tenant's arrival,
+  readers and swap-outs);
+- a swap_out copies a resident tensor after it arrived; a swap_in brings a tensor that has a host copy
+  made before it (a param, optimizer state or input, or a completed swap_out of it);
+- graph outputs reach the host; updates end resident or swapped out;
+- periodicity: the end residents mapped through graph.updates are exactly the initial residents,
+  which are persistent tensors; an updated tensor's stale old value does not stay; every other
+  tensor is dropped by the end.
+"""
+from __future__ import annotations
+
+from .errors import VerificationError
+from .graph import DataflowGraph
+from .plan import Plan
+
+_STREAM = {"compute": 0, "swap_out": 1, "swap_in": 2, "drop": -1}
+MAX_VIOLATIONS = 500
+
+
+class _Report:
+    def __init__(self):
+        self.items: list[str] = []
+
+    def add(self, msg: str) -> None:
+        if len(self.items) < MAX_VIOLATIONS:
+            self.items.append(msg)
+        elif len(self.items) == MAX_VIOLATIONS:
+            self.items.append(f"(more violations not listed; fix the first {MAX_VIOLATIONS})")
+
+
+def _aligned(nbytes: int, alignment: int) -> int:
+    return max(alignment, (int(nbytes) + alignment - 1) // alignment * alignment)
+
+
+def _check_structure(graph: DataflowGraph, plan: Plan, mem_limit, r: _Report) -> bool:
+    """Checks that need no replay. Returns False if indices are too broken to replay safely."""
+    ok = True
+    if plan.graph_fingerprint != graph.fingerprint():
+        r.add(f"plan was made for graph {plan.graph_name!r} (fingerprint {plan.graph_fingerprint}), "
+              f"not this graph {graph.name!r} (fingerprint {graph.fingerprint()}): re-plan for this graph")
+    n_ops, n_t = graph.num_ops, graph.num_tensors
+    sched = list(plan.schedule)
+    if sorted(sched) != list(range(n_ops)):
+        r.add(f"schedule is not a permutation of the graph's {n_ops} ops "
+              f"(it has {len(sched)} entries, {len(set(sched))} distinct)")
+        ok = False
+    else:
+        pos = [0] * n_ops
+        for i, o in enumerate(sched):
+            pos[o] = i
+        for o, preds in enumerate(graph.op_preds()):
+            for p in preds:
+                if pos[p] > pos[o]:
+                    r.add(f"schedule is not topological: op {graph.ops[o].name!r} (position {pos[o]}) "
+                          f"reads an output of op {graph.ops[p].name!r} scheduled later (position {pos[p]})")
+    pool = plan.pool
+    if len(pool.class_bytes) != len(pool.class_count) or any(c < 0 for c in pool.class_count) \
+            or any(b < 0 for b in pool.class_bytes) or pool.alignment <= 0:
+        r.add("pool is malformed: classes need one byte size and one non-negative count each, alignment > 0")
+        return False
+    total = pool.total_bytes()
+    limits = [("the plan's mem_limit", plan.mem_limit)] + ([("the requested limit", int(mem_limit))]
+                                                           if mem_limit is not None else [])
+    for what, lim in limits:
+        if total > lim:
+            r.add(f"pool needs {total} bytes (objects + workspace) but {what} is {lim} bytes")
+    max_ws = max((op.workspace for op in graph.ops), default=0)
+    if pool.workspace_bytes < max_ws:
+        r.add(f"pool workspace is {pool.workspace_bytes} bytes but an op needs {max_ws} bytes of workspace")
+    if len(plan.tensor_class) != n_t:
+        r.add(f"tensor_class has {len(plan.tensor_class)} entries but the graph has {n_t} tensors")
+        return False
+    n_cls = len(pool.class_count)
+    for t, c in enumerate(plan.tensor_class):
+        if not -1 <= c < n_cls:
+            r.add(f"tensor {graph.tensors[t].name!r} has class {c}, but the pool has {n_cls} classes")
+            ok = False
+    n_obj = pool.num_objects
+    seen_ops: dict[int, int] = {}
+    compute_order = []
+    for i, a in enumerate(plan.actions):
+        if a.kind not in _STREAM:
+            r.add(f"action {i} has unknown kind {a.kind!r}")
+            ok = False
+            continue
+        for d in a.deps:
+            if not 0 <= d < i:
+                r.add(f"action {i} ({a.kind}) depends on action {d}: deps must name earlier actions")
+                ok = False
+        if a.kind == "compute":
+            if not 0 <= a.op < n_ops:
+                r.add(f"action {i} computes op {a.op}, which is not in the graph")
+                ok = False
+                continue
+            if a.op in seen_ops:
+                r.add(f"op {graph.ops[a.op].name!r} is computed twice (actions {seen_ops[a.op]} and {i})")
+            seen_ops.setdefault(a.op, i)
+            compute_order.append(a.op)
+            outs = graph.ops[a.op].outputs
+            if len(a.out_objs) != len(outs):
+                r.add(f"action {i} (compute {graph.ops[a.op].name!r}) names {len(a.out_objs)} output objects "
+                      f"for {len(outs)} outputs")
+                ok = False
+            for o in a.out_objs:
+                if not 0 <= o < n_obj:
+                    r.add(f"action {i} (compute {graph.ops[a.op].name!r}) writes object {o}, "
+                          f"but the pool has {n_obj} objects")
+                    ok = False
+            if len(set(a.out_objs)) != len(a.out_objs):
+                r.add(f"action {i} (compute {graph.ops[a.op].name!r}) writes two outputs into one object")
+        else:
+            if not 0 <= a.tensor < n_t:
+                r.add(f"action {i} ({a.kind}) names tensor {a.tensor}, which is not in the graph")
+                ok = False
+            if not 0 <= a.obj < n_obj:
+                r.add(f"action {i} ({a.kind}) names object {a.obj}, but the pool has {n_obj} objects")
+                ok = False
+    missing = [o for o in range(n_ops) if o not in seen_ops]
+    if missing:
+        r.add(f"{len(missing)} ops are never computed (first: {graph.ops[missing[0]].name!r})")
+    if ok and not missing and compute_order != sched:
+        k = next(i for i, (x, y) in enumerate(zip(compute_order, sched)) if x != y)
+        r.add(f"compute actions do not follow the schedule: compute #{k} runs op "
+              f"{graph.ops[compute_order[k]].name!r}, the schedule has {graph.ops[sched[k]].name!r}")
+    init_t, init_o = set(), set()
+    for t, o in plan.initial_residents:
+        if not 0 <= t < n_t or not 0 <= o < n_obj:
+            r.add(f"initial resident ({t}, {o}) names a tensor or object that does not exist")
+            ok = False
+            continue
+        if not graph.is_persistent(t):
+            r.add(f"initial resident {graph.tensors[t].name!r} is a {graph.tensors[t].kind}; only params and "
+                  f"optimizer state (persistent, not produced) may stay on the device between iterations")
+        if t in init_t or o in init_o:
+            r.add(f"initial residents repeat tensor {graph.tensors[t].name!r} or object {o}")
+        init_t.add(t)
+        init_o.add(o)
+    return ok
+
+
+def _vector_clocks(actions):
+    """Per action: stream, 1-based position in it (0 for drops) and the three clock components."""
+    n = len(actions)
+    c0, c1, c2 = [0] * n, [0] * n, [0] * n
+    stream = [0] * n
+    position = [0] * n
+    last = [-1, -1, -1]
+    count = [0, 0, 0]
+    for i, a in enumerate(actions):
+        s = _STREAM[a.kind]
+        m0 = m1 = m2 = 0
+        if s >= 0 and last[s] >= 0:
+            j = last[s]
+            m0, m1, m2 = c0[j], c1[j], c2[j]
+        for d in a.deps:
+            if c0[d] > m0:
+                m0 = c0[d]
+            if c1[d] > m1:
+                m1 = c1[d]
+            if c2[d] > m2:
+                m2 = c2[d]
+        stream[i] = s
+        if s >= 0:
+            count[s] += 1
+            position[i] = count[s]
+            last[s] = i
+            if s == 0:
+                m0 = count[0]
+            elif s == 1:
+                m1 = count[1]
+            else:
+                m2 = count[2]
+        c0[i], c1[i], c2[i] = m0, m1, m2
+    return stream, position, c0, c1, c2
+
+
+class _Replay:
+    def __init__(self, graph: DataflowGraph, plan: Plan, r: _Report):
+        self.g, self.plan, self.r = graph, plan, r
+        self.stream, self.position, self.c0, self.c1, self.c2 = _vector_clocks(plan.actions)
+        self.cls = plan.tensor_class
+        self.obj_class = plan.pool.object_class().tolist()
+        self.obj_bytes = plan.pool.object_bytes().tolist()
+        a = plan.pool.alignment
+        self.aligned_bytes = [max(a, (t.nbytes + a - 1) // a * a) for t in graph.tensors]
+        self.tenant = [-1] * plan.pool.num_objects
+        self.last_drop = [-1] * plan.pool.num_objects
+        self.where: dict[int, int] = {}
+        self.arrival: dict[int, int] = {}
+        self.readers: dict[int, list[int]] = {}
+        self.outs_in_tenancy: dict[int, list[int]] = {}
+        self.swap_outs: dict[int, list[int]] = {}
+
+    # ---- happens-before ----
+    def hb(self, x: int, y: int) -> bool:
+        """Action x has completed before action y starts (x < 0: the start of the iteration)."""
+        if x < 0:
+            return True
+        s = self.stream[x]
+        if s == 0:
+            return self.c0[y] >= self.position[x]
+        if s == 1:
+            return self.c1[y] >= self.position[x]
+        if s == 2:
+            return self.c2[y] >= self.position[x]
+        return self.c0[y] >= self.c0[x] and self.c1[y] >= self.c1[x] and self.c2[y] >= self.c2[x]
+
+    def name(self, t: int) -> str:
+        return repr(self.g.tensors[t].name)
+
+    def what(self, i: int) -> str:
+        if i < 0:
+            return "the initial state"
+        a = self.plan.actions[i]
+        if a.kind == "compute":
+            return f"action {i} (compute {self.g.ops[a.op].name!r})"
+        return f"action {i} ({a.kind} {self.name(a.tensor)})"
+
+    # ---- tenancy ----
+    def place(self, i: int, t: int, obj: int, how: str) -> None:
+        r = self.r
+        c = self.cls[t]
+        if c < 0:
+            r.add(f"{self.what(i)} places tensor {self.name(t)} in object {obj}, but its tensor_class is -1 "
+                  f"(never on the device)")
+        elif self.obj_class[obj] != c:
+            r.add(f"{self.what(i)} places tensor {self.name(t)} (class {c}) in object {obj} of class "
+                  f"{self.obj_class[obj]}")
+        need = self.aligned_bytes[t]
+        if need > self.obj_bytes[obj]:
+            r.add(f"{self.what(i)} places tensor {self.name(t)} ({need} bytes aligned) in object {obj} "
+                  f"of {self.obj_bytes[obj]} bytes")
+        prev = self.tenant[obj]
+        if prev >= 0:
+            r.add(f"{self.what(i)} {how} tensor {self.name(t)} into object {obj}, which still holds "
+                  f"{self.name(prev)}: an object may hold one live tensor")
+            self.where.pop(prev, None)
+        if t in self.where:
+            r.add(f"{self.what(i)} {how} tensor {self.name(t)} into object {obj}, but it is already "
+                  f"resident in object {self.where[t]}")
+            self.tenant[self.where[t]] = -1
+        if i >= 0 and not self.hb(self.last_drop[obj], i):
+            r.add(f"{self.what(i)} {how} tensor {self.name(t)} into object {obj} without waiting for the "
+                  f"drop of its previous tenant (action {self.last_drop[obj]})")
+        self.tenant[obj] = t
+        self.where[t] = obj
+        self.arrival[t] = i
+        self.readers[t] = []
+        self.outs_in_tenancy[t] = []
+
+    def resident_in(self, i: int, t: int, obj: int, doing: str) -> bool:
+        if self.where.get(t) != obj:
+            at = f"object {self.where[t]}" if t in self.where else "no object"
+            self.r.add(f"{self.what(i)} {doing} tensor {self.name(t)} in object {obj}, but it is resident in {at}")
+            return False
+        return True
+
+    # ---- the walk ----
+    def run(self) -> None:
+        g, r = self.g, self.r
+        producer = g.producer().tolist()   # list: scalar access to numpy arrays is slow
+        for t, o in self.plan.initial_residents:
+            self.place(-1, t, o, "starts with")
+        for i, a in enumerate(self.plan.actions):
+            k = a.kind
+            if k == "compute":
+                op = g.ops[a.op]
+                for t in dict.fromkeys(op.inputs):
+                    if t not in self.where:
+                        r.add(f"{self.what(i)} reads tensor {self.name(t)}, which is not resident")
+                        continue
+                    if not self.hb(self.arrival[t], i):
+                        r.add(f"{self.what(i)} reads tensor {self.name(t)} without waiting for its arrival "
+                              f"({self.what(self.arrival[t])})")
+                    self.readers[t].append(i)
+                for t, o in zip(op.outputs, a.out_objs):
+                    self.place(i, t, o, "writes")
+            elif k == "swap_out":
+                t = a.tensor
+                if self.resident_in(i, t, a.obj, "copies out"):
+                    if not self.hb(self.arrival[t], i):
+                        r.add(f"{self.what(i)} copies tensor {self.name(t)} out without waiting for its "
+                              f"arrival ({self.what(self.arrival[t])})")
+                    self.outs_in_tenancy[t].append(i)
+                self.swap_outs.setdefault(t, []).append(i)
+            elif k == "swap_in":
+                t = a.tensor
+                if producer[t] >= 0:
+                    outs = self.swap_outs.get(t, [])
+                    if not any(self.hb(s, i) for s in outs):
+                        why = ("none of its swap-outs (actions " + ", ".join(map(str, outs)) + ") completes before it"
+                               if outs else "it was never swapped out")
+                        r.add(f"{self.what(i)} brings in tensor {self.name(t)} that has no host copy: {why}")
+                self.place(i, t, a.obj, "swaps")
+            else:  # drop
+                t = a.tensor
+                if not self.resident_in(i, t, a.obj, "drops"):
+                    continue
+                for x, role in ([(self.arrival[t], "arrival")] + [(x, "reader") for x in self.readers[t]]
+                                + [(x, "swap-out") for x in self.outs_in_tenancy[t]]):
+                    if x >= 0 and not self.hb(x, i):
+                        r.add(f"{self.what(i)} frees object {a.obj} before tensor {self.name(t)}'s "
+                              f"{role} ({self.what(x)}) has completed")
+                del self.where[t]
+                self.tenant[a.obj] = -1
+                self.last_drop[a.obj] = i
+
+    def check_end(self) -> None:
+        g, r = self.g, self.r
+        producer = g.producer().tolist()
+        updates = g.updates
+        for t in dict.fromkeys(g.outputs):
+            if producer[t] >= 0 and t not in updates and t not in self.swap_outs:
+                r.add(f"graph output {self.name(t)} never reaches the host: add a swap_out after it is produced")
+        for new in updates:
+            if new not in self.where and new not in self.swap_outs:
+                r.add(f"update {self.name(new)} is lost: it neither stays resident nor is swapped out")
+        stale = set(updates.values())
+        end = set()
+        for t, o in self.where.items():
+            if t in stale:
+                r.add(f"tensor {self.name(t)} stays resident at the end, but this iteration replaces it by its "
+                      f"update: keep the update instead")
+            elif not (g.is_persistent(t) or t in updates):
+                r.add(f"tensor {self.name(t)} ({g.tensors[t].kind}) is still resident at the end: "
+                      f"only params and optimizer state may stay between iterations; drop it")
+            else:
+                end.add((int(updates.get(t, t)), int(o)))
+        start = {(int(t), int(o)) for t, o in self.plan.initial_residents}
+        if end != start:
+            extra, lack = sorted(end - start), sorted(start - end)
+            parts = []
+            if lack:
+                parts.append("initial residents not restored: " + ", ".join(
+                    f"{self.name(t)} in object {o}" for t, o in lack[:5]))
+            if extra:
+                parts.append("end residents not in the initial ones: " + ", ".join(
+                    f"{self.name(t)} in object {o}" for t, o in extra[:5]))
+            r.add("plan does not repeat (end state != start state): " + "; ".join(parts))
+
+
+def verify_plan(graph: DataflowGraph, plan: Plan, mem_limit: int | None = None) -> list[str]:
+    """Every invariant `plan` breaks on `graph`, as readable sentences (empty: the plan is valid).
+
+    `mem_limit`, if given, is checked too (besides the plan's own mem_limit)."""
+    r = _Report()
+    if not _check_structure(graph, plan, mem_limit, r):
+        return r.items
+    rep = _Replay(graph, plan, r)
+    rep.run()
+    rep.check_end()
+    return r.items
+
+
+def check_plan(graph: DataflowGraph, plan: Plan, mem_limit: int | None = None) -> Plan:
+    """Raise VerificationError listing the violations, or mark the plan verified and return it."""
+    v = verify_plan(graph, plan, mem_limit)
+    if v:
+        plan.verified = False
+        raise VerificationError(v)
+    plan.verified = True
+    return plan
