@@ -1,13 +1,15 @@
 """noswap: TVM's own static memory plan (like Relax's StaticPlanBlockMemory), in the pool format.
 
-Every tensor stays on the device from its first to its last use. Walking the default schedule, an op's
-outputs take the smallest free storage that is large enough (best fit), or a new storage of their own
-size; a tensor's storage is freed after its last use. Params and optimizer state are on the device for the
-whole iteration (the initial residents), inputs are copied in once at the start, results copied out when
-produced. Each storage becomes one pool object; storages of equal size form a class.
+Nothing is swapped to make room. Walking the default schedule, an op's outputs take the smallest free
+storage that is large enough (best fit), or a new storage of their own size; an intermediate's storage is
+freed after its last use. As when TVM runs the function: its arguments (params, optimizer state, inputs)
+are on the device for the whole call, and its results (outputs, updates) from when they are produced to
+the end. Each storage becomes one pool object; storages of equal size form a class.
 
-Updates of kept params (a training step's new weights) take only storages of exactly their size, so they
-land in their param's size class and can take the param's place next iteration.
+Across iterations: params nothing updates stay on the device (the initial residents); the rest of the
+arguments are copied in once at the start and results are copied out when produced. (A param that is
+updated cannot stay: see baseline_common on periodicity.) Kept successors take only storages of exactly
+their size, so they stay in their param's size class.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ class StaticMemoryPlan:
     kept: list[int]               # params resident across iterations
     inputs_at_start: list[int]    # tensors copied in before the first op
     workspace: int
+    to_end: set[int]              # tensors that keep their storage until the iteration ends
 
     def need(self) -> int:
         return int(sum(self.storage_bytes)) + self.workspace
@@ -45,6 +48,8 @@ def static_memory_plan(graph: DataflowGraph, order: list[int], alignment: int) -
     kept = keepable_params(g, [size.get(t, -1) for t in range(g.num_tensors)])
     end_resident = {succ.get(p, p) for p in kept}
     producer = g.producer()
+    # Arguments and results live until the call returns, as in TVM (their storage is the caller's).
+    to_end = end_resident | {t for t in size if producer[t] < 0} | set(g.outputs) | set(g.updates)
 
     storage_bytes: list[int] = []
     storage_of: dict[int, int] = {}
@@ -65,7 +70,8 @@ def static_memory_plan(graph: DataflowGraph, order: list[int], alignment: int) -
 
     for p in kept:
         allocate(p, exact=True)
-    inputs = [t for t in g.used_tensors() if producer[t] < 0 and t not in set(kept)]
+    kept_set = set(kept)
+    inputs = [t for t in g.used_tensors() if producer[t] < 0 and t not in kept_set]
     inputs.sort(key=lambda t: (uses[t][0], t))
     for t in inputs:
         allocate(t, exact=False)
@@ -74,9 +80,9 @@ def static_memory_plan(graph: DataflowGraph, order: list[int], alignment: int) -
         for t in op.outputs:
             allocate(t, exact=t in end_resident)
         for t in dict.fromkeys((*op.inputs, *op.outputs)):
-            if uses[t][-1] == pos and t not in end_resident:
+            if uses[t][-1] == pos and t not in to_end:
                 release(t)
-    return StaticMemoryPlan(storage_bytes, storage_of, kept, inputs, workspace_bytes(g, alignment))
+    return StaticMemoryPlan(storage_bytes, storage_of, kept, inputs, workspace_bytes(g, alignment), to_end)
 
 
 def noswap_need(graph: DataflowGraph, alignment: int) -> int:
@@ -129,7 +135,7 @@ def plan_noswap(ctx: PlanningContext) -> Plan:
             if t in to_host:
                 b.swap_out(t)
         for t in dict.fromkeys((*op.inputs, *op.outputs)):
-            if uses[t][-1] == pos and t not in end_resident:
+            if uses[t][-1] == pos and t not in smp.to_end:
                 b.drop(t)
 
     stale = {p for p in smp.kept if p in succ}  # kept and updated: the host holds an old value
