@@ -1,5 +1,4 @@
 """The baseline planners (noswap, odswap, vdnn): valid plans at any feasible limit, and each one's policy."""
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
