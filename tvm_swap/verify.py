@@ -210,7 +210,7 @@ class _Replay:
 
     # ---- happens-before ----
     def hb(self, x: int, y: int) -> bool:
-        """Action x has completed before action y starts (x < 0: the start of the iteration)."""
+        """Action x (earlier in the list than y) has completed before y starts (x < 0: the start)."""
         if x < 0:
             return True
         s = self.stream[x]
