@@ -39,6 +39,7 @@ Cost fields
 - `OpInfo.flops`: TVM's `tvm.s_tir.analysis.estimate_tir_flops` on the kernel; if it fails, one flop per
   innermost block iteration (a loop-nest estimate; those kernels are listed in `meta["flops_estimated"]`).
   Packed (library) calls get 0 flops.
+- `meta["kernels"]`: per PrimFunc name, its argument shapes/dtypes and structural hash (for profiling).
 - `OpInfo.workspace`: bytes of the kernel's own global-scope intermediate buffers (FuseTIR keeps the
   intermediates of a fused kernel inside it; TVM allocates them from its workspace when the kernel
   runs). An upper bound on llvm, where buffers under 1 KB go on the stack.
@@ -151,6 +152,7 @@ class _Extractor:
         self.constants_seen: set = set()
         self.flops_estimated: list[str] = []
         self._kernel_cache: dict = {}
+        self.kernels: dict = {}      # PrimFunc name -> {"args": [[shape, dtype], ...], "hash": str}
 
     # ---- tensors ----
     def new_tensor(self, var_name, ty, source, what):
@@ -225,6 +227,7 @@ class _Extractor:
             if estimated:
                 self.flops_estimated.append(name)
             self._kernel_cache[name] = (flops, kernel_workspace(pf))
+            self.kernels[name] = kernel_signature(pf)
         return self._kernel_cache[name]
 
     def add_op(self, kernel, args_refs, out_refs_new, pos, flops, workspace):
@@ -361,6 +364,20 @@ def kernel_flops(prim_func, name="kernel"):
         return float(estimate_tir_flops(tvm.IRModule({name: prim_func}))), False
     except Exception:  # TVM raises for unsupported TIR constructs; fall back below
         return float(_loop_nest_iterations(prim_func.body)), True
+
+
+def kernel_signature(prim_func):
+    """{"args": [[shape, dtype], ...] of every PrimFunc parameter (None for a scalar), "hash": structural hash}.
+
+    Lets tvm_swap.cost time a kernel of a built executable with no access to the IR.
+    """
+    import tvm_ffi
+
+    args = []
+    for p in prim_func.params:
+        shape = getattr(p, "shape", None)
+        args.append(None if shape is None else [[_int(d, 0) for d in shape], str(p.dtype)])
+    return {"args": args, "hash": f"{tvm_ffi.structural_hash(prim_func) & 0xFFFFFFFFFFFFFFFF:016x}"}
 
 
 def _children(stmt):
@@ -532,6 +549,7 @@ def graph_from_relax(mod, func_name="main", num_inputs=None, param_kinds=None, u
             "op_binding": [o["pos"] for o in ex.ops],
             "constant_bytes": int(ex.constant_bytes),
             "flops_estimated": sorted(set(ex.flops_estimated)),
+            "kernels": ex.kernels,
         },
     )
     assert all(t.kind in KINDS for t in g.tensors)
