@@ -234,7 +234,8 @@ def random_topological_order(graph: DataflowGraph, seed=0) -> list[int]:
 
 def simple_plan_for(graph: DataflowGraph, schedule=None, alignment: int = DEFAULT_ALIGNMENT,
                     mem_limit: int | None = None, device: DeviceSpec | str = "v100-16gb",
-                    planner: str = "simple", reuse: bool = False, swap_activations: bool = False) -> Plan:
+                    planner: str = "simple", reuse: bool = False, swap_activations: bool = False,
+                    keep_params: bool = False) -> Plan:
     """A trivially-correct plan with exact-size classes (one per aligned size).
 
     Walking `schedule` (default: graph order): swap in each param/input just before its reader,
@@ -244,6 +245,8 @@ def simple_plan_for(graph: DataflowGraph, schedule=None, alignment: int = DEFAUL
       next tensor of its class (the pool holds the peak count per class).
     - swap_activations=True: after each op every tensor it touched that is read later is dropped
       (swapped out first if it has no host copy) and swapped back in before its next reader.
+    - keep_params=True: params and optimizer state that are read and not updated are initial
+      residents and stay on the device (the plan still repeats).
     `mem_limit` defaults to the pool's total.
     """
     from .planner.builder import ActionBuilder  # the builder is the tested source of deps
@@ -271,6 +274,8 @@ def simple_plan_for(graph: DataflowGraph, schedule=None, alignment: int = DEFAUL
     slot: dict[int, tuple[int, int]] = {}     # resident tensor -> (class, local index)
     host = {t for t in used if prod[t] < 0}
     events: list[tuple] = []
+    updated = set(graph.updates.values())
+    kept = [t for t in used if keep_params and graph.is_persistent(t) and t not in updated]
 
     def take(t):
         c = tensor_class[t]
@@ -292,6 +297,9 @@ def simple_plan_for(graph: DataflowGraph, schedule=None, alignment: int = DEFAUL
             free[c].sort()
         events.append(("drop", t))
 
+    kept_slots = {}
+    for t in kept:
+        kept_slots[t] = take(t)
     for i, o in enumerate(schedule):
         op = graph.ops[o]
         for t in dict.fromkeys(op.inputs):
@@ -303,6 +311,8 @@ def simple_plan_for(graph: DataflowGraph, schedule=None, alignment: int = DEFAUL
                 events.append(("out", t))
                 host.add(t)
         for t in dict.fromkeys((*op.inputs, *op.outputs)):
+            if t in kept_slots:
+                continue
             later = [u for u in uses.get(t, []) if u > i]
             if not later:
                 release(t)
@@ -319,6 +329,9 @@ def simple_plan_for(graph: DataflowGraph, schedule=None, alignment: int = DEFAUL
 
     # pass 2: emit through the builder, which derives the deps
     b = ActionBuilder(graph, pool.num_objects)
+    residents = sorted((t, obj(ck)) for t, ck in kept_slots.items())
+    for t, o in residents:
+        b.place_initial(t, o)
     for e in events:
         if e[0] == "in":
             b.swap_in(e[1], obj(e[2]))
@@ -332,5 +345,5 @@ def simple_plan_for(graph: DataflowGraph, schedule=None, alignment: int = DEFAUL
     return Plan(
         graph_name=graph.name, graph_fingerprint=graph.fingerprint(), planner=planner,
         mem_limit=int(pool.total_bytes() if mem_limit is None else mem_limit), device=device.to_dict(),
-        schedule=schedule, pool=pool, tensor_class=tensor_class, initial_residents=[], actions=b.actions,
+        schedule=schedule, pool=pool, tensor_class=tensor_class, initial_residents=residents, actions=b.actions,
     )
