@@ -1,0 +1,286 @@
+"""SwapAdvisor's genetic search over (schedule, allocation), scored by swap planner + simulator.
+
+- The first generation: the default schedule with a few allocation heuristics (the single-class pool that
+  SwapAdvisor-without-search uses, the minimal feasible pool, exact sizes, geometric groupings), then
+  random individuals (mutated default schedules with random allocations) up to the population size.
+- Each generation pairs parents at random; a crossover gives 2 schedules x 2 allocations = 4 children,
+  each mutated, swap-planned and simulated. Survivors are drawn without replacement with softmax weights
+  over (T_best - t) / T_best (divided by a temperature); the best always survives, so the result is never
+  worse than any seed, the no-search plan included.
+- Determinism: every random draw happens in this process, from one numpy Generator seeded by `seed`;
+  workers only evaluate genomes (a pure function), so the same seed and number of generations give the
+  same plan with any number of workers. A time budget instead stops between generations.
+- Parallel evaluation: a ProcessPoolExecutor over fork; each worker builds its tables once in the
+  initializer (the graph reaches it through fork, not per task). workers=1 evaluates in-process.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import multiprocessing
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..devices import DeviceSpec
+from ..errors import PlanError
+from ..graph import DataflowGraph
+from .encoding import Allocation, AllocationSpace, crossover_schedules, mutate_schedule
+from .graphindex import GraphIndex
+from .simulator import simulate
+from .swapplan import plan_swaps
+
+
+@dataclass
+class GASettings:
+    population: int = 16             # Np (the paper: 144 on 72 vCPUs)
+    temperature: float = 0.05        # softmax temperature on (T_best - t) / T_best
+    schedule_mutation: float = 0.5   # probability that a child's schedule is mutated at all
+    max_pick_rate: float = 0.1       # a mutated schedule's random-pick probability is log-uniform up to this
+    cls_flip: float = 0.1            # per CLS step
+    cnt_redraw: float = 0.3          # per class count
+    cnt_sigma: float = 0.25          # Gaussian sd as a fraction of the count
+
+    @classmethod
+    def from_options(cls, options: dict) -> "GASettings":
+        known = {k: options[k] for k in cls.__dataclass_fields__ if k in options}
+        s = cls(**known)
+        if s.population < 2:
+            raise ValueError(f"population must be at least 2, got {s.population}")
+        return s
+
+
+@dataclass
+class Genome:
+    schedule: np.ndarray
+    alloc: Allocation
+    time_s: float = math.inf
+
+    def key(self) -> bytes:
+        h = hashlib.blake2b(self.schedule.tobytes(), digest_size=16)
+        h.update(self.alloc.cls.tobytes())
+        h.update(b"|")
+        h.update(self.alloc.cnt.tobytes())
+        return h.digest()
+
+
+@dataclass
+class SearchResult:
+    best: Genome
+    generations: int
+    evaluations: int
+    search_s: float
+    history: list = field(default_factory=list)   # [generation, elapsed_s, best_time_s]
+    seed_times: dict = field(default_factory=dict)  # time of each named seed (e.g. "nosearch")
+
+
+class Evaluator:
+    """Genome -> simulated iteration time. Built once per process."""
+
+    def __init__(self, graph: DataflowGraph, op_time: np.ndarray, device: DeviceSpec, mem_limit: int,
+                 alignment: int):
+        self.graph = graph
+        self.op_time = np.asarray(op_time, dtype=np.float64)
+        self.device = device
+        self.gi = GraphIndex.build(graph, alignment)
+        self.space = AllocationSpace(self.gi, mem_limit)
+
+    def time_of(self, schedule: np.ndarray, alloc: Allocation) -> float:
+        try:
+            sp = plan_swaps(self.gi, self.space, schedule, alloc)
+        except PlanError:
+            return math.inf
+        return float(simulate(self.graph, sp.actions, self.op_time, self.device).time_s)
+
+
+_WORKER: Evaluator | None = None
+
+
+def _init_worker(graph, op_time, device, mem_limit, alignment) -> None:
+    global _WORKER
+    _WORKER = Evaluator(graph, op_time, device, mem_limit, alignment)
+
+
+def _evaluate_in_worker(task) -> float:
+    schedule, cls, cnt = task
+    return _WORKER.time_of(schedule, Allocation(cls, cnt))
+
+
+class _Pool:
+    """Evaluates genomes in order, in worker processes or in-process."""
+
+    def __init__(self, evaluator: Evaluator, workers: int, mem_limit: int, alignment: int):
+        self.ev = evaluator
+        self.exe = None
+        if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+            self.exe = ProcessPoolExecutor(
+                max_workers=workers, mp_context=multiprocessing.get_context("fork"), initializer=_init_worker,
+                initargs=(evaluator.graph, evaluator.op_time, evaluator.device, mem_limit, alignment))
+
+    def times(self, genomes: list[Genome]) -> list[float]:
+        if not genomes:
+            return []
+        if self.exe is None:
+            return [self.ev.time_of(g.schedule, g.alloc) for g in genomes]
+        tasks = [(g.schedule, g.alloc.cls, g.alloc.cnt) for g in genomes]
+        return list(self.exe.map(_evaluate_in_worker, tasks))
+
+    def close(self) -> None:
+        if self.exe is not None:
+            self.exe.shutdown(wait=True, cancel_futures=True)
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class GeneticSearch:
+    def __init__(self, graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit: int, alignment: int = 256,
+                 seed: int = 0, settings: GASettings | None = None, evaluator: Evaluator | None = None):
+        self.ev = evaluator or Evaluator(graph, op_time, device, mem_limit, alignment)
+        self.gi, self.space = self.ev.gi, self.ev.space
+        self.mem_limit, self.alignment = int(mem_limit), int(alignment)
+        self.s = settings or GASettings()
+        self.rng = np.random.default_rng(seed)
+        self.known: dict[bytes, float] = {}     # genome key -> time: nothing is simulated twice
+        self.evaluations = 0
+
+    # ---- genomes ----
+    def seed_genomes(self) -> list[tuple[str, Genome]]:
+        sched = self.gi.default_schedule()
+        sp = self.space
+        named = [("nosearch", sp.single_class()), ("minimal_pool", sp.minimal_pool()),
+                 ("exact_sizes", sp.exact_sizes()), ("geometric2", sp.geometric(2.0)),
+                 ("geometric8", sp.geometric(8.0))]
+        return [(name, Genome(sched.copy(), a)) for name, a in named]
+
+    def random_genome(self) -> Genome:
+        sched = self._mutated_schedule(self.gi.default_schedule())
+        return Genome(sched, self.space.random(self.rng))
+
+    def _mutated_schedule(self, parent: np.ndarray) -> np.ndarray:
+        n = max(2, self.gi.n_ops)
+        lo = math.log(1.0 / n)
+        rate = math.exp(self.rng.uniform(lo, math.log(max(self.s.max_pick_rate, 1.0 / n))))
+        return mutate_schedule(self.gi, parent, rate, self.rng)
+
+    def children(self, a: Genome, b: Genome) -> list[Genome]:
+        """One crossover: 2 schedules x 2 allocations, each child mutated."""
+        rng, s, sp = self.rng, self.s, self.space
+        n, m = self.gi.n_ops, sp.m
+        cut = int(rng.integers(1, n)) if n > 1 else 0
+        scheds = [crossover_schedules(a.schedule, b.schedule, cut), crossover_schedules(b.schedule, a.schedule, cut)]
+        if m > 1:
+            allocs = list(sp.crossover(a.alloc, b.alloc, int(rng.integers(1, m))))
+        else:
+            allocs = [a.alloc.copy(), b.alloc.copy()]
+        kids = []
+        for sc in scheds:
+            for al in allocs:
+                child_s = self._mutated_schedule(sc) if rng.random() < s.schedule_mutation else sc.copy()
+                child_a = sp.mutate(al, rng, s.cls_flip, s.cnt_redraw, s.cnt_sigma)
+                kids.append(Genome(child_s, child_a))
+        return kids
+
+    # ---- evaluation and selection ----
+    def evaluate(self, pool: _Pool, genomes: list[Genome]) -> None:
+        todo, seen = [], {}
+        for g in genomes:
+            k = g.key()
+            if k in self.known:
+                g.time_s = self.known[k]
+            elif k in seen:
+                continue
+            else:
+                seen[k] = g
+                todo.append(g)
+        for g, t in zip(todo, pool.times(todo)):
+            g.time_s = t
+            self.known[g.key()] = t
+        self.evaluations += len(todo)
+        for g in genomes:
+            if math.isinf(g.time_s):
+                g.time_s = self.known.get(g.key(), math.inf)
+
+    def select(self, candidates: list[Genome], k: int) -> list[Genome]:
+        uniq, seen = [], set()
+        for g in candidates:
+            key = g.key()
+            if key not in seen and math.isfinite(g.time_s):
+                seen.add(key)
+                uniq.append(g)
+        uniq.sort(key=lambda g: g.time_s)        # stable: ties keep their order
+        if len(uniq) <= k:
+            return uniq
+        t_best = uniq[0].time_s
+        score = np.array([(t_best - g.time_s) / t_best for g in uniq[1:]]) / self.s.temperature
+        w = np.exp(score - score.max())
+        picked = self.rng.choice(len(uniq) - 1, size=k - 1, replace=False, p=w / w.sum())
+        rest = [uniq[1 + i] for i in sorted(picked.tolist())]
+        return [uniq[0]] + rest
+
+    # ---- the loop ----
+    def run(self, budget_s: float = 60.0, generations: int | None = None, workers: int | None = None,
+            progress: bool = False) -> SearchResult:
+        t0 = time.perf_counter()
+        Np = self.s.population
+        seeds = self.seed_genomes()
+        pop = [g for _, g in seeds]
+        while len(pop) < Np:
+            pop.append(self.random_genome())
+        n_workers = default_workers() if workers is None else max(1, int(workers))
+        n_workers = min(n_workers, max(1, Np))
+        pool = _Pool(self.ev, n_workers, self.mem_limit, self.alignment)
+        bar = _progress_bar(progress, generations)
+        try:
+            self.evaluate(pool, pop)
+            seed_times = {name: g.time_s for name, g in seeds}
+            pop = self.select(pop, Np)
+            elapsed = time.perf_counter() - t0
+            history = [[0, round(elapsed, 4), pop[0].time_s]]
+            per_eval = elapsed / max(1, len(pop))
+            reserve = 3 * per_eval * max(1, n_workers)     # the final plan: one planning + simulation + verify
+            gen_s = per_eval * Np                          # guess until a generation has been timed
+            gen = 0
+            while True:
+                if generations is not None:
+                    if gen >= generations:
+                        break
+                elif time.perf_counter() - t0 + gen_s + reserve > budget_s:
+                    break
+                g_start = time.perf_counter()
+                gen += 1
+                kids: list[Genome] = []
+                for _ in range(max(1, Np // 4)):
+                    i, j = self.rng.choice(len(pop), size=2, replace=len(pop) < 2)
+                    kids.extend(self.children(pop[int(i)], pop[int(j)]))
+                self.evaluate(pool, kids)
+                pop = self.select(pop + kids, Np)
+                gen_s = time.perf_counter() - g_start
+                history.append([gen, round(time.perf_counter() - t0, 4), pop[0].time_s])
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(best_s=f"{pop[0].time_s:.4g}", evals=self.evaluations)
+        finally:
+            pool.close()
+            if bar is not None:
+                bar.close()
+        return SearchResult(pop[0], gen, self.evaluations, time.perf_counter() - t0, history, seed_times)
+
+
+def _progress_bar(progress: bool, generations: int | None):
+    """A tqdm bar (generation, best time) on an interactive terminal only."""
+    if not progress or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=generations, desc="swapadvisor", unit="gen", file=sys.stderr, leave=False)
