@@ -146,7 +146,7 @@ def lower(mod, target="llvm", fuse=True, fuse_max_depth=None, func_name=None):
         legalize = [p for p in legalize if p.info.name not in FUSE_PASSES]
     seq = tvm.transform.Sequential(dispatch + legalize + dataflow_lower, name="tvm_swap.lower")
     with target, _pass_context(fuse_max_depth if fuse else None):
-        out = seq(mod)
+        out = _run_tvm(seq, mod, "lowering")
     # Shapes can only become dynamic through ops (e.g. unique, nonzero); catch them here too.
     check_static_shapes(out, func_name)
     # Recorded for graph extraction and the apply pass (which must finalize for the same target).
@@ -160,7 +160,23 @@ def finalize(mod, target="llvm"):
     target = as_target(target)
     *_, fin = _stage_passes(target)
     with target:
-        return tvm.transform.Sequential(fin, name="tvm_swap.finalize")(mod)
+        return _run_tvm(tvm.transform.Sequential(fin, name="tvm_swap.finalize"), mod, "finalize")
+
+
+def _run_tvm(passes, mod, stage):
+    """Run TVM passes; a TVM failure becomes one clear UnsupportedModelError (the original is kept as .tvm_error)."""
+    try:
+        return passes(mod)
+    except TvmSwapError:
+        raise
+    except Exception as e:  # TVM raises InternalError, ValueError, TVMError... with C++ tracebacks
+        first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        err = UnsupportedModelError(
+            f"TVM's {stage} pipeline failed on this model ({type(e).__name__}: {first[:300]}); an operator or "
+            f"pattern in it is not supported by TVM 0.27 for this target (try fuse=False or a smaller "
+            f"fuse_max_depth if it failed in FuseOps/FuseTIR)")
+        err.tvm_error = e
+        raise err from None
 
 
 def build_lowered(mod, target="llvm"):

@@ -190,3 +190,28 @@ def test_tuple_params_and_constants():
     assert g.updates == {g.outputs[0]: 1} and g.tensors[g.outputs[0]].kind == "optimizer_state"
     assert g.meta["constant_bytes"] == 64
     assert all(1 in op.inputs for op in g.ops[-1:])   # state.0 read through TupleGetItem
+
+
+def test_in_place_kernel_is_refused():
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+    from tvm.script import tirx as T
+
+    @I.ir_module
+    class InPlace:
+        @T.prim_func(private=True)
+        def add_one(a: T.Buffer((4,), "float32")):
+            for i in range(4):
+                a[i] = a[i] + T.float32(1)
+
+        @R.function
+        def main(x: R.Tensor((4,), "float32")):
+            cls = InPlace
+            with R.dataflow():
+                y = R.add(x, x)
+                z = R.call_tir_inplace(cls.add_one, (y,), 0, out_ty=R.Tensor((4,), "float32"))
+                R.output(z)
+            return z
+
+    with pytest.raises(UnsupportedModelError, match="in place"):
+        from_relax(lower(InPlace, fuse=False))

@@ -287,7 +287,12 @@ class _Extractor:
                 raise UnsupportedModelError(f"{where}: calls Relax function {op.name_hint!r}; inline it first "
                                             f"(relax.transform.InlinePrivateFunctions) so the graph is one function")
             flops, ws = self.kernel_info(op)
-            self.dps_call(op.name_hint, value.args, pos, where, flops, ws)
+            if self.dps_call(op.name_hint, value.args, pos, where, flops, ws) == 0:
+                # An in-place kernel rewrites a tensor that already exists: a planner could not reorder
+                # its readers safely, and the graph contract allows one writer per tensor.
+                raise UnsupportedModelError(f"{where}: kernel {op.name_hint!r} writes its result in place "
+                                            f"(call_tir_inplace); in-place kernels are not supported, so do not "
+                                            f"run DataflowUseInplaceCalls before tvm_swap")
             self.env[var] = None
         elif isinstance(op, relax.ExternFunc):
             self.visit_packed(var, op.global_symbol, value.args, pos, where)
