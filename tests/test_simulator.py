@@ -248,3 +248,52 @@ def test_packed_fields_match_the_actions():
             assert p.work[i] == t[a.op]
         elif a.kind != "drop":
             assert p.work[i] == g.tensors[a.tensor].nbytes
+
+
+# ---------------------------------------------------------------- memory timeline
+def test_memory_timeline_by_hand():
+    from tvm_swap.plan import Plan, Pool
+    from tvm_swap.planner.timeline import memory_timeline, peak_in_use
+
+    S = 12_000_000  # a multiple of 256: 1 ms on the 12 GB/s link
+    kinds = [("x", "input"), ("p", "param"), ("a", "activation"), ("b", "output")]
+    tensors = [TensorInfo(i, n, S, (1,), "float32", k) for i, (n, k) in enumerate(kinds)]
+    ops = [OpInfo(0, "f", "f", (0,), (2,)), OpInfo(1, "g", "g", (2, 1), (3,))]
+    g = DataflowGraph("hand", tensors, ops, outputs=[3])
+    acts = [IN(0), Action("compute", op=0, deps=(0,), out_objs=(1,)), DR(0, 1), IN(1, 2),
+            Action("compute", op=1, deps=(3,), out_objs=(2,)), Action("drop", tensor=2, obj=1, deps=(4,)),
+            DR(1, 4), Action("swap_out", tensor=3, obj=2, deps=(4,)), Action("drop", tensor=3, obj=2, deps=(7,))]
+    plan = Plan("hand", g.fingerprint(), "hand", 4 * S, {}, [0, 1], Pool([S], [3], workspace_bytes=256),
+                [0] * 4, [], acts)
+    sim = simulate(g, plan, [2e-3, 2e-3], LINK)
+    tl = memory_timeline(g, plan, sim)
+    # x [0,3] ms, a [1,6], p [3,6] (arrives in x's object as x leaves), b [4,7]
+    at = lambda key, ms: tl[key][np.searchsorted(tl["time"], ms * 1e-3 * (1 + 1e-12), side="right") - 1]  # noqa: E731
+    expect = {0.5: 1, 2.0: 2, 3.5: 2, 5.0: 3, 6.5: 1, 7.5: 0}
+    for ms, n in expect.items():
+        assert at("bytes", ms) == n * S, ms
+    assert tl["peak_bytes"] == 3 * S
+    assert {k: int(v.max()) for k, v in tl["by_kind"].items()} == {"input": S, "param": S, "activation": S,
+                                                                    "output": S}
+    assert peak_in_use(g, plan, sim) == 3 * S + 256
+    assert peak_in_use(g, plan, sim, include_workspace=False) == 3 * S
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_memory_timeline_of_random_plans_stays_in_the_pool(seed):
+    from tvm_swap.planner.timeline import memory_timeline
+    from tvm_swap.testing import random_topological_order
+
+    g = random_dag(seed, n_ops=25, n_params=4, update_prob=0.5)
+    plan = simple_plan_for(g, random_topological_order(g, seed), reuse=True, swap_activations=seed % 2 == 1,
+                           keep_params=True)
+    sim = simulate(g, plan, random_op_times(g, seed), get_device("v100-16gb"))
+    tl = memory_timeline(g, plan, sim)
+    objects = plan.pool.total_bytes() - plan.pool.workspace_bytes
+    assert 0 < tl["peak_bytes"] <= objects
+    # what is left at the end is exactly the residents the next iteration starts with
+    obj_bytes = plan.pool.object_bytes()
+    assert tl["bytes"][-1] == sum(int(obj_bytes[o]) for _, o in plan.initial_residents)
+    assert (tl["tensor_bytes"] <= tl["bytes"]).all()
+    total_by_kind = sum(v for v in tl["by_kind"].values())
+    assert (total_by_kind == tl["tensor_bytes"]).all()

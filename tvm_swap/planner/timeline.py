@@ -1,8 +1,8 @@
 """Device memory over time for a simulated plan: for plots and for a plan's predicted peak.
 
 An object is in use from its tenant's arrival start (the producer compute's start or the swap-in's
-start; time 0 for an initial resident) until the end of the tenant's drop (the end of the iteration
-if it is never dropped). Occupied objects count with their pool size (what the pool reserves);
+start; time 0 for an initial resident) until the end of the tenant's drop; a tenant never dropped
+stays in use past the end (it is the next iteration's initial resident). Occupied objects count with their pool size (what the pool reserves);
 `tensor_bytes` and `by_kind` count the tenants' own bytes.
 """
 from __future__ import annotations
@@ -30,8 +30,8 @@ def _tenancies(graph: DataflowGraph, plan: Plan, sim: SimResult):
         elif k == "drop":
             o, b = open_at.pop(a.tensor, (a.obj, 0.0))
             out.append((a.tensor, o, b, float(end[i])))
-    t_end = float(sim.time_s)
-    out.extend((t, o, b, t_end) for t, (o, b) in open_at.items())
+    # still resident at the end: carried into the next iteration, never released
+    out.extend((t, o, b, np.inf) for t, (o, b) in open_at.items())
     return out
 
 
@@ -53,11 +53,13 @@ def memory_timeline(graph: DataflowGraph, plan: Plan, sim: SimResult) -> dict:
     objs = t_arr[:, 1].astype(np.int64)
     times = np.concatenate([t_arr[:, 2], t_arr[:, 3]])
     sign = np.concatenate([np.ones(m, dtype=np.int64), -np.ones(m, dtype=np.int64)])
+    sign[m:][~np.isfinite(t_arr[:, 3])] = 0     # residents at the end: no release event
     ob = obj_bytes[objs] if m else np.zeros(0, dtype=np.int64)
     tb = nb[tensors] if m else np.zeros(0, dtype=np.int64)
     kinds = np.array([kind_idx[graph.tensors[t].kind] for t in tensors.tolist()], dtype=np.int64)
     # at equal times releases go first: an arrival that waited on a drop never overlaps it
     order = np.lexsort((sign, times))
+    order = order[sign[order] != 0]
     times = times[order]
     s = sign[order]
     both = lambda a: np.concatenate([a, a])[order]  # noqa: E731
