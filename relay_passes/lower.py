@@ -93,7 +93,8 @@ def _relax_functions(mod, func_name):
     if func_name is None:
         return funcs
     if func_name not in funcs:
-        raise TvmSwapError(f"the module has no Relax function {func_name!r}; it has: {', '.join(sorted(funcs)) or 'none'}")
+        have = ", ".join(sorted(funcs)) or "none"
+        raise TvmSwapError(f"the module has no Relax function {func_name!r}; it has: {have}")
     return {func_name: funcs[func_name]}
 
 

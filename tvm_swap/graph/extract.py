@@ -517,7 +517,8 @@ def graph_from_relax(mod, func_name="main", num_inputs=None, param_kinds=None, u
     graph_updates = {}
     for oi, pi in upd_index.items():
         if not 0 <= oi < len(out_leaves):
-            raise GraphError(f"update output index {oi} is out of range: {func_name!r} returns {len(out_leaves)} values")
+            raise GraphError(f"update output index {oi} is out of range: {func_name!r} returns "
+                             f"{len(out_leaves)} values")
         if not 0 <= pi < len(ex.param_leaves):
             raise GraphError(f"update param index {pi} is out of range: {func_name!r} has "
                              f"{len(ex.param_leaves)} (flattened) parameters")
