@@ -104,10 +104,11 @@ def _draw_memory(ax, data: ReportData, scale: float) -> None:
     if has_objects and len(t):
         ax.step(x, np.append(data.mem_objects, data.mem_objects[-1]) / div, where="post", color="#222222",
                 linewidth=0.8, label="pool objects occupied", rasterized=len(t) > RASTERIZE_ABOVE)
-    ax.axhline(data.mem_limit / div, color="#C00000", linestyle="--", linewidth=1.4,
-               label=f"memory limit {format_bytes(data.mem_limit)}")
-    ax.axhline(data.pool_bytes / div, color="black", linestyle=":", linewidth=1.4,
+    # the pool often fills the limit: a wide pale band under a thin dashed line keeps both visible
+    ax.axhline(data.pool_bytes / div, color="#888888", linewidth=4, alpha=0.5,
                label=f"pool {format_bytes(data.pool_bytes)}")
+    ax.axhline(data.mem_limit / div, color="#C00000", linestyle="--", linewidth=1.3,
+               label=f"memory limit {format_bytes(data.mem_limit)}")
     ax.set_ylim(0, top / div * 1.1)
     ax.set_ylabel(f"device memory ({bunit})")
     title = f"device memory in use by tensor kind: peak {format_bytes(peak)}"
@@ -153,11 +154,12 @@ def _draw_search(ax, data: ReportData, scale: float, tunit: str) -> None:
     gen, elapsed, best = h[:, 0], h[:, 1], h[:, 2]
     ax.step(gen, best * scale, where="post", color="#4C72B0", linewidth=1.8, label="best plan found")
     ax.plot(gen, best * scale, "o", color="#4C72B0", markersize=3)
+    # the lower bound is often the ideal itself: wide pale line under a thin dashed one
     if data.ideal_s:
-        ax.axhline(data.ideal_s * scale, color="#55A868", linestyle="--", linewidth=1.2,
+        ax.axhline(data.ideal_s * scale, color="#55A868", linewidth=4, alpha=0.5,
                    label=f"ideal (no limit) {format_seconds(data.ideal_s)}")
     if data.lower_bound_s:
-        ax.axhline(data.lower_bound_s * scale, color="#C00000", linestyle="--", linewidth=1.2,
+        ax.axhline(data.lower_bound_s * scale, color="#C00000", linestyle="--", linewidth=1.3,
                    label=f"lower bound {format_seconds(data.lower_bound_s)}")
     lo = min([float(best.min())] + [v for v in (data.ideal_s, data.lower_bound_s) if v])
     hi = float(best.max())
