@@ -293,24 +293,25 @@ PLANNER_STYLE = {"swapadvisor": ("#4C72B0", "o"), "swapadvisor-nosearch": ("#817
 
 
 def plot_sweep(sw: dict, path: Path, device: str) -> None:
+    """Throughput vs the limit as a share of the no-swap need (100% at the right), one line per planner."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=110)
+    fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=110)
     pts = sw["points"]
-    x = [p["mem_limit_bytes"] / 2**30 for p in pts]
+    x = [100 * p["fraction_of_need"] for p in pts]
     for planner in sorted({k for p in pts for k in p["planners"]}, key=PLANNERS.index):
         y = [p["planners"][planner].get("throughput_vs_ideal") if p["planners"][planner].get("status") == "ok"
              else math.nan for p in pts]
         color, marker = PLANNER_STYLE.get(planner, ("#999999", "x"))
-        ax.plot(x, y, marker=marker, color=color, label=planner, linewidth=1.6, markersize=5)
-    ax.axvline(sw["need_bytes"] / 2**30, color="#999999", linestyle=":", linewidth=1)
-    ax.text(sw["need_bytes"] / 2**30, 1.02, " no-swap need", fontsize=8, color="#666666", va="bottom", ha="right")
-    ax.set_xscale("log")
-    ax.set_xlabel("memory limit (GiB, log scale)")
+        ax.plot(x, y, marker=marker, color=color, label=planner, linewidth=1.6,
+                markersize=8 if planner == "noswap" else 5, zorder=3 if planner == "noswap" else 2)
+    ax.set_xlim(0, 104)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel(f"memory limit, % of the no-swap need ({format_bytes(sw['need_bytes'])}); "
+                  f"smallest feasible {format_bytes(sw['min_feasible_bytes'])}")
     ax.set_ylabel("throughput vs ideal")
-    ax.set_ylim(0, 1.08)
-    ax.grid(alpha=0.3, which="both")
+    ax.grid(alpha=0.3)
     ax.set_title(f"{sw['model']} batch {sw['batch']} on {device}: throughput as the limit shrinks", fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     fig.savefig(path, metadata={"Software": "tvm_swap"})
     plt.close(fig)
@@ -323,16 +324,17 @@ def plot_convergence(rows: list[dict], path: Path) -> bool:
     if not hist:
         return False
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=110)
-    for r, h in hist:
+    fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=110)
+    colors = plt.get_cmap("tab20").colors
+    for i, (r, h) in enumerate(hist):
         ax.plot([e for _, e, _ in h], [b / r["lower_bound_s"] for _, _, b in h], drawstyle="steps-post",
-                linewidth=1.4, label=f"{r['model']}@{r['batch']}")
+                linewidth=1.4, color=colors[i % len(colors)], label=f"{r['model']}@{r['batch']}")
     ax.axhline(1.0, color="#C00000", linestyle="--", linewidth=1, label="lower bound")
     ax.set_xlabel("search time (s)")
     ax.set_ylabel("best iteration time / lower bound")
     ax.set_title("SwapAdvisor search: convergence per workload", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     fig.savefig(path, metadata={"Software": "tvm_swap"})
     plt.close(fig)
