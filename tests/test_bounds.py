@@ -75,7 +75,9 @@ def test_updated_params_cross_out_when_they_cannot_stay():
     g = graph_of([("p", A, "param"), ("x", A, "input"), ("p_new", A, "output")],
                  [([0, 1], [2], 0)], outputs=[2], updates={2: 0})
     roomy = must_move_bytes(g, mem_limit=10 * A)
-    assert roomy["updates_out"] == 0 and roomy["persistent_in"] == 0
+    # p_new cannot be written into p's object while sgd reads p, and may not move without a
+    # swap-in, so keeping p's slot periodic costs a crossing in; p_new may stay and need no copy out
+    assert roomy["updates_out"] == 0 and roomy["persistent_in"] == A
     tight = must_move_bytes(g, mem_limit=A // 2)
     assert tight["updates_out"] == pytest.approx(A / 2) and tight["persistent_in"] == A
 
@@ -157,3 +159,20 @@ def test_keeping_params_resident_is_what_the_bound_allows():
     # and at a tenth of the no-swap peak, params must move
     assert must_move_bytes(g, noswap_peak(g) // 10)["persistent_in"] > 0
     assert np.isfinite(lower_bound(g, random_op_times(g, 0), get_device("v100-16gb"), noswap_peak(g) // 10))
+
+
+def test_the_update_bound_is_attained_by_a_valid_plan():
+    """p stays in object 0 across iterations at the cost of one swap-in and no swap-out: p moves
+    aside (swap-in to object 1) so that sgd can write p_new into p's object."""
+    from tvm_swap.plan import Action, Plan, Pool
+
+    g = graph_of([("p", A, "param"), ("x", A, "input"), ("p_new", A, "output")],
+                 [([0, 1], [2], 0)], outputs=[2], updates={2: 0})
+    acts = [Action("drop", tensor=0, obj=0), Action("swap_in", tensor=0, obj=1), Action("swap_in", tensor=1, obj=2),
+            Action("compute", op=0, deps=(0, 1, 2), out_objs=(0,)),
+            Action("drop", tensor=0, obj=1, deps=(3,)), Action("drop", tensor=1, obj=2, deps=(3,))]
+    plan = Plan("g", g.fingerprint(), "hand", 3 * A, {}, [0], Pool([A], [3]), [0, 0, 0], [(0, 0)], acts)
+    assert verify_plan(g, plan) == []
+    mv = must_move_bytes(g, 3 * A)
+    stats = plan.swap_stats(g.tensor_bytes())
+    assert (stats["swap_in_bytes"], stats["swap_out_bytes"]) == (mv["in_bytes"], mv["out_bytes"]) == (2 * A, 0)

@@ -7,18 +7,20 @@
    - inputs have no producer and may not be initial residents (only persistent tensors may), so each
      used input is swapped in every iteration;
    - a produced graph output that is not an update must reach the host (a swap_out);
-   - take a used persistent tensor p such that neither p nor its update is ever swapped in. It is
-     read, so it is an initial resident that stays on the device until its last read; by periodicity
-     (and because a stale updated tensor may not stay resident at the end) p, if not updated, or its
-     update is resident at the end, so it stays from its birth. If p is not updated it is resident
-     during every op. If the op producing p's update reads p, then p (until then) or its update (from
-     then) is resident during every op. Call such never-swapped tensors K. During op o the device holds K, o's inputs and
-     outputs that are not persistent or updates (F_o, aligned; distinct tensors need distinct objects),
-     and the pool's workspace, which must cover the largest op workspace (the verifier checks it).
-     So aligned(K) <= limit - max_o F_o - max workspace =: capK. Persistent tensors whose update's
-     producer does not read them might leave no trace during some op; they are left out (free).
-     Each used persistent tensor outside K (and outside the free ones) crosses in at least once, as
-     itself or as its update: the smaller of the two sizes.
+   - take a used persistent tensor p that is never swapped in. It is read, so it is an initial
+     resident that stays in its object O_p until its last read.
+     * If p is updated and the op u producing its update p_new reads p, p also crosses in (as p or
+       p_new): else p sits in O_p while u writes p_new into another object, p_new cannot move
+       without a swap-in, and periodicity needs (p_new, O_p) at the end (a stale p may not stay).
+     * If p is updated and u does not read p, p may leave O_p before u writes p_new there: it need
+       not cross and it occupies nothing certain; it is left out (free).
+     * If p is not updated, periodicity needs it in O_p at the end, so it is resident during every
+       op. Call these K. During op o the device holds K, o's inputs and outputs that are not
+       persistent (F_o, aligned; distinct live tensors need distinct objects) and the pool's
+       workspace, which must cover the largest op workspace (the verifier checks it). So
+       aligned(K) <= limit - max_o F_o - max workspace =: capK.
+     Every other used persistent tensor crosses in at least once, as itself or as its update: the
+     smaller of the two sizes.
    - an updated persistent tensor whose update is not an initial resident's replacement at the end
      must be swapped out (its new value is lost otherwise). Initial residents I are all on the device
      at the start: aligned(I) <= limit - max workspace =: capI.
@@ -83,30 +85,24 @@ def must_move_bytes(graph: DataflowGraph, mem_limit: int, alignment: int = DEFAU
                         if kinds[t] == "input" and prod[t] < 0 and used[t]))
     outputs_out = int(sum(nbytes[t] for t in set(graph.outputs) if prod[t] >= 0 and not is_update[t]))
 
-    # F_o: an op's own non-persistent, non-update tensors (distinct ones, aligned)
-    skip = persistent | is_update
+    # F_o: an op's own non-persistent tensors (distinct ones, aligned)
     f_max = 0
     for op in graph.ops:
-        ts = [t for t in dict.fromkeys((*op.inputs, *op.outputs)) if not skip[t]]
+        ts = [t for t in dict.fromkeys((*op.inputs, *op.outputs)) if not persistent[t]]
         f_max = max(f_max, int(aligned[ts].sum()) if ts else 0)
     cap_k = float(mem_limit) - f_max - max_ws
 
-    constrained, free = [], []
+    must, resident_or_cross = 0.0, []
     for t in np.flatnonzero(persistent & used).tolist():
         new = update_of.get(t)
-        if new is None or t in graph.ops[int(prod[new])].inputs:
-            constrained.append(t)
-        else:
-            free.append(t)
-    c = constrained
-    # while p or its update occupies the device, the smaller of the two is a safe size to count
-    c_aligned = np.array([min(aligned[t], aligned[update_of[t]]) if t in update_of else aligned[t]
-                          for t in constrained], dtype=np.int64)
-    c_bytes = np.array([min(nbytes[t], nbytes[update_of[t]]) if t in update_of else nbytes[t]
-                        for t in constrained], dtype=np.int64)
-    persistent_in_total = float(c_bytes.sum()) if len(c) else 0.0
-    kept = _kept_bytes_bound(c_bytes, c_aligned, cap_k) if len(c) else 0.0
-    persistent_in = max(0.0, persistent_in_total - kept)
+        if new is None:
+            resident_or_cross.append(t)
+        elif t in graph.ops[int(prod[new])].inputs:
+            must += float(min(nbytes[t], nbytes[new]))
+        # else: free (see the module docstring)
+    k = np.array(resident_or_cross, dtype=np.int64)
+    kept = _kept_bytes_bound(nbytes[k], aligned[k], cap_k) if len(k) else 0.0
+    persistent_in = must + max(0.0, float(nbytes[k].sum()) - kept)
 
     upd_old = np.array(sorted(update_of), dtype=np.int64)
     upd_new_bytes = np.array([nbytes[update_of[t]] for t in upd_old], dtype=np.int64)
