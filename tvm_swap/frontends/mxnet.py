@@ -159,7 +159,8 @@ class MXNetImporter:
         merged = tuple(n if d == 0 else d for d, n in zip(declared, need))
         if strict and merged != tuple(need):
             raise UnsupportedModelError(
-                f"variable {var.name!r} declares __shape__ {declared}, but {user.op!r} node {user.name!r} needs {tuple(need)}")
+                f"variable {var.name!r} declares __shape__ {declared}, "
+                f"but {user.op!r} node {user.name!r} needs {tuple(need)}")
         return merged
 
     def _materialize_fill(self, fill: _Fill, user: Node, need: tuple | None):
@@ -180,12 +181,26 @@ class MXNetImporter:
 
         relax = self.relax
         needed = self._needed_nodes()
+        try:
+            params = self._build_main(needed, CONVERTERS)
+        except Exception:
+            self._close_open_block()
+            raise
+        mod = self.bb.get()
+        num_input = sum(1 for p in params if p.name in self.data_names)
+        mod["main"] = mod["main"].with_attr("num_input", num_input)
+        # Converters may leave values nobody uses (e.g. a packed RNN parameter vector); drop them.
+        mod = relax.transform.DeadCodeElimination(["main"])(mod)
+        return mod
+
+    def _build_main(self, needed, converters):
+        relax = self.relax
         with self.bb.function("main"):
             with self.bb.dataflow():
                 for node in self.graph.nodes:
                     if node.op == "null" or node.index not in needed:
                         continue
-                    fn = CONVERTERS.get(node.op)
+                    fn = converters.get(node.op)
                     if fn is None:
                         raise UnsupportedModelError(
                             f"operator {node.op!r} (node {node.name!r}) is not supported by the MXNet importer")
@@ -199,12 +214,14 @@ class MXNetImporter:
                 out = self.bb.emit_output(result)
             params = self._ordered_params()
             self.bb.emit_func_output(out, params=params)
-        mod = self.bb.get()
-        num_input = sum(1 for p in params if p.name in self.data_names)
-        mod["main"] = mod["main"].with_attr("num_input", num_input)
-        # Converters may leave values nobody uses (e.g. a packed RNN parameter vector); drop them.
-        mod = relax.transform.DeadCodeElimination(["main"])(mod)
-        return mod
+        return params
+
+    def _close_open_block(self):
+        """After a failed conversion, close the block the BlockBuilder left open (avoids a C++ warning)."""
+        try:
+            self.bb._end_block()
+        except Exception:  # noqa: BLE001  (nothing open: fine)
+            pass
 
     def _head(self, head):
         src, out = head

@@ -827,7 +827,9 @@ def pad(ctx, node):
     width = a.tuple("pad_width")
     if len(width) != 2 * len(ctx.shape(x)):
         raise a.unsupported("pad_width", "needs two values per input dim")
-    return R.nn.pad(x, list(width), pad_mode=mode, pad_value=a.float("constant_value", 0.0))
+    # TVM calls MXNet's "edge" mode "replicate".
+    return R.nn.pad(x, list(width), pad_mode={"edge": "replicate"}.get(mode, mode),
+                    pad_value=a.float("constant_value", 0.0))
 
 
 @register("UpSampling")
