@@ -1,0 +1,24 @@
+"""What runs with a compiled tvm_swap module: device pool, host store, stream/event backends, the `tvm_swap.*`
+packed functions the applied program calls, and SwapModule.
+
+    backend.py     the stream/event interface (compute, d2h, h2d, aux streams; events; async copies)
+    emulated.py    CPU backend: copy streams on worker threads, optional link throttle (link.py), poisoning
+    cuda.py        (issue 5, not written yet) cudaMemcpyAsync + cudaEvent on three streams, pinned host memory
+    pool.py        the plan's pool objects, tenancy and byte accounting
+    host_store.py  host copies of swapped-out tensors and host-resident params
+    manifest.py    what the runtime knows of the program besides the plan (shapes, inputs, params, results)
+    executor.py    runs a plan's actions on a backend; builtins.py registers the calls that reach it
+    swap_module.py SwapModule and load
+"""
+
+
+def __getattr__(name):
+    # Lazy: importing runtime_ext must not pull in TVM for users that only read manifests.
+    if name in ("SwapModule", "load", "make_backend"):
+        from . import swap_module
+
+        return getattr(swap_module, name)
+    raise AttributeError(name)
+
+
+__all__ = ["SwapModule", "load", "make_backend"]

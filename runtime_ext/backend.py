@@ -1,0 +1,84 @@
+"""The stream/event interface a plan executes on, shaped after CUDA so one executor drives every backend.
+
+Four streams, each FIFO in issue order:
+
+    compute   kernels; the caller's thread issues them (on CUDA: TVM's current stream, set with
+              Device.set_raw_stream, so kernel launches land on it)
+    d2h       swap-outs: device -> host copies        (cudaMemcpyAsync on its own non-blocking stream)
+    h2d       swap-ins:  host -> device copies        (idem)
+    aux       debug work (poisoning dropped objects); never used by a plan in normal runs
+
+Events are one-shot per call: `record(stream, ev)` completes `ev` when everything issued on `stream` so far has
+completed; `wait(stream, evs)` makes later work on `stream` wait for them (cudaEventRecord /
+cudaStreamWaitEvent). On the compute stream of a synchronous backend a wait blocks the caller. Copies take typed
+tvm Tensors of equal byte size: device tensors are views of pool objects, host tensors come from `alloc_host`
+(pinned memory on CUDA, so copies really are asynchronous).
+
+Backends: `emulated.EmulatedBackend` (CPU: worker threads, optional link throttle); `cuda.py` is issue 5.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+STREAMS = ("compute", "d2h", "h2d", "aux")
+POISON_BYTE = 0xFF   # float32/float16/bfloat16 NaN, -1 for signed ints
+
+
+class Backend(ABC):
+    """A device with a compute stream, two copy streams and events (see the module docstring)."""
+
+    name: str = "abstract"
+
+    @property
+    @abstractmethod
+    def device(self):
+        """The tvm Device kernels run on and pool objects live on."""
+
+    # ---- memory (allocated once per module) ----
+    @abstractmethod
+    def alloc_device(self, nbytes: int):
+        """A uint8 device tensor of `nbytes` (one pool object: its own storage, offset 0)."""
+
+    @abstractmethod
+    def alloc_host(self, nbytes: int):
+        """A uint8 host tensor of `nbytes` for swapped-out copies and host-resident params (pinned on CUDA)."""
+
+    # ---- events ----
+    @abstractmethod
+    def new_event(self):
+        """An event handle, reused every call (call `reset_event` before re-recording it)."""
+
+    def reset_event(self, ev) -> None:
+        """Make `ev` pending again at the start of a call (CUDA re-records in place: nothing to do)."""
+
+    @abstractmethod
+    def record(self, stream: str, ev) -> None:
+        """`ev` completes when all work issued on `stream` so far has completed."""
+
+    @abstractmethod
+    def wait(self, stream: str, events) -> None:
+        """Work issued on `stream` after this waits for every event in `events`."""
+
+    # ---- work on streams ----
+    @abstractmethod
+    def copy(self, stream: str, dst, src) -> None:
+        """Copy tensor `src` into `dst` (same bytes) asynchronously on `stream` ("d2h" or "h2d")."""
+
+    @abstractmethod
+    def fill(self, stream: str, dst, byte: int = POISON_BYTE) -> None:
+        """Overwrite every byte of `dst` with `byte` on `stream` (debug poisoning)."""
+
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Block until every stream is idle; raise the first error any stream hit since the last call."""
+
+    # ---- copies outside the plan (loading params, reading results) ----
+    def copy_sync(self, dst, src) -> None:
+        """A blocking copy between any two tensors (not on a plan stream)."""
+        dst.copyfrom(src)
+
+    def close(self) -> None:
+        """Release threads / streams. The backend is unusable afterwards."""
+
+    def stats(self) -> dict:
+        return {}

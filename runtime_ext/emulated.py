@@ -1,0 +1,193 @@
+"""The CPU backend: the device is host memory, copy streams are worker threads, events are threading.Events.
+
+- compute: the caller's thread (kernels run synchronously inside the VM), so `record` completes at once and
+  `wait` blocks the caller.
+- d2h, h2d, aux: one worker thread each, draining a FIFO of closures; a copy is a memcpy (tvm's CopyFromTo,
+  which releases the GIL). With a `Link`, copies take bytes / bandwidth and the two directions share the
+  duplex rate, so overlap of swaps with compute is real and measurable on a CPU.
+- adversarial (debug) mode: a throttled copy lands at the END of its window instead of the start, so a
+  reader that skips its wait sees the old (poisoned) bytes, not the new ones.
+- errors on a worker are kept and raised by `synchronize`; the worker keeps completing events so nothing
+  waits forever. Waits time out (`wait_timeout_s`) with an error rather than hang.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+
+from tvm_swap.errors import TvmSwapError
+
+from .backend import POISON_BYTE, Backend
+from .link import Link
+
+_STOP = object()
+
+
+class StreamError(TvmSwapError):
+    """Work on a copy stream failed, or a wait never completed."""
+
+
+class _Worker:
+    """One stream: a thread running closures in FIFO order."""
+
+    def __init__(self, name: str, backend: "EmulatedBackend"):
+        self.name = name
+        self.backend = backend
+        self.q: queue.SimpleQueue = queue.SimpleQueue()
+        self.idle = threading.Event()
+        self.idle.set()
+        self.pending = 0
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, name=f"tvm_swap-{name}", daemon=True)
+        self.thread.start()
+
+    def submit(self, fn, always: bool = False) -> None:
+        """`always`: run even after an error (event records, so waiters are released)."""
+        with self.lock:
+            self.pending += 1
+            self.idle.clear()
+        self.q.put((fn, always))
+
+    def _run(self) -> None:
+        while True:
+            item = self.q.get()
+            if item is _STOP:
+                return
+            fn, always = item
+            try:
+                if always or self.backend.error is None:
+                    fn()
+            except BaseException as e:  # kept for synchronize(); the stream goes on releasing events
+                self.backend._set_error(StreamError(f"{self.name} stream: {type(e).__name__}: {e}"), e)
+            finally:
+                with self.lock:
+                    self.pending -= 1
+                    if self.pending == 0:
+                        self.idle.set()
+
+    def stop(self) -> None:
+        self.q.put(_STOP)
+
+
+class EmulatedBackend(Backend):
+    name = "emulated"
+
+    def __init__(self, link: Link | None = None, adversarial: bool = False, wait_timeout_s: float = 120.0):
+        import tvm
+
+        self._dev = tvm.cpu(0)
+        self.link = link
+        self.adversarial = bool(adversarial)
+        self.wait_timeout_s = float(wait_timeout_s)
+        self.error: BaseException | None = None
+        self._error_lock = threading.Lock()
+        self._workers = {s: _Worker(s, self) for s in ("d2h", "h2d", "aux")}
+        self.copy_seconds = {"d2h": 0.0, "h2d": 0.0}
+
+    @property
+    def device(self):
+        return self._dev
+
+    # ---- memory ----
+    def alloc_device(self, nbytes: int):
+        import tvm
+
+        return tvm.runtime.empty((int(nbytes),), "uint8", self._dev)
+
+    def alloc_host(self, nbytes: int):
+        import tvm
+
+        return tvm.runtime.empty((int(nbytes),), "uint8", tvm.cpu(0))
+
+    # ---- events ----
+    def new_event(self):
+        return threading.Event()
+
+    def reset_event(self, ev) -> None:
+        ev.clear()
+
+    def record(self, stream: str, ev) -> None:
+        if stream == "compute":
+            ev.set()
+        else:
+            self._workers[stream].submit(ev.set, always=True)
+
+    def _wait_all(self, events) -> None:
+        for ev in events:
+            if not ev.wait(self.wait_timeout_s):
+                raise StreamError(f"an event did not complete within {self.wait_timeout_s:.0f} s: the plan's "
+                                  f"waits form a cycle or a stream is stuck")
+
+    def wait(self, stream: str, events) -> None:
+        if not events:
+            return
+        if stream == "compute":
+            self._wait_all(events)
+            self._raise_pending()
+        else:
+            evs = list(events)
+            self._workers[stream].submit(lambda: self._wait_all(evs), always=True)
+
+    # ---- work ----
+    def copy(self, stream: str, dst, src) -> None:
+        def work():
+            src.copyto(dst)
+
+        if self.link is None:
+            self._workers[stream].submit(work)
+            return
+        nbytes = _nbytes(dst)
+
+        def throttled():
+            import time
+
+            t0 = time.perf_counter()
+            self.link.transfer(stream, nbytes, work, work_first=not self.adversarial)
+            self.copy_seconds[stream] += time.perf_counter() - t0
+
+        self._workers[stream].submit(throttled)
+
+    def fill(self, stream: str, dst, byte: int = POISON_BYTE) -> None:
+        def work():
+            import numpy as np
+
+            np.from_dlpack(dst).view(np.uint8).fill(byte)
+
+        if stream == "compute":
+            work()
+        else:
+            self._workers[stream].submit(work)
+
+    def synchronize(self) -> None:
+        for w in self._workers.values():
+            if not w.idle.wait(self.wait_timeout_s):
+                raise StreamError(f"the {w.name} stream did not finish within {self.wait_timeout_s:.0f} s")
+        self._raise_pending()
+
+    def _set_error(self, err: BaseException, cause: BaseException) -> None:
+        with self._error_lock:
+            if self.error is None:
+                err.__cause__ = cause
+                self.error = err
+
+    def _raise_pending(self) -> None:
+        if self.error is not None:
+            err, self.error = self.error, None
+            raise err
+
+    def close(self) -> None:
+        for w in self._workers.values():
+            w.stop()
+
+    def stats(self) -> dict:
+        return {"backend": self.name, "throttled": self.link is not None,
+                "link_busy_s": dict(self.copy_seconds)}
+
+
+def _nbytes(t) -> int:
+    import math
+
+    import tvm_ffi
+
+    dt = tvm_ffi.dtype(str(t.dtype))
+    return math.prod(t.shape) * ((dt.bits * dt.lanes + 7) // 8)

@@ -1,0 +1,352 @@
+"""PlanExecutor: runs one plan's actions on a Backend as the compiled program reaches each call site.
+
+The program (see relay_passes.apply) calls, in the plan's action order, `begin`, `object`, `wait`, `record`,
+`swap_out`, `swap_in`, `drop` and `end` (through runtime_ext.builtins), each with its action index. The
+executor turns the plan's deps into backend events once, at load:
+
+- an action waits on the events of its deps on OTHER streams (same-stream order is FIFO already);
+- a drop has no stream: a dep on a drop means a dep on the drop's own deps (expanded), except in poison mode,
+  where drops are real work on the aux stream (they overwrite the object) and are waited on themselves;
+- only actions some other stream waits on record an event.
+
+It also checks, once at load, what the plan must do for the program to repeat: every tensor swapped in has a
+host copy by then, the iteration ends with the initial residents (updated params in their old objects), and
+every update and result is on the device or the host at the end. Breaking any of these is a PlanError with the
+tensor's name, never a wrong number.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from tvm_swap.errors import PlanError
+from tvm_swap.plan import STREAM_OF, Plan
+
+from .backend import Backend
+from .host_store import HostStore
+from .manifest import Manifest
+from .pool import DevicePool, PoolError
+
+
+def call_sites(plan: Plan) -> tuple[list[bool], list[bool]]:
+    """Where the program must call the runtime around kernels, for any backend mode.
+
+    needs_wait[i]: compute i depends on a non-compute action (a copy, or a drop that may be real work);
+    needs_record[i]: a non-compute action depends on compute i. relay_passes.apply emits `tvm_swap.wait(i)` /
+    `tvm_swap.record(i)` exactly there; the executor's event tables are always a subset.
+    """
+    n = len(plan.actions)
+    needs_wait = [False] * n
+    needs_record = [False] * n
+    for i, a in enumerate(plan.actions):
+        for d in a.deps:
+            if a.kind == "compute" and plan.actions[d].kind != "compute":
+                needs_wait[i] = True
+            if a.kind != "compute" and plan.actions[d].kind == "compute":
+                needs_record[d] = True
+    return needs_wait, needs_record
+
+
+class PlanExecutor:
+    def __init__(self, plan: Plan, manifest: Manifest, backend: Backend, poison: bool = False):
+        self.plan = plan
+        self.man = manifest
+        self.be = backend
+        self.poison = bool(poison)
+        self.error: BaseException | None = None     # the first failure of a call, kept by runtime_ext.builtins
+        self.actions = plan.actions
+        for i, a in enumerate(self.actions):
+            if any(not 0 <= d < i for d in a.deps):
+                raise PlanError(f"action {i} waits on {list(a.deps)}; deps must name earlier actions")
+        self.stream = [STREAM_OF[a.kind] or ("aux" if self.poison else None) for a in self.actions]
+        self._build_events()
+        self.initial = [(int(t), int(o)) for t, o in plan.initial_residents]
+        self.input_tensors = {p.tensor for p in manifest.inputs if p.tensor >= 0}
+        self.persistent = {p.tensor for p in manifest.persistent if p.tensor >= 0}
+        self._check_program()
+        self.pool = DevicePool(plan.pool, backend.alloc_device, plan.mem_limit, names=self._name)
+        if self.poison:
+            for obj in self.pool.objects:
+                backend.fill("compute", obj)
+        self.host = HostStore(backend.alloc_host)
+        for t in self.swapped_out:
+            s = manifest.tensor(t)
+            self.host.ensure(t, s.shape, s.dtype, s.nbytes)
+        self.in_call = False
+        self.calls = 0
+        self.last: dict = {}
+        self.totals = {"swap_out_count": 0, "swap_in_count": 0, "swap_out_bytes": 0, "swap_in_bytes": 0,
+                       "unplanned_d2h_bytes": 0}
+        self._inputs_seen: dict = {}
+
+    # ---------------------------------------------------------------- load-time tables and checks
+    def _name(self, t: int) -> str:
+        s = self.man.tensors.get(t)
+        return f"tensor {s.name!r}" if s is not None else f"tensor {t}"
+
+    def _spec(self, t: int):
+        return self.man.tensor(t)
+
+    def _build_events(self) -> None:
+        acts = self.actions
+        expanded: dict[int, tuple] = {}
+
+        def expand(d):
+            if acts[d].kind != "drop" or self.poison:
+                return (d,)
+            if d not in expanded:
+                expanded[d] = tuple(x for dd in acts[d].deps for x in expand(dd))
+            return expanded[d]
+
+        waits_idx = []
+        for i, a in enumerate(acts):
+            if self.stream[i] is None:
+                waits_idx.append(())
+                continue
+            w = sorted({e for d in a.deps for e in expand(d) if self.stream[e] != self.stream[i]})
+            waits_idx.append(tuple(w))
+        recorded = sorted({e for w in waits_idx for e in w})
+        self.events = {e: self.be.new_event() for e in recorded}
+        self.waits = [[self.events[e] for e in w] for w in waits_idx]
+
+    def _check_program(self) -> None:
+        """Replay tenancy and host copies once (issue order) and derive the end-of-call work."""
+        man = self.man
+        tenant: dict[int, int] = {}      # obj -> tensor
+        where: dict[int, int] = {}       # tensor -> obj
+        for t, o in self.initial:
+            man.tensor(t)
+            tenant[o] = t
+            where[t] = o
+        swapped_out: list[int] = []
+        first_host_use: dict[int, str] = {}
+        for i, a in enumerate(self.actions):
+            if a.kind == "compute":
+                for t, o in zip(self._op_outputs(a), a.out_objs):
+                    tenant[o] = t
+                    where[t] = o
+                continue
+            man.tensor(a.tensor)
+            if a.kind == "swap_out":
+                if where.get(a.tensor) != a.obj:
+                    raise PlanError(f"action {i} swaps out {self._name(a.tensor)} from object {a.obj}, "
+                                    f"where it is not")
+                swapped_out.append(a.tensor)
+                first_host_use.setdefault(a.tensor, "out")
+            elif a.kind == "swap_in":
+                t = a.tensor
+                first_host_use.setdefault(t, "in")
+                if t not in self.input_tensors and t not in self.persistent and t not in swapped_out:
+                    raise PlanError(f"action {i} swaps in {self._name(t)}, which has no host copy yet (it is "
+                                    f"not an input or param and was not swapped out before); the plan is corrupt")
+                tenant[a.obj] = t
+                where[t] = a.obj
+            elif a.kind == "drop":
+                tenant.pop(a.obj, None)
+                where.pop(a.tensor, None)
+        self.swapped_out = list(dict.fromkeys(swapped_out))
+        updates = dict(man.updates)                  # new -> old
+        succ = {old: new for new, old in updates.items()}
+        expected = {o: succ.get(p, p) for p, o in self.initial}
+        if tenant != expected:
+            extra = {o: t for o, t in tenant.items() if expected.get(o) != t}
+            missing = {o: t for o, t in expected.items() if tenant.get(o) != t}
+            raise PlanError("the plan does not end in its start state, so it cannot repeat: "
+                            + "; ".join([f"object {o} ends with {self._name(t)}" for o, t in list(extra.items())[:3]]
+                                        + [f"object {o} should end with {self._name(t)}"
+                                           for o, t in list(missing.items())[:3]]))
+        # Host copies of persistent tensors: needed when the plan reads one from the host before writing it.
+        self.needs_host = {p for p in self.persistent if first_host_use.get(p) == "in"}
+        resident_at_start = {t for t, _ in self.initial}
+        out_set = set(self.swapped_out)
+        self.end_updates = []                        # (new, old, how): rename | refresh
+        for new, old in updates.items():
+            if new in out_set:
+                self.end_updates.append((new, old, "rename"))
+            elif old in resident_at_start:
+                if old in self.needs_host:
+                    self.end_updates.append((new, old, "refresh"))
+            else:
+                raise PlanError(f"the update {self._name(new)} of {self._name(old)} is lost: the plan neither "
+                                f"keeps it on the device nor copies it to the host")
+        self.end_where = {t: o for o, t in tenant.items()}
+        self.output_source = []
+        for k, o in enumerate(man.outputs):
+            t = o.tensor
+            if t in out_set:
+                src = "host"
+            elif t in self.end_where:
+                src = "device"
+            elif t in self.input_tensors:
+                src = "input"
+            elif t in self.persistent:
+                src = "param"
+            else:
+                raise PlanError(f"result {k} ({self._name(t)}) is neither on the device nor on the host when "
+                                f"the iteration ends; the plan must swap it out before dropping it")
+            self.output_source.append(src)
+
+    def _op_outputs(self, a):
+        ops = self.man.meta.get("op_outputs")
+        if ops is None:
+            raise PlanError("the manifest lacks op_outputs; rebuild the module")
+        return ops[a.op]
+
+    # ---------------------------------------------------------------- params
+    def load_params(self, values: dict[int, np.ndarray]) -> None:
+        """Put every persistent tensor where the plan wants it when a call starts (device object and/or host)."""
+        resident = dict(self.initial)
+        for t in self.persistent:
+            if t not in values:
+                raise PlanError(f"no value for {self._name(t)}")
+            s = self._spec(t)
+            v = np.ascontiguousarray(values[t])
+            if tuple(v.shape) != tuple(s.shape) or str(v.dtype) != s.dtype:
+                raise PlanError(f"{self._name(t)} must be {tuple(s.shape)} {s.dtype}, got {v.shape} {v.dtype}")
+            if t in resident:
+                self.be.copy_sync(self.pool.view(resident[t], t, s.shape, s.dtype), v)
+            if t not in resident or t in self.needs_host:
+                self.host.put(t, v, s.shape, s.dtype, s.nbytes)
+
+    def param_value(self, t: int) -> np.ndarray:
+        """The current value of a persistent tensor (between calls)."""
+        s = self._spec(t)
+        resident = dict(self.initial)
+        if t in resident:
+            return self.pool.view(resident[t], t, s.shape, s.dtype).numpy()
+        return self.host.get(t).numpy()
+
+    # ---------------------------------------------------------------- the program's call sites
+    def begin(self) -> None:
+        if self.in_call:
+            raise PlanError("tvm_swap: a call started while the previous one is still running "
+                            "(SwapModule calls are not re-entrant)")
+        self.in_call = True
+        self._t0 = time.perf_counter()
+        self.pool.reset(self.initial)
+        for ev in self.events.values():
+            self.be.reset_event(ev)
+        self._inputs_seen.clear()
+        self._count = {"swap_out_count": 0, "swap_in_count": 0, "swap_out_bytes": 0, "swap_in_bytes": 0,
+                       "unplanned_d2h_bytes": 0}
+
+    def _view(self, obj: int, t: int):
+        s = self._spec(t)
+        return self.pool.view(obj, t, s.shape, s.dtype)
+
+    def object(self, i: int, t: int, obj: int):
+        if i >= 0:
+            self.pool.occupy(obj, t)
+        elif not self.pool.holds(obj, t):
+            raise PoolError(f"{self._name(t)} should be resident in object {obj} when the call starts")
+        return self._view(obj, t)
+
+    def wait(self, i: int) -> None:
+        w = self.waits[i]
+        if w:
+            self.be.wait("compute", w)
+
+    def record(self, i: int) -> None:
+        ev = self.events.get(i)
+        if ev is not None:
+            self.be.record("compute", ev)
+
+    def _issue(self, i: int, work) -> None:
+        stream = self.stream[i]
+        self.be.wait(stream, self.waits[i])
+        work(stream)
+        ev = self.events.get(i)
+        if ev is not None:
+            self.be.record(stream, ev)
+
+    def swap_out(self, i: int) -> None:
+        a = self.actions[i]
+        if not self.pool.holds(a.obj, a.tensor):
+            raise PoolError(f"action {i} swaps out {self._name(a.tensor)} from object {a.obj}, which does not hold it")
+        src, dst = self._view(a.obj, a.tensor), self.host.get(a.tensor)
+        self._issue(i, lambda s: self.be.copy(s, dst, src))
+        self._count["swap_out_count"] += 1
+        self._count["swap_out_bytes"] += self._spec(a.tensor).nbytes
+
+    def swap_in(self, i: int, source=None):
+        a = self.actions[i]
+        t = a.tensor
+        self.pool.occupy(a.obj, t)
+        dst = self._view(a.obj, t)
+        if source is None:
+            if not self.host.has(t):
+                raise PlanError(f"action {i} swaps in {self._name(t)}, which has no host copy")
+            source = self.host.get(t)
+        else:
+            self._inputs_seen[t] = source
+        self._issue(i, lambda s: self.be.copy(s, dst, source))
+        self._count["swap_in_count"] += 1
+        self._count["swap_in_bytes"] += self._spec(t).nbytes
+        return dst
+
+    def drop(self, i: int) -> None:
+        a = self.actions[i]
+        self.pool.release(a.obj, a.tensor)
+        if self.poison:
+            obj = self.pool.objects[a.obj]
+            self._issue(i, lambda s: self.be.fill(s, obj))
+
+    def end(self) -> list:
+        try:
+            self.be.synchronize()
+            where = self.end_where
+            for o, t in enumerate(self.pool.tenant):
+                if t >= 0 and where.get(t) != o:
+                    raise PoolError(f"object {o} still holds {self._name(t)} at the end of the call")
+            results = []
+            for o, src in zip(self.man.outputs, self.output_source):
+                t = o.tensor
+                if src == "host":
+                    v = self.host.get(t)
+                elif src == "device":
+                    v = self._view(where[t], t)
+                elif src == "input":
+                    v = self._inputs_seen.get(t)
+                    if v is None:
+                        raise PlanError(f"result {self._name(t)} is an input the plan never read")
+                else:
+                    v = self._param_tensor(t)
+                if tuple(v.shape) != tuple(o.shape):
+                    v = v._create_view(tuple(o.shape), o.dtype, 0)
+                results.append(v)
+            for new, old, how in self.end_updates:
+                if how == "rename":
+                    self.host.rename(new, old)
+                else:   # the plan keeps the update on the device but later reads the param from the host
+                    s = self._spec(old)
+                    self.be.copy_sync(self.host.get(old), self._view(where[new], new))
+                    self._count["unplanned_d2h_bytes"] += s.nbytes
+            self.calls += 1
+            self._count["time_s"] = time.perf_counter() - self._t0
+            self.last = dict(self._count)
+            for k in self.totals:
+                self.totals[k] += self._count[k]
+            return results
+        finally:
+            self.in_call = False
+
+    def abort(self) -> None:
+        """After a failed call: drain the streams so the next call starts clean."""
+        try:
+            self.be.synchronize()
+        except Exception:  # the first error was already reported by the failed call
+            pass
+        self.in_call = False
+
+    def _param_tensor(self, t: int):
+        resident = dict(self.initial)
+        if t in resident:
+            return self._view(resident[t], t)
+        return self.host.get(t)
+
+    def stats(self) -> dict:
+        d = {**self.pool.stats(), "host_bytes": self.host.allocated_bytes, "calls": self.calls,
+             "last_call": dict(self.last), "totals": dict(self.totals)}
+        d.update({k: v for k, v in self.last.items() if k != "time_s"})
+        return d

@@ -1,0 +1,44 @@
+"""Host copies: swapped-out tensors and host-resident params, one preallocated buffer per tensor.
+
+Buffers come from the backend (`alloc_host`: pinned memory on CUDA, so async copies stay async) and are typed
+views of one uint8 allocation each. A training step's update does not copy: the new tensor's host buffer simply
+becomes the old param's (`rename`), and the old buffer is reused for the next step's new value.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class HostStore:
+    def __init__(self, alloc_host):
+        self._alloc = alloc_host
+        self._buf: dict[int, object] = {}
+        self.allocated_bytes = 0
+
+    def ensure(self, t: int, shape, dtype: str, nbytes: int):
+        """The host buffer of tensor `t`, allocated on first use."""
+        b = self._buf.get(t)
+        if b is None:
+            raw = self._alloc(max(1, int(nbytes)))
+            self.allocated_bytes += max(1, int(nbytes))
+            b = raw._create_view(tuple(shape), dtype, 0)
+            self._buf[t] = b
+        return b
+
+    def has(self, t: int) -> bool:
+        return t in self._buf
+
+    def get(self, t: int):
+        return self._buf[t]
+
+    def put(self, t: int, value: np.ndarray, shape, dtype: str, nbytes: int) -> None:
+        self.ensure(t, shape, dtype, nbytes).copyfrom(np.ascontiguousarray(value, dtype=dtype).reshape(shape))
+
+    def rename(self, new: int, old: int) -> None:
+        """`new`'s buffer now holds `old`'s value (an update); `old`'s former buffer becomes `new`'s."""
+        a, b = self._buf.get(new), self._buf.get(old)
+        self._buf[old] = a
+        if b is not None:
+            self._buf[new] = b
+        else:
+            del self._buf[new]

@@ -1,0 +1,100 @@
+"""The device pool: the plan's size-class objects, allocated once per module and reused by every call.
+
+Each object is its own storage (a uint8 tensor), so every tensor sits at offset 0 of its object and keeps the
+alignment kernels need. The pool also keeps the books the plan promises: which tensor holds each object now,
+bytes in use and their peak. Anything a correct plan never does is a hard PoolError with the offending object
+and tensors: a tensor bigger than its object, an object taken while another tensor still holds it, a release by
+a tensor that does not hold it.
+"""
+from __future__ import annotations
+
+from tvm_swap.errors import PlanError
+from tvm_swap.plan import Pool
+from tvm_swap.units import format_bytes
+
+FREE = -1
+
+
+class PoolError(PlanError):
+    """The plan (or a bypassed check) asked the pool for something that would corrupt memory."""
+
+
+class DevicePool:
+    def __init__(self, pool: Pool, alloc, mem_limit: int | None = None, names=None):
+        """`alloc(nbytes)` makes one object; `names(t)` gives a tensor's name for messages."""
+        self.plan_pool = pool
+        self.object_bytes = [int(b) for b in pool.object_bytes()]
+        self.object_class = [int(c) for c in pool.object_class()]
+        self.allocated_bytes = int(sum(self.object_bytes))
+        self.workspace_bytes = int(pool.workspace_bytes)
+        if mem_limit is not None and self.allocated_bytes + self.workspace_bytes > int(mem_limit):
+            raise PoolError(f"the plan's pool needs {format_bytes(self.allocated_bytes + self.workspace_bytes)} "
+                            f"but its memory limit is {format_bytes(mem_limit)}: the plan is corrupt; re-plan")
+        self.objects = [alloc(b) for b in self.object_bytes]
+        self._names = names or (lambda t: f"tensor {t}")
+        self._views: dict = {}
+        self.tenant = [FREE] * len(self.objects)
+        self.in_use_bytes = 0
+        self.peak_in_use_bytes = 0
+
+    @property
+    def num_objects(self) -> int:
+        return len(self.objects)
+
+    @property
+    def device_bytes(self) -> int:
+        """What this module holds on the device: every object plus the planned kernel workspace."""
+        return self.allocated_bytes + self.workspace_bytes
+
+    def _check_obj(self, obj: int) -> None:
+        if not 0 <= obj < len(self.objects):
+            raise PoolError(f"object {obj} does not exist; the pool has {len(self.objects)} objects")
+
+    def view(self, obj: int, t: int, shape, dtype: str):
+        """Tensor `t` as a (shape, dtype) view at offset 0 of object `obj`; cached, so calls reuse it."""
+        key = (obj, t)
+        v = self._views.get(key)
+        if v is None:
+            self._check_obj(obj)
+            try:
+                v = self.objects[obj]._create_view(tuple(shape), dtype, 0)
+            except ValueError as e:
+                raise PoolError(f"{self._names(t)} {tuple(shape)} {dtype} does not fit object {obj} "
+                                f"({format_bytes(self.object_bytes[obj])}): {str(e).splitlines()[0]}") from None
+            self._views[key] = v
+        return v
+
+    def occupy(self, obj: int, t: int) -> None:
+        self._check_obj(obj)
+        held = self.tenant[obj]
+        if held != FREE:
+            raise PoolError(f"object {obj} is given to {self._names(t)} while {self._names(held)} still holds it "
+                            f"(two live tensors in one object); the plan is corrupt: verify and re-plan")
+        self.tenant[obj] = t
+        self.in_use_bytes += self.object_bytes[obj]
+        if self.in_use_bytes > self.peak_in_use_bytes:
+            self.peak_in_use_bytes = self.in_use_bytes
+
+    def release(self, obj: int, t: int) -> None:
+        self._check_obj(obj)
+        if self.tenant[obj] != t:
+            held = self.tenant[obj]
+            raise PoolError(f"{self._names(t)} releases object {obj}, which "
+                            f"{'is free' if held == FREE else 'holds ' + self._names(held)}; the plan is corrupt")
+        self.tenant[obj] = FREE
+        self.in_use_bytes -= self.object_bytes[obj]
+
+    def holds(self, obj: int, t: int) -> bool:
+        return 0 <= obj < len(self.tenant) and self.tenant[obj] == t
+
+    def reset(self, residents) -> None:
+        """Start of a call: only the (tensor, object) residents are held."""
+        self.tenant = [FREE] * len(self.objects)
+        self.in_use_bytes = 0
+        for t, obj in residents:
+            self.occupy(obj, t)
+
+    def stats(self) -> dict:
+        return {"pool_bytes": self.allocated_bytes, "workspace_bytes": self.workspace_bytes,
+                "device_peak_bytes": self.device_bytes, "pool_in_use_peak_bytes": self.peak_in_use_bytes,
+                "pool_objects": len(self.objects)}

@@ -1,0 +1,304 @@
+"""SwapModule: a compiled, swap-planned model you call like a function; `load` reads an exported one back.
+
+    m = tvm_swap.build(mod, mem_limit="60%", params=params)
+    y = m(x)                       # numpy in, numpy out (one array, or a tuple when the model returns a tuple)
+    y = m.run({"x": x})
+    m.stats()                      # pool bytes, device peak, swaps each way, time per call, predicted time
+    m.export_library("model.so")   # the .so carries plan and manifest; params go to "model.so.params.npz"
+    m2 = tvm_swap.load("model.so")
+
+Params are loaded once: each persistent tensor goes where the plan wants it when a call starts (a pool object,
+the host store, or both). For a training step the updated params replace the old ones inside the module, so
+calling it again runs the next step; `params()` reads the current values and `export_library` saves those.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tvm_swap.errors import PlanError, TvmSwapError
+from tvm_swap.plan import Plan
+
+from .manifest import Manifest
+
+PARAMS_SUFFIX = ".params.npz"
+PLAN_FUNC = "tvm_swap_plan"
+MANIFEST_FUNC = "tvm_swap_manifest"
+
+
+def make_backend(target_kind: str, bandwidth=None, debug_poison: bool = False):
+    """The backend for a target: the emulated CPU backend for llvm (link throttled when `bandwidth` is given).
+
+    bandwidth: bytes/s one way (number or '2GB/s', duplex twice that) or a DeviceSpec (its h2d/d2h/duplex rates).
+    """
+    from .emulated import EmulatedBackend
+    from .link import Link
+
+    if target_kind == "cuda":
+        raise TvmSwapError("running on CUDA needs the CUDA backend (issue 5, runtime_ext/cuda.py), which is not "
+                           "written yet; build for target='llvm' to run on the CPU")
+    if target_kind != "llvm":
+        raise TvmSwapError(f"no tvm_swap runtime backend for target {target_kind!r}; use 'llvm'")
+    return EmulatedBackend(link=_link(bandwidth), adversarial=debug_poison)
+
+
+def _link(bandwidth):
+    from tvm_swap.devices import DeviceSpec
+    from tvm_swap.units import parse_bandwidth
+
+    from .link import Link
+
+    if bandwidth is None:
+        return None
+    if isinstance(bandwidth, DeviceSpec):
+        return Link(bandwidth.h2d_bandwidth, bandwidth.d2h_bandwidth, bandwidth.duplex_bandwidth)
+    try:
+        bw = parse_bandwidth(bandwidth)
+    except ValueError as e:
+        raise TvmSwapError(f"bandwidth {bandwidth!r}: {e}") from None
+    return Link(bw, bw, 2 * bw)
+
+
+class SwapModule:
+    def __init__(self, executable, params=None, *, plan: Plan | None = None, manifest: Manifest | None = None,
+                 bandwidth=None, debug_poison: bool = False, backend=None, build_info: dict | None = None):
+        from tvm import relax
+
+        from . import builtins  # noqa: F401  (registers the tvm_swap.* functions before the VM links them)
+        from .executor import PlanExecutor
+
+        self.executable = executable
+        probe = None
+        if plan is None or manifest is None:
+            import tvm
+
+            probe = relax.VirtualMachine(executable, tvm.cpu())
+            plan = plan or _read_plan(probe)
+            manifest = manifest or _read_manifest(probe)
+        self.plan, self.manifest = plan, manifest
+        self.debug_poison = bool(debug_poison)
+        self.bandwidth = bandwidth
+        self.backend = backend or make_backend(manifest.target_kind, bandwidth, debug_poison)
+        self.vm = relax.VirtualMachine(executable, self.backend.device)
+        self._func = self.vm[manifest.func_name]
+        self.executor = PlanExecutor(plan, manifest, self.backend, poison=debug_poison)
+        self.executor.error = None
+        self.build_info = dict(build_info or {})
+        self._times: list[float] = []
+        self.set_params(params if params is not None else {})
+
+    # ---------------------------------------------------------------- params
+    @property
+    def param_names(self) -> list[str]:
+        return [p.name for p in self.manifest.persistent]
+
+    @property
+    def input_names(self) -> list[str]:
+        return [p.name for p in self.manifest.inputs]
+
+    def set_params(self, params) -> None:
+        """Load params (name -> array, or a list in parameter order); every used param must be given."""
+        specs = self.manifest.persistent
+        if isinstance(params, (list, tuple)):
+            if len(params) != len(specs):
+                raise TvmSwapError(f"got {len(params)} params, the model has {len(specs)}: {self.param_names}")
+            params = dict(zip(self.param_names, params))
+        params = {k: _as_numpy(v) for k, v in dict(params).items()}
+        unknown = sorted(set(params) - set(self.param_names))
+        if unknown:
+            raise TvmSwapError(f"unknown params {unknown}; the model's params are {self.param_names}")
+        missing = [p.name for p in specs if p.name not in params and p.tensor in self.executor.persistent]
+        if missing:
+            raise TvmSwapError(f"missing values for params {missing}; pass params={{name: array}} for every "
+                               f"parameter of the model")
+        for p in specs:
+            if p.name in params:
+                v = params[p.name]
+                if tuple(v.shape) != tuple(p.shape) or str(v.dtype) != p.dtype:
+                    raise TvmSwapError(f"param {p.name!r} must be {tuple(p.shape)} {p.dtype}, got "
+                                       f"{tuple(v.shape)} {v.dtype}")
+        self.executor.load_params({p.tensor: params[p.name] for p in specs if p.tensor in self.executor.persistent})
+        self._param_cache = {p.name: params[p.name] for p in specs if p.name in params}
+
+    def params(self) -> dict[str, np.ndarray]:
+        """Current param values (after training steps: the updated ones)."""
+        out = {}
+        for p in self.manifest.persistent:
+            if p.tensor in self.executor.persistent:
+                out[p.name] = self.executor.param_value(p.tensor)
+            elif p.name in self._param_cache:
+                out[p.name] = self._param_cache[p.name]
+        return out
+
+    # ---------------------------------------------------------------- calling
+    def _inputs(self, inputs) -> list:
+        import tvm
+
+        specs = self.manifest.inputs
+        if len(inputs) != len(specs):
+            raise TvmSwapError(f"the model takes {len(specs)} inputs {self.input_names}, got {len(inputs)}")
+        out = []
+        for spec, x in zip(specs, inputs):
+            if isinstance(x, tvm.runtime.Tensor):
+                shape, dtype = tuple(x.shape), str(x.dtype)
+            else:
+                x = np.ascontiguousarray(x)
+                shape, dtype = tuple(x.shape), str(x.dtype)
+            if shape != tuple(spec.shape) or dtype != spec.dtype:
+                raise TvmSwapError(f"input {spec.name!r} must be {tuple(spec.shape)} {spec.dtype}, "
+                                   f"got {shape} {dtype}")
+            out.append(x if isinstance(x, tvm.runtime.Tensor) else tvm.runtime.tensor(x, tvm.cpu()))
+        return out
+
+    def __call__(self, *inputs):
+        return self._call(self._inputs(inputs))
+
+    def run(self, inputs: dict):
+        """Call with inputs by name."""
+        missing = [n for n in self.input_names if n not in inputs]
+        if missing:
+            raise TvmSwapError(f"missing inputs {missing}; the model takes {self.input_names}")
+        extra = sorted(set(inputs) - set(self.input_names))
+        if extra:
+            raise TvmSwapError(f"unknown inputs {extra}; the model takes {self.input_names}")
+        return self.__call__(*[inputs[n] for n in self.input_names])
+
+    def _call(self, args):
+        from .builtins import active
+
+        ex = self.executor
+        t0 = time.perf_counter()
+        with active(ex):
+            try:
+                res = self._func(*args)
+            except Exception as e:
+                err = ex.error or e
+                ex.abort()
+                if isinstance(err, TvmSwapError):
+                    raise err from None
+                raise
+        outs = [r.numpy() for r in _leaves(res)]
+        self._times.append(time.perf_counter() - t0)
+        if not self.manifest.return_tuple:
+            return outs[0]
+        return tuple(outs)
+
+    # ---------------------------------------------------------------- facts
+    @property
+    def predicted_time_s(self) -> float | None:
+        t = self.plan.predicted.get("time_s")
+        return None if t is None else float(t)
+
+    def stats(self) -> dict:
+        ex = self.executor.stats()
+        times = self._times
+        return {
+            "mem_limit_bytes": int(self.plan.mem_limit),
+            "pool_bytes": ex["pool_bytes"], "workspace_bytes": ex["workspace_bytes"],
+            "device_peak_bytes": ex["device_peak_bytes"], "pool_in_use_peak_bytes": ex["pool_in_use_peak_bytes"],
+            "host_bytes": ex["host_bytes"],
+            "swap_out_count": ex.get("swap_out_count", 0), "swap_in_count": ex.get("swap_in_count", 0),
+            "swap_out_bytes": ex.get("swap_out_bytes", 0), "swap_in_bytes": ex.get("swap_in_bytes", 0),
+            "unplanned_d2h_bytes": ex.get("unplanned_d2h_bytes", 0),
+            "calls": len(times), "time_s": times[-1] if times else None,
+            "mean_time_s": float(np.mean(times)) if times else None,
+            "min_time_s": float(np.min(times)) if times else None,
+            "predicted_time_s": self.predicted_time_s,
+            "planner": self.plan.planner, "backend": self.backend.stats(),
+            "totals": ex["totals"],
+        }
+
+    def plan_info(self) -> dict:
+        """Plan facts for reports and the CLI (no run needed)."""
+        p = self.plan.predicted
+        counts = {k: sum(1 for a in self.plan.actions if a.kind == k) for k in ("swap_out", "swap_in")}
+        return {"planner": self.plan.planner, "mem_limit_bytes": int(self.plan.mem_limit),
+                "pool_bytes": int(self.plan.pool.total_bytes()), "predicted_time_s": self.predicted_time_s,
+                "swap_out_count": counts["swap_out"], "swap_in_count": counts["swap_in"],
+                "swap_out_bytes": p.get("swap_out_bytes"), "swap_in_bytes": p.get("swap_in_bytes"),
+                "target": self.manifest.target_kind, **{k: v for k, v in self.build_info.items()
+                                                          if isinstance(v, (int, float, str, bool, type(None)))}}
+
+    # ---------------------------------------------------------------- export
+    def export_library(self, path) -> str:
+        """Write the library (plan and manifest inside) and the current params to `path + '.params.npz'`."""
+        path = str(path)
+        self.executable.export_library(path)
+        params = self.params()
+        names = [p.name for p in self.manifest.persistent if p.name in params]
+        np.savez(path + PARAMS_SUFFIX, __names__=np.array(names, dtype=object).astype(str),
+                 **{f"p{i}": params[n] for i, n in enumerate(names)})
+        return path
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    def __repr__(self) -> str:
+        from tvm_swap.units import format_bytes
+
+        return (f"SwapModule({self.manifest.func_name}, target={self.manifest.target_kind}, "
+                f"limit={format_bytes(self.plan.mem_limit)}, pool={format_bytes(self.plan.pool.total_bytes())}, "
+                f"planner={self.plan.planner})")
+
+
+def _as_numpy(v):
+    import tvm
+
+    if isinstance(v, tvm.runtime.Tensor):
+        return v.numpy()
+    return np.ascontiguousarray(v)
+
+
+def _leaves(res):
+    import tvm
+
+    if isinstance(res, tvm.runtime.Tensor):
+        return [res]
+    return [x for r in res for x in _leaves(r)]
+
+
+def _read_plan(vm) -> Plan:
+    try:
+        text = str(vm[PLAN_FUNC]())
+    except AttributeError:
+        raise PlanError("this library carries no tvm_swap plan (function tvm_swap_plan); it was not built by "
+                        "tvm_swap.build") from None
+    return Plan.from_json(text)
+
+
+def _read_manifest(vm) -> Manifest:
+    try:
+        text = str(vm[MANIFEST_FUNC]())
+    except AttributeError:
+        raise PlanError("this library carries no tvm_swap manifest; it was not built by tvm_swap.build") from None
+    return Manifest.from_json(text)
+
+
+def load(path, params=None, bandwidth=None, debug_poison: bool = False) -> SwapModule:
+    """Load a library written by SwapModule.export_library; params default to the saved `.params.npz`."""
+    import tvm
+
+    path = str(path)
+    if not Path(path).exists():
+        raise TvmSwapError(f"no library at {path!r}")
+    try:
+        lib = tvm.runtime.load_module(path)
+    except Exception as e:  # TVM raises its own error types for unreadable libraries
+        raise TvmSwapError(f"cannot load {path!r}: {str(e).splitlines()[0]}") from None
+    if params is None:
+        pfile = Path(path + PARAMS_SUFFIX)
+        if pfile.exists():
+            with np.load(pfile) as z:
+                names = [str(n) for n in z["__names__"]]
+                params = {n: z[f"p{i}"] for i, n in enumerate(names)}
+        else:
+            params = {}
+    return SwapModule(lib, params, bandwidth=bandwidth, debug_poison=debug_poison)
