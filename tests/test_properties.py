@@ -31,7 +31,7 @@ def graph_for(seed: int, training: bool):
 
 
 def limit_between(g, frac: float) -> int:
-    """A limit at `frac` of the way from the smallest feasible one to the no-swap peak."""
+    """A limit at `frac` of the way from the smallest feasible one to the no-swap peak (beyond it if > 1)."""
     lo = min_feasible_limit(g)
     hi = max(lo, noswap_peak(g))
     return int(lo + frac * (hi - lo))
@@ -59,12 +59,12 @@ def check_properties(g, plan, limit, t):
         assert plan.predicted["time_s"] == pytest.approx(sim.time_s, rel=1e-9)
 
 
-SETTINGS = dict(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = dict(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.parametrize("planner", PLANNERS)
 @settings(**SETTINGS)
-@given(seed=st.integers(0, 10**6), training=st.booleans(), frac=st.floats(0.0, 1.0))
+@given(seed=st.integers(0, 10**6), training=st.booleans(), frac=st.floats(0.0, 1.6))
 def test_every_plan_verifies_fits_and_respects_the_bound(planner, seed, training, frac):
     g = graph_for(seed, training)
     t = random_op_times(g, seed)
@@ -93,7 +93,7 @@ def test_below_the_smallest_feasible_limit_is_refused_with_that_limit(planner):
 def test_same_seed_and_generations_give_the_same_plan(planner):
     g = random_training_graph(5, n_layers=5, momentum=True)
     t = random_op_times(g, 5)
-    limit = limit_between(g, 0.3)
+    limit = limit_between(g, 0.7)
     kw = dict(device=DEV, op_time=t, planner=planner, budget_s=30, seed=7, generations=2, workers=1,
               progress=False)
     a = plan_graph(g, limit, **kw)
