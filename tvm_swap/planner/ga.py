@@ -31,8 +31,7 @@ from ..errors import PlanError
 from ..graph import DataflowGraph
 from .encoding import Allocation, AllocationSpace, crossover_schedules, mutate_schedule
 from .graphindex import GraphIndex
-from .simulator import simulate
-from .swapplan import plan_swaps
+from .swapplan import SwapPlanScorer
 
 
 @dataclass
@@ -88,13 +87,13 @@ class Evaluator:
         self.device = device
         self.gi = GraphIndex.build(graph, alignment)
         self.space = AllocationSpace(self.gi, mem_limit)
+        self.scorer = SwapPlanScorer(self.gi, self.space, self.op_time, device)
 
     def time_of(self, schedule: np.ndarray, alloc: Allocation) -> float:
         try:
-            sp = plan_swaps(self.gi, self.space, schedule, alloc)
+            return self.scorer.time_of(schedule, alloc)
         except PlanError:
             return math.inf
-        return float(simulate(self.graph, sp.actions, self.op_time, self.device).time_s)
 
 
 _WORKER: Evaluator | None = None

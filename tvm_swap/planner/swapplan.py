@@ -44,6 +44,8 @@ from ..devices import DeviceSpec
 from ..errors import PlanError
 from ..plan import Action, Plan, Pool
 from .builder import ActionBuilder
+from .packed_builder import PackedBuilder
+from .simulator import simulate_packed
 from .encoding import Allocation, AllocationSpace
 from .graphindex import ROLE_KEEP, ROLE_TO_HOST, GraphIndex
 
@@ -104,6 +106,7 @@ class _Walk:
         self.role = gi.role.tolist()
         self.produced = gi.produced.tolist()
         self.tclass = tclass.tolist()
+        self.tclass_array = tclass
         counts = np.asarray(counts, dtype=np.int64)
         first_obj = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64) if len(counts) else counts
         self.first_obj = first_obj.tolist()
@@ -246,35 +249,47 @@ class _Walk:
         swap_ins.extend(back)
 
 
-def _emit(gi: GraphIndex, walk: _Walk, initial, out_objs, swap_outs, drops, swap_ins) -> list[Action]:
+@dataclass
+class _Decisions:
+    """Phase A's output: what happens after each position (slot -1 is before the first op)."""
+    walk: "_Walk"
+    initial: list
+    out_objs: list
+    swap_outs: list
+    drops: list
+    swap_ins: list
+
+
+def _emit(d: _Decisions, sink) -> None:
+    """Issue every decision through `sink` (ActionBuilder or PackedBuilder) in plan order."""
+    walk = d.walk
     n = walk.n
-    post_out: list[list[int]] = [[] for _ in range(n + 1)]   # index slot + 1 (slot -1 is before op 0)
+    post_out: list[list[int]] = [[] for _ in range(n + 1)]   # index slot + 1
     post_drop: list[list[int]] = [[] for _ in range(n + 1)]
     post_in: list[list[tuple[int, int]]] = [[] for _ in range(n + 1)]
-    for s, t in swap_outs:
+    for s, t in d.swap_outs:
         post_out[s + 1].append(t)
-    for s, t in drops:
+    for s, t in d.drops:
         post_drop[s + 1].append(t)
     floor = -1
-    for q, t, o in swap_ins:           # need order: never issue before the one needed earlier
+    for q, t, o in d.swap_ins:         # need order: never issue before the one needed earlier
         if q > floor:
             floor = q
         post_in[floor + 1].append((t, o))
-    b = ActionBuilder(gi.graph, walk.num_objects)
-    for t, o in initial:
-        b.place_initial(t, o)
-    sched = walk.sched
+    for t, o in d.initial:
+        sink.place_initial(t, o)
+    sched, out_objs = walk.sched, d.out_objs
+    compute, swap_out, drop, swap_in = sink.compute, sink.swap_out, sink.drop, sink.swap_in
     for s in range(-1, n):
         if s >= 0:
-            b.compute(sched[s], out_objs[s])
+            compute(sched[s], out_objs[s])
         j = s + 1
         for t in post_out[j]:
-            b.swap_out(t)
+            swap_out(t)
         for t in post_drop[j]:
-            b.drop(t)
+            drop(t)
         for t, o in post_in[j]:
-            b.swap_in(t, o)
-    return b.actions
+            swap_in(t, o)
 
 
 @contextmanager
@@ -290,15 +305,7 @@ def gc_paused():
             gc.enable()
 
 
-def plan_swaps(gi: GraphIndex, space: AllocationSpace, schedule: np.ndarray, alloc: Allocation,
-               two_pass: bool = True) -> SwapPlan:
-    """The swap plan for `schedule` under `alloc` (see the module docstring)."""
-    with gc_paused():
-        return _plan_swaps(gi, space, schedule, alloc, two_pass)
-
-
-def _plan_swaps(gi, space, schedule, alloc, two_pass) -> SwapPlan:
-    schedule = np.asarray(schedule, dtype=np.int64)
+def _decide(gi: GraphIndex, space: AllocationSpace, schedule, alloc: Allocation, two_pass: bool) -> _Decisions:
     tclass = space.tensor_class(alloc)
     walk = _Walk(gi, schedule, tclass, alloc.cnt)
     out_objs, swap_outs, drops, swap_ins, end = walk.run([])
@@ -310,7 +317,42 @@ def _plan_swaps(gi, space, schedule, alloc, two_pass) -> SwapPlan:
     elif end:
         # a single pass must also end empty: kept tensors still resident leave after their last use
         walk.close_period([], drops, swap_ins)
-    actions = _emit(gi, walk, initial, out_objs, swap_outs, drops, swap_ins)
+    return _Decisions(walk, initial, out_objs, swap_outs, drops, swap_ins)
+
+
+def plan_swaps(gi: GraphIndex, space: AllocationSpace, schedule, alloc: Allocation,
+               two_pass: bool = True) -> SwapPlan:
+    """The swap plan for `schedule` under `alloc` (see the module docstring), built with ActionBuilder."""
+    schedule = np.asarray(schedule, dtype=np.int64)
+    with gc_paused():
+        d = _decide(gi, space, schedule, alloc, two_pass)
+        b = ActionBuilder(gi.graph, d.walk.num_objects)
+        _emit(d, b)
     pool = Pool([int(x) for x in space.class_bytes(alloc.cls)], [int(x) for x in alloc.cnt], gi.alignment,
                 gi.workspace)
-    return SwapPlan(schedule, pool, tclass, initial, actions)
+    return SwapPlan(schedule, pool, d.walk.tclass_array, d.initial, b.actions)
+
+
+class SwapPlanScorer:
+    """Simulated time of the swap plan of (schedule, alloc), without building Action objects: the GA's
+    fitness. Same decisions and the same deps as plan_swaps (PackedBuilder mirrors ActionBuilder)."""
+
+    def __init__(self, gi: GraphIndex, space: AllocationSpace, op_time, device: DeviceSpec):
+        g = gi.graph
+        self.gi, self.space, self.device = gi, space, device
+        self.op_inputs = [op.inputs for op in g.ops]
+        self.op_outputs = [op.outputs for op in g.ops]
+        self.op_time = np.asarray(op_time, dtype=np.float64).tolist()
+        self.nbytes = g.tensor_bytes().astype(np.float64).tolist()
+
+    def packed(self, schedule, alloc: Allocation, two_pass: bool = True):
+        schedule = np.asarray(schedule, dtype=np.int64)
+        with gc_paused():
+            d = _decide(self.gi, self.space, schedule, alloc, two_pass)
+            b = PackedBuilder(self.gi.n_tensors, d.walk.num_objects, self.op_inputs, self.op_outputs,
+                              self.op_time, self.nbytes)
+            _emit(d, b)
+        return b.packed()
+
+    def time_of(self, schedule, alloc: Allocation) -> float:
+        return float(simulate_packed(self.packed(schedule, alloc), self.device).time_s)
