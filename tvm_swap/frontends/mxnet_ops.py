@@ -589,7 +589,12 @@ def concat(ctx, node):
 def rnn_param_concat(ctx, node):
     """Gluon's packed RNN weights; the parts are kept so the RNN converter can use them unsliced."""
     xs = [ctx.input(node, i) for i in range(ctx.n_inputs(node))]
-    ctx.side[("concat_parts", node.index)] = xs
+    # Each part is usually Reshape(weight, -1): remember the weight itself, so no reshape pair remains.
+    originals = []
+    for i, x in enumerate(xs):
+        src = ctx.source(node, i)
+        originals.append(ctx.input(src, 0) if src.op in ("Reshape", "reshape") else x)
+    ctx.side[("concat_parts", node.index)] = originals
     axis = _norm_axis(ctx, node, node.attrs.int("dim", 1), len(ctx.shape(xs[0])), "dim")
     return R.concat(xs, axis=axis)
 

@@ -32,7 +32,7 @@ def _unpack(ctx, node, shapes):
     src = node.inputs[1][0]
     parts = ctx.side.get(("concat_parts", src))
     if parts is not None and [_numel(ctx.shape(p)) for p in parts] == sizes:
-        return [ctx.emit(R.reshape(p, s)) for p, s in zip(parts, shapes)]
+        return [p if ctx.shape(p) == tuple(s) else ctx.emit(R.reshape(p, s)) for p, s in zip(parts, shapes)]
     flat = ctx.input(node, 1, (total,))
     offsets, acc = [], 0
     for n in sizes[:-1]:
