@@ -1,0 +1,150 @@
+"""plan_graph: limits in every spelling, the exact smallest feasible limit, dispatch, verification, predictions."""
+import itertools
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tvm_swap.errors import InfeasibleLimitError, TvmSwapError
+from tvm_swap.planner import PLANNERS, min_feasible_limit, plan_graph
+from tvm_swap.planner.bounds import noswap_peak
+from tvm_swap.planner.feasibility import minimal_pool
+from tvm_swap.testing import random_dag, random_op_times, random_training_graph
+
+A = 256
+
+
+def aligned(n):
+    return max(A, -(-n // A) * A)
+
+
+def brute_min_feasible(g):
+    """Every monotone grouping of the distinct aligned sizes; per class, objects of its largest size, as
+    many as one op touches at once; plus the largest workspace."""
+    used = g.used_tensors()
+    ts = sorted({aligned(g.tensors[t].nbytes) for t in used})
+    idx = {s: i for i, s in enumerate(ts)}
+    op_sizes = [[idx[aligned(g.tensors[t].nbytes)] for t in dict.fromkeys((*op.inputs, *op.outputs))]
+                for op in g.ops]
+    best = None
+    for steps in itertools.product([0, 1], repeat=len(ts) - 1):
+        cls = np.concatenate(([0], np.cumsum(steps)))
+        cost = 0
+        for c in range(int(cls[-1]) + 1):
+            members = set(np.flatnonzero(cls == c).tolist())
+            need = max(sum(1 for k in s if k in members) for s in op_sizes)
+            cost += ts[max(members)] * need
+        best = cost if best is None else min(best, cost)
+    ws = max((op.workspace for op in g.ops), default=0)
+    return best + (aligned(ws) if ws else 0)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), n_sizes=st.integers(1, 7), n_ops=st.integers(1, 25),
+       max_inputs=st.integers(1, 4), ws=st.floats(0, 0.5))
+def test_min_feasible_limit_is_exact(seed, n_sizes, n_ops, max_inputs, ws):
+    rng = np.random.default_rng(seed)
+    sizes = rng.choice([100, 256, 300, 1000, 4096, 5000, 20000, 65536, 100_000, 1 << 20], n_sizes, replace=False)
+    g = random_dag(seed, n_ops=n_ops, sizes=sizes, max_inputs=max_inputs, max_outputs=3, workspace_prob=ws)
+    assert min_feasible_limit(g) == brute_min_feasible(g)
+
+
+def test_minimal_pool_scales_to_many_sizes():
+    sizes = np.random.default_rng(0).integers(1, 10**7, 400)
+    g = random_training_graph(0, n_layers=1500, width_bytes=[int(s) for s in sizes])
+    mp = minimal_pool(g)
+    assert mp.limit == mp.pool_bytes + 0 and mp.pool_bytes > 0
+    assert len(mp.cls) > 100
+
+
+def test_infeasible_limit_raises_with_the_smallest_feasible_one():
+    g = random_dag(3, n_ops=20, workspace_prob=0.3)
+    ot = random_op_times(g)
+    floor = brute_min_feasible(g)
+    with pytest.raises(InfeasibleLimitError) as e:
+        plan_graph(g, floor - 1, op_time=ot, generations=1, population=4, workers=1)
+    assert e.value.min_feasible == floor
+    assert str(floor) in str(e.value)
+    for planner in ("swapadvisor", "swapadvisor-nosearch"):
+        p = plan_graph(g, floor, op_time=ot, planner=planner, generations=2, population=4, workers=1)
+        assert p.verified and p.pool.total_bytes() <= floor
+
+
+def test_limit_spellings():
+    g = random_training_graph(1, n_layers=40)
+    ot = random_op_times(g)
+    kw = dict(op_time=ot, planner="swapadvisor-nosearch")
+    peak = noswap_peak(g, alignment=A)
+    assert plan_graph(g, "25%", **kw).mem_limit == int(peak * 0.25)
+    assert plan_graph(g, "16GB", **kw).mem_limit == 16 * 10**9
+    assert plan_graph(g, "512MiB", **kw).mem_limit == 512 * 2**20
+    assert plan_graph(g, 123_456_789, **kw).mem_limit == 123_456_789
+    for bad in ("lots", "-5GB", "0%", "", None):
+        with pytest.raises(TvmSwapError):
+            plan_graph(g, bad, **kw)
+
+
+def test_predictions_and_search_record():
+    g = random_training_graph(2, n_layers=30, momentum=True)
+    ot = random_op_times(g)
+    p = plan_graph(g, "40%", op_time=ot, generations=2, population=4, workers=1, seed=5)
+    pr = p.predicted
+    assert p.verified
+    for k in ("time_s", "ideal_time_s", "lower_bound_s", "throughput_vs_ideal", "pool_bytes", "peak_bytes",
+              "swap_out_bytes", "swap_in_bytes", "swap_out_count", "swap_in_count"):
+        assert k in pr
+    assert pr["ideal_time_s"] == pytest.approx(float(ot.sum()))
+    assert pr["throughput_vs_ideal"] == pytest.approx(pr["ideal_time_s"] / pr["time_s"])
+    assert pr["lower_bound_s"] <= pr["time_s"] * (1 + 1e-9)
+    assert pr["peak_bytes"] <= pr["pool_bytes"] <= p.mem_limit
+    outs = [a.tensor for a in p.actions if a.kind == "swap_out"]
+    assert pr["swap_out_count"] == len(outs)
+    assert pr["swap_out_bytes"] == int(g.tensor_bytes()[outs].sum())
+    s = p.search
+    assert s["generations"] == 2 and s["seed"] == 5 and s["evaluations"] >= 4 and s["search_s"] >= 0
+    assert all(len(h) == 3 for h in s["history"]) and s["history"][0][0] == 0
+
+
+def test_every_planner_dispatches_and_verifies():
+    g = random_training_graph(4, n_layers=6)
+    ot = random_op_times(g)
+    assert set(PLANNERS) == {"swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap"}
+    for name in PLANNERS:
+        p = plan_graph(g, "200%", op_time=ot, planner=name, generations=1, population=4, workers=1)
+        assert p.verified and p.planner == name
+        assert p.predicted["time_s"] > 0
+
+
+def test_default_op_times_come_from_the_roofline():
+    from tvm_swap.cost import roofline_times
+
+    g = random_dag(0, n_ops=12)
+    p = plan_graph(g, "100%", planner="swapadvisor-nosearch", device="v100-16gb")
+    assert p.predicted["ideal_time_s"] == pytest.approx(float(np.sum(roofline_times(g, "v100-16gb"))))
+
+
+def test_bad_requests_are_clear_errors():
+    g = random_dag(0, n_ops=12)
+    ot = random_op_times(g)
+    with pytest.raises(TvmSwapError, match="unknown planner"):
+        plan_graph(g, "100%", op_time=ot, planner="magic")
+    with pytest.raises(TvmSwapError, match="op_time has"):
+        plan_graph(g, "100%", op_time=ot[:-1])
+    with pytest.raises(TvmSwapError, match="DataflowGraph"):
+        plan_graph({"ops": []}, "100%")
+    with pytest.raises(TvmSwapError, match="unknown device"):
+        plan_graph(g, "100%", op_time=ot, device="tpu-v9")
+    with pytest.raises(TvmSwapError, match="generations"):
+        plan_graph(g, "100%", op_time=ot, generations=-1)
+
+
+def test_planning_does_not_import_tvm():
+    code = ("import sys; from tvm_swap.testing import random_dag, random_op_times; "
+            "from tvm_swap.planner import plan_graph; g = random_dag(0, n_ops=10); "
+            "plan_graph(g, '100%', op_time=random_op_times(g), generations=1, population=4, workers=1); "
+            "print('tvm' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
