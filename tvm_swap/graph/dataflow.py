@@ -132,7 +132,7 @@ class DataflowGraph:
         return float(sum(op.flops for op in self.ops))
 
     def param_bytes(self) -> int:
-        return int(sum(t.nbytes for t in self.tensors if t.kind in PERSISTENT_KINDS and self.producer()[t] < 0))
+        return int(sum(t.nbytes for t in self.tensors if t.kind in PERSISTENT_KINDS and self.producer()[t.id] < 0))
 
     def fingerprint(self) -> str:
         """Stable hash of the structure and sizes (not names), so a plan can name its graph."""
