@@ -18,7 +18,7 @@ from tvm import relax  # noqa: E402
 
 from tvm_swap.errors import TvmSwapError, UnsupportedModelError  # noqa: E402
 from tvm_swap.frontends import find_mxnet_params, from_mxnet, from_onnx, load_model  # noqa: E402
-from tvm_swap.frontends.mxnet import random_params  # noqa: E402
+from tvm_swap.frontends.mxnet import random_params, supported_operators  # noqa: E402
 from tvm_swap.frontends.mxnet_ops import infer_reshape  # noqa: E402
 from tvm_swap.frontends.mxnet_params import (  # noqa: E402
     ParamsFileError, dump_params, load_params, parse_params, strip_prefixes)
@@ -171,14 +171,32 @@ def test_extra_architecture_matches_numpy_reference(name):
 
 
 def test_rnn_uses_gluon_weights_unsliced():
-    """With _rnn_param_concat the RNN reads each weight directly: no packed vector survives."""
-    shapes = {"data": (5, 3)}
-    mod, _ = from_mxnet(DATA / "gru_lm-symbol.json", shapes=shapes)
-    calls = [b.value for blk in mod["main"].body.blocks for b in blk.bindings
-             if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op)]
-    concat_of_params = [c for c in calls if c.op.name == "relax.concat"
-                        and any("weight" in getattr(a, "name", "") for a in c.args[0].fields)]
-    assert concat_of_params == []
+    """With _rnn_param_concat the RNN reads each Gluon weight directly: no packed vector, no slicing."""
+    mod, _ = from_mxnet(DATA / "gru_lm-symbol.json", shapes={"data": (5, 3)})
+    f = mod["main"]
+    weights = {p.name for p in f.params if p.name.endswith(("i2h_weight", "h2h_weight"))}
+    assert len(weights) == 4
+    transposed, packed = set(), []
+    for blk in f.body.blocks:
+        for b in blk.bindings:
+            v = b.value
+            if not (isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.Op)):
+                continue
+            if v.op.name == "relax.permute_dims" and isinstance(v.args[0], relax.Var):
+                transposed.add(v.args[0].name)
+            if v.op.name in ("relax.concat", "relax.split") and b.var.ty.__class__ is relax.TensorType \
+                    and b.var.ty.ndim == 1:
+                packed.append(b.var.name)
+            if v.op.name == "relax.split" and v.args[0].ty.ndim == 1:
+                packed.append(b.var.name)
+    assert weights <= transposed
+    assert packed == []
+
+
+def test_rnn_flat_parameter_sizes_are_inferred():
+    mod, _ = from_mxnet(DATA / "rnn_flat_params-symbol.json", shapes={"data": (4, 3, 2)})
+    # rnn_tanh bidirectional H=4 C=2: 2 x (4*2 + 4*4 + 4 + 4); rnn_relu 2 layers H=3 in 8: (24+9+6) + (9+9+6)
+    assert param_shapes(mod) == {"rnn1_parameters": (64,), "rnn2_parameters": (63,)}
 
 
 # ------------------------------------------------------------------ every operator, one graph per group
@@ -542,6 +560,22 @@ def _graph(ops, extra_vars=()):
             ins.append([index[i], 0, 0])
         nodes.append({"op": op, "name": f"{op.lower()}{len(nodes)}", "attrs": attrs, "inputs": ins})
     return {"nodes": nodes, "arg_nodes": [], "heads": [[len(nodes) - 1, 0, 0]]}
+
+
+def test_supported_operators_cover_the_fixtures_and_the_brief():
+    brief = {"Convolution", "BatchNorm", "Activation", "LeakyReLU", "Pooling", "FullyConnected", "Flatten",
+             "Reshape", "Concat", "SliceChannel", "transpose", "SwapAxis", "softmax", "log_softmax",
+             "SoftmaxOutput", "Dropout", "Embedding", "LayerNorm", "batch_dot", "clip", "relu", "sigmoid", "tanh",
+             "exp", "log", "sqrt", "square", "RNN", "_rnn_param_concat", "_zeros", "_ones", "zeros_like",
+             "ones_like", "mean", "sum", "max", "expand_dims", "squeeze", "slice_axis", "where", "take", "stack",
+             "add_n", "_plus_scalar", "_mul_scalar", "_div_scalar", "_rdiv_scalar", "_minus_scalar",
+             "_rminus_scalar", "_power_scalar", "elemwise_add", "elemwise_sub", "elemwise_mul", "elemwise_div",
+             "broadcast_add", "broadcast_sub", "broadcast_mul", "broadcast_div", "broadcast_maximum",
+             "broadcast_minimum"}
+    assert brief <= set(supported_operators())
+    if FIXTURES.is_dir():
+        used = {n["op"] for f in FIXTURES.glob("*-symbol.json") for n in json.loads(f.read_text())["nodes"]}
+        assert used - {"null"} <= set(supported_operators())
 
 
 def test_unknown_operator_names_op_and_node():

@@ -19,7 +19,7 @@ from ..errors import TvmSwapError, UnsupportedModelError
 from .mxnet_graph import Graph, Node, parse_symbol
 from .mxnet_params import DTYPE_FLAGS, load_params, strip_prefixes
 
-__all__ = ["from_mxnet", "MXNetImporter", "random_params"]
+__all__ = ["from_mxnet", "MXNetImporter", "random_params", "supported_operators"]
 
 
 class _Fill:
@@ -310,6 +310,13 @@ def from_mxnet(symbol, params=None, shapes=None, dtype="float32"):
         p.name: params[p.name] for p in mod["main"].params if p.name in params
         and p.name not in importer.data_names}
     return mod, used
+
+
+def supported_operators() -> list[str]:
+    """MXNet operator names the importer converts (aliases included), sorted."""
+    from .mxnet_ops import CONVERTERS
+
+    return sorted(CONVERTERS)
 
 
 def random_params(mod, seed: int = 0, func: str = "main") -> dict[str, np.ndarray]:
