@@ -142,46 +142,52 @@ def pack_actions(graph, actions, op_time) -> PackedActions:
 def _need_table(p: PackedActions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per action and stream s, the highest FIFO position on s among its deps, drops folded in (-1: none).
 
-    Returns (need[n, 3], stream[n], pos[n])."""
-    kind = p.kind.astype(np.int64)
+    Returns (need[n, 3], stream[n], pos[n]), int32 (half the memory traffic of int64)."""
+    i32 = np.int32
+    kind = p.kind
     n = len(kind)
-    stream = _STREAM_OF_CODE[kind]
-    pos = np.full(n, -1, dtype=np.int64)
+    stream = _STREAM_OF_CODE.astype(i32)[kind]
+    pos = np.full(n, -1, dtype=i32)
     for s in range(3):
         m = stream == s
-        pos[m] = np.arange(int(m.sum()), dtype=np.int64)
-    need = np.full((n, 3), -1, dtype=np.int64)
+        pos[m] = np.arange(int(m.sum()), dtype=i32)
+    need = np.full((n, 3), -1, dtype=i32)
     dep = p.dep_indices
     if len(dep) == 0:
         return need, stream, pos
-    rows = np.flatnonzero(np.diff(p.dep_indptr) > 0)
-    starts = p.dep_indptr[rows]
+    indptr = p.dep_indptr
+    lens = np.diff(indptr)
     dstream = stream[dep]
-    direct = dstream >= 0
-    val = np.full((len(dep), 3), -1, dtype=np.int64)
-    val[np.flatnonzero(direct), dstream[direct]] = pos[dep[direct]]
-    need[rows] = np.maximum.reduceat(val, starts, axis=0)
-    via = np.flatnonzero(~direct)
+    direct = np.flatnonzero(dstream >= 0)
+    val = np.full((len(dep), 3), -1, dtype=i32)
+    val[direct, dstream[direct]] = pos[dep[direct]]
+    via = np.flatnonzero(dstream < 0)
     if len(via):
-        # A dep on a drop means waiting for what the drop waits for. Planners' drops wait only on
-        # copies and computes, so one more pass settles it; chains of drops take one pass per level.
-        via_owner = np.searchsorted(p.dep_indptr, via, side="right") - 1
-        chained = bool((p.kind[via_owner] == DROP).any())
-        for _ in range(n + 1):
-            val[via] = np.maximum(val[via], need[dep[via]])
-            new = np.maximum.reduceat(val, starts, axis=0)
-            if not chained:
-                need[rows] = new
-                break
-            if np.array_equal(new, need[rows]):
-                break
-            need[rows] = new
+        # A dep on a drop means waiting for what the drop waits for: settle the drops' own rows first.
+        is_drop = stream < 0
+        edge_of_drop = np.repeat(is_drop, lens)
+        drop_rows = np.flatnonzero(is_drop & (lens > 0))
+        if edge_of_drop[via].any():
+            # drops waiting on drops (no planner here emits them): one pass per level of such chains
+            rows = np.flatnonzero(lens > 0)
+            for _ in range(n + 1):
+                need[rows] = np.maximum.reduceat(val, indptr[rows], axis=0)
+                new = np.maximum(val[via], need[dep[via]])
+                if np.array_equal(new, val[via]):
+                    return need, stream, pos
+                val[via] = new
+        starts = np.zeros(len(drop_rows), dtype=np.int64)
+        np.cumsum(lens[drop_rows][:-1], out=starts[1:])
+        need[drop_rows] = np.maximum.reduceat(val[edge_of_drop], starts, axis=0)
+        val[via] = np.maximum(val[via], need[dep[via]])
+    rows = np.flatnonzero(lens > 0)
+    need[rows] = np.maximum.reduceat(val, indptr[rows], axis=0)
     return need, stream, pos
 
 
 # ---------------------------------------------------------------- the simulation
-def simulate_arrays(p: PackedActions, device) -> tuple[np.ndarray, np.ndarray]:
-    """(start, end) per action, in seconds. See the module docstring for the model."""
+def _run_streams(p: PackedActions, device):
+    """The event loop. Returns (stream, idx per stream, compute ends, d2h starts, d2h ends, h2d starts, h2d ends)."""
     d_solo, h_solo, d_both, h_both = _link_rates(device)
     need, stream, pos = _need_table(p)
     work = p.work
@@ -310,37 +316,60 @@ def simulate_arrays(p: PackedActions, device) -> tuple[np.ndarray, np.ndarray]:
         # the surviving copy's progress is now accounted up to t_now
     if ci < nc or di < nd or hi < nh:
         raise PlanError("simulation stalled: an action waits on one that can never run (check the deps)")
+    return stream, idx, c_end, d_start, d_end, h_start, h_end
+
+
+def simulate_time(p: PackedActions, device) -> float:
+    """Only the iteration time (the GA's fitness): skips building per-action arrays.
+
+    A drop ends with one of its deps, so the latest end is the last end on some stream."""
+    _, _, c_end, _, d_end, _, h_end = _run_streams(p, device)
+    return max(c_end[-1] if c_end else 0.0, d_end[-1] if d_end else 0.0, h_end[-1] if h_end else 0.0)
+
+
+def _assemble(p: PackedActions, run) -> tuple[np.ndarray, np.ndarray, dict]:
+    stream, idx, c_end, d_start, d_end, h_start, h_end = run
+    work = p.work
     n = p.num_actions
-    start = np.zeros(n, dtype=np.float64)
-    end = np.zeros(n, dtype=np.float64)
-    c_end_a = np.asarray(c_end, dtype=np.float64)
+    start = np.empty(n, dtype=np.float64)
+    end = np.empty(n, dtype=np.float64)
+    c_end_a = np.array(c_end, dtype=np.float64)
+    c_start_a = c_end_a - work[idx[0]]
+    d_start_a, d_end_a = np.array(d_start, dtype=np.float64), np.array(d_end, dtype=np.float64)
+    h_start_a, h_end_a = np.array(h_start, dtype=np.float64), np.array(h_end, dtype=np.float64)
     end[idx[0]] = c_end_a
-    start[idx[0]] = c_end_a - work[idx[0]]
-    end[idx[1]] = d_end
-    start[idx[1]] = d_start
-    end[idx[2]] = h_end
-    start[idx[2]] = h_start
+    start[idx[0]] = c_start_a
+    end[idx[1]] = d_end_a
+    start[idx[1]] = d_start_a
+    end[idx[2]] = h_end_a
+    start[idx[2]] = h_start_a
     drops = np.flatnonzero(stream < 0)
     if len(drops):
-        _drop_ends(p, drops, end)
+        _drop_ends(p, stream < 0, drops, end)
         start[drops] = end[drops]
+    busy = {"compute": float(work[idx[0]].sum()), "d2h": float((d_end_a - d_start_a).sum()),
+            "h2d": float((h_end_a - h_start_a).sum())}
+    return start, end, busy
+
+
+def simulate_arrays(p: PackedActions, device) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) per action, in seconds. See the module docstring for the model."""
+    start, end, _ = _assemble(p, _run_streams(p, device))
     return start, end
 
 
-def _drop_ends(p: PackedActions, drops: np.ndarray, end: np.ndarray) -> None:
+def _drop_ends(p: PackedActions, is_drop: np.ndarray, drops: np.ndarray, end: np.ndarray) -> None:
     """A drop ends at the latest end of its deps, 0 without deps (in place)."""
-    lens = p.dep_indptr[drops + 1] - p.dep_indptr[drops]
+    indptr = p.dep_indptr
+    lens = indptr[drops + 1] - indptr[drops]
     if not lens.any():
         end[drops] = 0.0
         return
-    owner = np.repeat(np.arange(p.num_actions, dtype=np.int64), np.diff(p.dep_indptr))
-    is_drop = np.zeros(p.num_actions, dtype=bool)
-    is_drop[drops] = True
-    deps = p.dep_indices[is_drop[owner]]          # edges stay grouped by owner, in drop order
-    if (p.kind[deps] == DROP).any():
+    deps = p.dep_indices[np.repeat(is_drop, np.diff(indptr))]   # edges stay grouped by owner
+    if is_drop[deps].any():
         # drops waiting on drops (no planner here emits these): resolve in list order
         for d in drops.tolist():
-            ds = p.dep_indices[p.dep_indptr[d]:p.dep_indptr[d + 1]]
+            ds = p.dep_indices[indptr[d]:indptr[d + 1]]
             end[d] = float(end[ds].max()) if len(ds) else 0.0
         return
     seg = np.zeros(len(drops), dtype=np.int64)
@@ -358,7 +387,6 @@ def simulate(graph, actions, op_time, device) -> SimResult:
 
 
 def simulate_packed(p: PackedActions, device) -> SimResult:
-    start, end = simulate_arrays(p, device)
-    stream = _STREAM_OF_CODE[p.kind.astype(np.int64)]
-    busy = {name: float((end[stream == s] - start[stream == s]).sum()) for s, name in enumerate(STREAM_NAMES)}
+    """Simulate pre-packed actions: per-action start/end, iteration time, busy seconds per stream."""
+    start, end, busy = _assemble(p, _run_streams(p, device))
     return SimResult(float(end.max()) if len(end) else 0.0, start, end, busy, p)
