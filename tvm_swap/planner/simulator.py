@@ -98,8 +98,9 @@ def pack_arrays(kind, work, dep_indptr, dep_indices, tensor=None, obj=None, op=N
         owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(dep_indptr))
         bad = (dep_indices >= owner) | (dep_indices < 0)
         if bad.any():
-            i = int(owner[np.argmax(bad)])
-            raise PlanError(f"action {i} depends on action {int(dep_indices[np.argmax(bad)])}: deps must name earlier actions")
+            k = int(np.argmax(bad))
+            raise PlanError(f"action {int(owner[k])} depends on action {int(dep_indices[k])}: "
+                            f"deps must name earlier actions")
     as64 = (lambda a: None if a is None else np.asarray(a, dtype=np.int64))
     return PackedActions(kind, np.asarray(work, dtype=np.float64), dep_indptr, dep_indices,
                          as64(tensor), as64(obj), as64(op))

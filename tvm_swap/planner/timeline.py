@@ -2,8 +2,9 @@
 
 An object is in use from its tenant's arrival start (the producer compute's start or the swap-in's
 start; time 0 for an initial resident) until the end of the tenant's drop; a tenant never dropped
-stays in use past the end (it is the next iteration's initial resident). Occupied objects count with their pool size (what the pool reserves);
-`tensor_bytes` and `by_kind` count the tenants' own bytes.
+stays in use past the end (it is the next iteration's initial resident). Occupied objects count
+with their pool size (what the pool reserves); `tensor_bytes` and `by_kind` count the tenants' own
+bytes.
 """
 from __future__ import annotations
 
