@@ -578,6 +578,25 @@ def test_supported_operators_cover_the_fixtures_and_the_brief():
         assert used - {"null"} <= set(supported_operators())
 
 
+def test_nodes_are_keyed_by_index_not_name():
+    """Two different nodes may share a name (Gluon reuses a block): both must be converted."""
+    sym = _graph([("relu", {}, ["x"]), ("_mul_scalar", {"scalar": "3"}, [1])])
+    sym["nodes"][2]["name"] = sym["nodes"][1]["name"]
+    mod, _ = from_mxnet(sym, shapes={"x": (3,)})
+    x = np.array([-1.0, 0.5, 2.0], "float32")
+    (out,) = run_vm(mod, [x], {})
+    np.testing.assert_allclose(out, np.maximum(x, 0) * 3)
+
+
+def test_data_dtype_per_input():
+    sym = _graph([("Embedding", {"input_dim": "4", "output_dim": "2"}, ["ids", "w"])])
+    w = np.arange(8, dtype="float32").reshape(4, 2)
+    mod, params = from_mxnet(sym, {"w": w}, shapes={"ids": (3,)}, dtype={"ids": "int32"})
+    assert str(mod["main"].params[0].ty.dtype.dtype) == "int32"
+    (out,) = run_vm(mod, [np.array([3, 0, 1], "int32")], params)
+    np.testing.assert_array_equal(out, w[[3, 0, 1]])
+
+
 def test_unknown_operator_names_op_and_node():
     sym = _graph([("FancyOp", {}, ["data"])])
     with pytest.raises(UnsupportedModelError, match=r"'FancyOp' \(node 'fancyop1'\) is not supported"):
