@@ -96,4 +96,4 @@ class Unlimited:
 
 def bitwise_equal(a: list, b: list) -> bool:
     return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype and
-                                    np.array_equal(x.view(np.uint8), y.view(np.uint8)) for x, y in zip(a, b))
+                                    np.array_equal(x.reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8)) for x, y in zip(a, b))
