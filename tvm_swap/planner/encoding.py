@@ -14,10 +14,10 @@ Allocation genome over TS, the sorted unique aligned tensor sizes:
 - mutation: flip steps of CLS (a class splits or two merge: CLS[i:] +-1, still monotone); CNT drawn
   from a Gaussian around the old value.
 - repair after each: counts at least each class's need (the most of its tensors one op touches), and
-  within the limit: over it, counts shrink so that every class gives up about the same bytes (objects
-  removed inversely to class size); under it, leftover bytes are shared out in proportion to the
-  counts, never past a class's demand (its peak live count with no swapping) since more objects than
-  that cannot help.
+  within the limit: over it, counts shrink inversely to class size (each class with slack gives up
+  about the same bytes, so k-times larger objects are removed k times less often), never below need;
+  under it, leftover bytes are shared out in proportion to the counts, never past a class's demand
+  (its peak live count with no swapping) since more objects than that cannot help.
 """
 from __future__ import annotations
 
@@ -194,12 +194,8 @@ class AllocationSpace:
         cap = np.maximum(self.demand(cls), need)
         cnt = np.clip(np.asarray(cnt, dtype=np.int64), need, cap)
         total = int((cnt * cb).sum())
-        while total > self.budget:
-            slack = cnt - need
-            elig = slack > 0
-            share = (total - self.budget) / int(elig.sum())
-            dec = np.where(elig, np.minimum(slack, np.ceil(share / cb).astype(np.int64)), 0)
-            cnt = cnt - dec
+        if total > self.budget:
+            cnt = self._shrink(cnt, need, cb)
             total = int((cnt * cb).sum())
         left = self.budget - total
         room = cap - cnt
@@ -217,6 +213,19 @@ class AllocationSpace:
                     k = int(min(cap[c] - cnt[c], left // cb[c]))
                     cnt[c] += k
                     left -= k * int(cb[c])
+        return cnt
+
+    def _shrink(self, cnt: np.ndarray, need: np.ndarray, cb: np.ndarray) -> np.ndarray:
+        """Counts down to the budget, objects removed inversely to class size: every class with slack gives
+        up about the same bytes per round, so a class of objects k times larger loses k times fewer."""
+        total = int((cnt * cb).sum())
+        while total > self.budget:
+            slack = cnt - need
+            elig = slack > 0
+            share = (total - self.budget) / int(elig.sum())
+            dec = np.where(elig, np.minimum(slack, np.ceil(share / cb).astype(np.int64)), 0)
+            cnt = cnt - dec
+            total = int((cnt * cb).sum())
         return cnt
 
     def repair(self, cls: np.ndarray, cnt: np.ndarray) -> Allocation:

@@ -45,7 +45,7 @@ from ..errors import PlanError
 from ..plan import Action, Plan, Pool
 from .builder import ActionBuilder
 from .packed_builder import PackedBuilder
-from .simulator import simulate_packed
+from .simulator import simulate_time
 from .encoding import Allocation, AllocationSpace
 from .graphindex import ROLE_KEEP, ROLE_TO_HOST, GraphIndex
 
@@ -130,7 +130,10 @@ class _Walk:
         tenant = [-1] * self.num_objects
         obj_free_slot = [-1] * self.num_objects
         evict_heap: list[list] = [[] for _ in range(n_cls)]
+        # free objects per class, in the order they were freed; "dirty" ones were left by a tensor with a
+        # swap-out in flight (its drop waits on the d2h copy), so a new output should not wait on them
         free: list[deque] = [deque() for _ in range(n_cls)]
+        dirty: list[deque] = [deque() for _ in range(n_cls)]
         init_set = {}
         for t, o in initial:
             init_set[o] = t
@@ -153,9 +156,14 @@ class _Walk:
 
         def take_object(t, i, is_output):
             c = tclass[t]
-            fq = free[c]
-            if fq:
-                o = fq.pop() if is_output else fq.popleft()
+            fq, dq = free[c], dirty[c]
+            if fq or dq:
+                if is_output:               # the most recently freed clean one; else the oldest dirty one
+                    o = fq.pop() if fq else dq.popleft()
+                elif fq and (not dq or obj_free_slot[fq[0]] <= obj_free_slot[dq[0]]):
+                    o = fq.popleft()        # a prefetch takes the longest-free object
+                else:
+                    o = dq.popleft()
                 return o, obj_free_slot[o]
             h = evict_heap[c]
             while True:
@@ -220,7 +228,7 @@ class _Walk:
                     loc[t] = -1
                     tenant[o] = -1
                     obj_free_slot[o] = i
-                    free[tclass[t]].append(o)
+                    (dirty if role[t] == ROLE_TO_HOST else free)[tclass[t]].append(o)
                 else:
                     heapq.heappush(evict_heap[tclass[t]], (-nu, t))
         end_residents = [(t, o) for o, t in enumerate(tenant) if t >= 0]
@@ -355,4 +363,4 @@ class SwapPlanScorer:
         return b.packed()
 
     def time_of(self, schedule, alloc: Allocation) -> float:
-        return float(simulate_packed(self.packed(schedule, alloc), self.device).time_s)
+        return float(simulate_time(self.packed(schedule, alloc), self.device))
