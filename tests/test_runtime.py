@@ -1,0 +1,245 @@
+"""runtime_ext: link throttle, emulated streams and events, pool and host store books, the executor's load-time
+checks, and the poisoning debug mode proving that the plan's waits matter."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+tvm = pytest.importorskip("tvm")
+
+import tvm_swap  # noqa: E402
+from runtime_ext.emulated import EmulatedBackend, StreamError  # noqa: E402
+from runtime_ext.host_store import HostStore  # noqa: E402
+from runtime_ext.link import Link  # noqa: E402
+from runtime_ext.pool import DevicePool, PoolError  # noqa: E402
+from swap_models import Unlimited, bitwise_equal, flat, mlp  # noqa: E402
+from tvm_swap.errors import PlanError  # noqa: E402
+from tvm_swap.plan import Action, Plan, Pool  # noqa: E402
+
+FAST = dict(planner="swapadvisor", generations=2, workers=1, profile=False)
+
+
+# ---------------------------------------------------------------- link
+def test_link_one_way_takes_bytes_over_bandwidth():
+    link = Link(10e6, 10e6, 20e6)
+    t0 = time.perf_counter()
+    link.transfer("h2d", 200_000)            # 20 ms at 10 MB/s
+    assert 0.019 <= time.perf_counter() - t0 < 0.05
+
+
+def test_link_both_directions_share_the_duplex_rate():
+    link = Link(10e6, 10e6, 10e6)            # both at once: 5 MB/s each
+    ends = {}
+
+    def go(d):
+        link.transfer(d, 100_000)
+        ends[d] = time.perf_counter()
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=go, args=(d,)) for d in ("h2d", "d2h")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # alone each would take 10 ms; sharing, both take ~20 ms
+    assert all(0.018 <= e - t0 < 0.05 for e in ends.values())
+
+
+def test_link_rejects_nonpositive_bandwidth():
+    with pytest.raises(ValueError):
+        Link(0, 1e9)
+
+
+# ---------------------------------------------------------------- emulated backend
+def _t(values):
+    return tvm.runtime.tensor(np.asarray(values, dtype="float32"))
+
+
+def test_emulated_streams_are_fifo_and_events_order_them():
+    be = EmulatedBackend(link=Link(1e6, 1e6, 2e6))         # 4 KB takes 4 ms
+    a, b, c = _t(np.ones(1024)), _t(np.zeros(1024)), _t(np.zeros(1024))
+    ev = be.new_event()
+    be.copy("h2d", b, a)                                     # b <- a, slow
+    be.record("h2d", ev)
+    be.wait("d2h", [ev])
+    be.copy("d2h", c, b)                                     # c <- b only after the first copy landed
+    assert not ev.is_set()
+    be.wait("compute", [ev])                                 # the caller blocks until then
+    assert ev.is_set() and b.numpy()[0] == 1.0
+    be.synchronize()
+    assert c.numpy().sum() == 1024
+    be.close()
+
+
+def test_emulated_errors_surface_in_synchronize():
+    be = EmulatedBackend()
+    be.copy("h2d", _t(np.zeros(4)), _t(np.zeros(8)))         # size mismatch inside the worker
+    ev = be.new_event()
+    be.record("h2d", ev)
+    with pytest.raises(StreamError, match="h2d"):
+        be.synchronize()
+    assert ev.is_set()                                       # events still complete: nobody hangs
+    be.close()
+
+
+def test_emulated_wait_times_out_instead_of_hanging():
+    be = EmulatedBackend(wait_timeout_s=0.05)
+    with pytest.raises(StreamError, match="did not complete"):
+        be.wait("compute", [be.new_event()])
+    be.close()
+
+
+def test_poison_fill_makes_nan():
+    be = EmulatedBackend()
+    obj = be.alloc_device(64)
+    be.fill("compute", obj)
+    assert np.isnan(obj._create_view((16,), "float32", 0).numpy()).all()
+    be.close()
+
+
+# ---------------------------------------------------------------- pool and host store
+def _pool():
+    be = EmulatedBackend()
+    return DevicePool(Pool([256, 1024], [2, 1]), be.alloc_device, mem_limit=2048), be
+
+
+def test_pool_books_and_hard_errors():
+    pool, be = _pool()
+    assert pool.object_bytes == [256, 256, 1024] and pool.device_bytes == 1536
+    pool.occupy(0, 7)
+    pool.occupy(2, 8)
+    assert pool.in_use_bytes == 1280 and pool.peak_in_use_bytes == 1280
+    with pytest.raises(PoolError, match="two live tensors"):
+        pool.occupy(0, 9)
+    with pytest.raises(PoolError, match="releases object 1"):
+        pool.release(1, 7)
+    pool.release(0, 7)
+    assert pool.in_use_bytes == 1024 and pool.peak_in_use_bytes == 1280
+    with pytest.raises(PoolError, match="does not fit"):
+        pool.view(0, 7, (128,), "float32")                   # 512 B into a 256 B object
+    v = pool.view(2, 8, (16, 16), "float32")
+    assert v.data_ptr() == pool.objects[2].data_ptr()        # offset 0 of its own storage
+    assert pool.view(2, 8, (16, 16), "float32") is v         # cached: calls reuse the view
+    with pytest.raises(PoolError, match="does not exist"):
+        pool.occupy(3, 1)
+    with pytest.raises(PoolError, match="memory limit"):
+        DevicePool(Pool([1024], [2]), be.alloc_device, mem_limit=1000)
+    be.close()
+
+
+def test_host_store_rename_swaps_buffers():
+    be = EmulatedBackend()
+    hs = HostStore(be.alloc_host)
+    hs.put(1, np.ones(4, "float32"), (4,), "float32", 16)
+    new = hs.ensure(2, (4,), "float32", 16)
+    new.copyfrom(np.full(4, 5, "float32"))
+    old = hs.get(1)
+    hs.rename(2, 1)
+    assert hs.get(1) is new and hs.get(2) is old and hs.get(1).numpy()[0] == 5
+    be.close()
+
+
+# ---------------------------------------------------------------- executor load-time checks
+@pytest.fixture(scope="module")
+def mlp_build():
+    ex = mlp()
+    m = tvm_swap.build(ex.mod, mem_limit="35%", params=ex.params, **FAST)
+    return ex, m
+
+
+def _executor_with(m, plan):
+    from runtime_ext.executor import PlanExecutor
+
+    return PlanExecutor(plan, m.manifest, EmulatedBackend())
+
+
+def _copy(plan):
+    return Plan.from_dict(plan.to_dict())
+
+
+def test_executor_refuses_a_plan_that_does_not_repeat(mlp_build):
+    _, m = mlp_build
+    p = _copy(m.plan)
+    last_drop = max(i for i, a in enumerate(p.actions) if a.kind == "drop")
+    del p.actions[last_drop]                                 # a tensor stays on the device at the end
+    with pytest.raises(PlanError, match="start state"):
+        _executor_with(m, p)
+
+
+def test_executor_refuses_a_swap_in_without_host_copy(mlp_build):
+    _, m = mlp_build
+    p = _copy(m.plan)
+    never_out = {a.tensor for a in p.actions if a.kind == "swap_out"}
+    kinds = {t: s.kind for t, s in m.manifest.tensors.items()}
+    act = next(t for t, k in kinds.items() if k == "activation" and t not in never_out)
+    i = next(i for i, a in enumerate(p.actions) if a.kind == "swap_in")
+    p.actions[i] = Action("swap_in", tensor=act, obj=p.actions[i].obj, deps=p.actions[i].deps)
+    with pytest.raises(PlanError, match="no host copy"):
+        _executor_with(m, p)
+
+
+def test_direct_vm_call_without_swap_module_is_refused(mlp_build):
+    ex, m = mlp_build
+    with pytest.raises(Exception, match="SwapModule"):
+        m.vm["main"](tvm.runtime.tensor(ex.inputs["x"]))
+
+
+def test_a_failed_call_leaves_the_module_usable(mlp_build):
+    ex, m = mlp_build
+    want = flat(m(*ex.inputs.values()))
+    m.executor.in_call = True                                # as if a call were still running
+    with pytest.raises(PlanError, match="re-entrant"):
+        m(*ex.inputs.values())
+    assert bitwise_equal(flat(m(*ex.inputs.values())), want)
+
+
+def test_stats_count_calls_and_times(mlp_build):
+    ex, m = mlp_build
+    before = m.stats()["calls"]
+    m(*ex.inputs.values())
+    s = m.stats()
+    assert s["calls"] == before + 1 and s["time_s"] > 0 and s["predicted_time_s"] > 0
+    assert s["swap_in_bytes"] > 0 and s["totals"]["swap_in_count"] >= s["swap_in_count"]
+
+
+# ---------------------------------------------------------------- poisoning: the waits matter
+def _drop_one_arrival_wait(graph):
+    """A plan hook: remove the wait of the first compute on a swapped-in tensor it reads, choosing one the
+    independent verifier then rejects (so the removed dep was not implied by another)."""
+    from tvm_swap.verify import verify_plan
+
+    def hook(plan):
+        for i, a in enumerate(plan.actions):
+            if a.kind != "compute":
+                continue
+            for d in a.deps:
+                src = plan.actions[d]
+                if src.kind == "swap_in" and src.tensor in graph.ops[a.op].inputs and \
+                        graph.tensors[src.tensor].nbytes >= 16384:
+                    p = _copy(plan)
+                    p.actions[i] = Action("compute", op=a.op, deps=tuple(x for x in a.deps if x != d),
+                                          out_objs=a.out_objs)
+                    if verify_plan(graph, p):
+                        p.verified = False
+                        hook.removed = (i, d, graph.tensors[src.tensor].name)
+                        return p
+        raise AssertionError("no removable swap-in wait in this plan")
+    return hook
+
+
+def test_removing_one_wait_changes_the_output_under_poisoning():
+    from relay_passes.lower import lower
+    from tvm_swap.graph.extract import graph_from_relax
+
+    ex = mlp()
+    want = Unlimited(ex.mod)(list(ex.inputs.values()), list(ex.params.values()))
+    slow = dict(mem_limit="35%", params=ex.params, bandwidth="4MB/s", debug_poison=True, **FAST)
+    ok = tvm_swap.build(ex.mod, **slow)
+    assert bitwise_equal(flat(ok(*ex.inputs.values())), want)          # poisoning never hurts a correct plan
+    hook = _drop_one_arrival_wait(graph_from_relax(lower(ex.mod, "llvm")))
+    broken = tvm_swap.build(ex.mod, _plan_hook=hook, **slow)
+    got = flat(broken(*ex.inputs.values()))
+    assert not bitwise_equal(got, want), f"removing the wait {hook.removed} went unnoticed"
