@@ -44,7 +44,7 @@ from ..devices import DeviceSpec
 from ..errors import PlanError
 from ..plan import Action, Plan, Pool
 from .builder import ActionBuilder
-from .packed_builder import PackedBuilder
+from .packed_builder import pack_decisions
 from .simulator import simulate_time
 from .encoding import Allocation, AllocationSpace
 from .graphindex import ROLE_KEEP, ROLE_TO_HOST, GraphIndex
@@ -149,7 +149,7 @@ class _Walk:
 
         out_objs: list[list[int]] = [None] * n   # per position
         swap_outs: list[tuple[int, int]] = []    # (slot, tensor)
-        drops: list[tuple[int, int]] = []        # (slot, tensor)
+        drops: list[tuple[int, int, int]] = []   # (slot, tensor, object)
         swap_ins: list[tuple[int, int, int]] = []  # (earliest slot, tensor, obj), in need order
 
         prod_slot = [-1] * n_t             # position that produced each tensor
@@ -181,7 +181,7 @@ class _Walk:
                 swap_outs.append((prod_slot[v], v))
             if host_ready[v] < d:
                 host_ready[v] = d
-            drops.append((d, v))
+            drops.append((d, v, o))
             loc[v] = -1
             tenant[o] = -1
             obj_free_slot[o] = d
@@ -222,7 +222,7 @@ class _Walk:
                     host_ready[t] = i
                 if nu == _NEVER:
                     o = loc[t]
-                    drops.append((i, t))
+                    drops.append((i, t, o))
                     if host_ready[t] < i and host_ready[t] != -2:
                         host_ready[t] = i
                     loc[t] = -1
@@ -242,7 +242,7 @@ class _Walk:
         want = {o: t for t, o in initial}
         for o, t in enumerate(tenant):
             if t >= 0 and want.get(o) != t:
-                drops.append((last[t], t))        # kept tensors have host copies: dropping is free
+                drops.append((last[t], t, o))     # kept tensors have host copies: dropping is free
                 if host_ready[t] < last[t]:
                     host_ready[t] = last[t]
                 obj_free_slot[o] = last[t]
@@ -277,7 +277,7 @@ def _emit(d: _Decisions, sink) -> None:
     post_in: list[list[tuple[int, int]]] = [[] for _ in range(n + 1)]
     for s, t in d.swap_outs:
         post_out[s + 1].append(t)
-    for s, t in d.drops:
+    for s, t, _ in d.drops:
         post_drop[s + 1].append(t)
     floor = -1
     for q, t, o in d.swap_ins:         # need order: never issue before the one needed earlier
@@ -343,24 +343,20 @@ def plan_swaps(gi: GraphIndex, space: AllocationSpace, schedule, alloc: Allocati
 
 class SwapPlanScorer:
     """Simulated time of the swap plan of (schedule, alloc), without building Action objects: the GA's
-    fitness. Same decisions and the same deps as plan_swaps (PackedBuilder mirrors ActionBuilder)."""
+    fitness. Same decisions and the same deps as plan_swaps (pack_decisions mirrors ActionBuilder)."""
 
     def __init__(self, gi: GraphIndex, space: AllocationSpace, op_time, device: DeviceSpec):
-        g = gi.graph
         self.gi, self.space, self.device = gi, space, device
-        self.op_inputs = [op.inputs for op in g.ops]
-        self.op_outputs = [op.outputs for op in g.ops]
-        self.op_time = np.asarray(op_time, dtype=np.float64).tolist()
-        self.nbytes = g.tensor_bytes().astype(np.float64).tolist()
+        self.op_time = np.asarray(op_time, dtype=np.float64)
+        self.nbytes = gi.graph.tensor_bytes().astype(np.float64)
 
     def packed(self, schedule, alloc: Allocation, two_pass: bool = True):
         schedule = np.asarray(schedule, dtype=np.int64)
+        gi = self.gi
         with gc_paused():
-            d = _decide(self.gi, self.space, schedule, alloc, two_pass)
-            b = PackedBuilder(self.gi.n_tensors, d.walk.num_objects, self.op_inputs, self.op_outputs,
-                              self.op_time, self.nbytes)
-            _emit(d, b)
-        return b.packed()
+            d = _decide(gi, self.space, schedule, alloc, two_pass)
+            return pack_decisions(d.walk.n, schedule, d.out_objs, d.swap_outs, d.drops, d.swap_ins,
+                                  gi.op_ptr, gi.op_tensors, gi.op_nin, self.op_time, self.nbytes)
 
     def time_of(self, schedule, alloc: Allocation) -> float:
         return float(simulate_time(self.packed(schedule, alloc), self.device))
