@@ -1,0 +1,123 @@
+#!/usr/bin/env python
+"""Generate tvm_swap/zoo/data/NAME.json.gz: the zoo's training graphs, batch-affine.
+
+For each model: build the Relax train_step (tvm_swap/zoo/models) at three batch sizes, lower it
+(relay_passes.lower, llvm: CPU-fast, and the kernels and fusion are the same as on cuda), extract the
+DataflowGraph (tvm_swap.graph.from_relax), fit sizes and flops as a*B + b on two batches and check the
+fit exactly on the third (tvm_swap.zoo.affine), then save it and print its figures at the paper's
+batches next to the paper's.
+
+    python scripts/gen_zoo.py                       # all models, ~2 minutes on 2 cores
+    python scripts/gen_zoo.py --models bert-large --fit-batches 5 7 --check-batch 11
+
+The default batches are odd primes so that no batch-dependent size equals one of the model's own
+dimensions (a coincidence could let TVM share or simplify a kernel at one batch but not another).
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tvm_swap.zoo import ZOO, zoo_path  # noqa: E402
+from tvm_swap.zoo.affine import fit, instantiate  # noqa: E402
+from tvm_swap.zoo.stats import memory_stats  # noqa: E402
+
+
+def extract(name: str, batch: int, target: str):
+    from relay_passes.lower import lower
+    from tvm_swap.graph import from_relax
+    from tvm_swap.zoo.models import MODELS, training_module
+
+    mod = training_module(name, batch)
+    low = lower(mod, target, fuse_max_depth=MODELS[name].fuse_max_depth, func_name="train_step")
+    return from_relax(low, "train_step", name=f"{name}@batch={batch}")
+
+
+def generate(name: str, fit_batches, check_batch: int, target: str, out: Path) -> dict:
+    from tvm_swap.zoo.models import MODELS, model_config
+
+    t0 = time.time()
+    graphs = {b: extract(name, b, target) for b in (*fit_batches, check_batch)}
+    doc = fit(graphs, name, fit_batches=list(fit_batches))
+    # The file must reproduce every extraction exactly (sizes, flops, structure).
+    for b, g in graphs.items():
+        back = instantiate(doc, b)
+        if back.fingerprint() != g.fingerprint() or [o.flops for o in back.ops] != [o.flops for o in g.ops]:
+            raise SystemExit(f"{name}: the affine file does not reproduce the graph at batch {b}")
+    spec = MODELS[name]
+    doc["meta"].update({
+        "description": ZOO[name]["description"],
+        "config": model_config(name),
+        "optimizer": spec.optimizer,
+        "fuse_max_depth": spec.fuse_max_depth,
+        "generator": "scripts/gen_zoo.py",
+    })
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(doc, separators=(",", ":"))
+    with gzip.open(out, "wt", encoding="utf-8", compresslevel=9) as f:
+        f.write(text)
+    return {"seconds": time.time() - t0, "file_bytes": out.stat().st_size, "doc": doc}
+
+
+def report_rows(name: str, doc: dict) -> list[dict]:
+    rows = []
+    paper = ZOO[name]["paper"] or {}
+    for b in ZOO[name]["paper_batches"]:
+        s = memory_stats(instantiate(doc, b))
+        row = {"model": name, "batch": b, **s}
+        if paper.get("batch") == b:
+            row["paper_need"] = paper["memory_need_bytes"]
+            row["paper_ops"] = paper["ops"]
+            row["paper_sizes"] = paper["unique_sizes"]
+        rows.append(row)
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    gb = lambda v: f"{v / 1e9:8.1f}"  # noqa: E731
+    print(f"{'model':<15}{'batch':>6}{'ops':>7}{'tensors':>8}{'sizes':>6}{'peak GB':>9}{'sum GB':>9}"
+          f"{'params GB':>10}{'states GB':>10}{'TFLOP':>8}   paper (need GB / ops / sizes) and peak/paper")
+    for r in rows:
+        tail = ""
+        if "paper_need" in r:
+            tail = (f"   {r['paper_need'] / 1e9:.0f} / {r['paper_ops']} / {r['paper_sizes']}   "
+                    f"peak {r['peak_bytes'] / r['paper_need']:.2f}x, sum {r['total_bytes'] / r['paper_need']:.2f}x")
+        print(f"{r['model']:<15}{r['batch']:>6}{r['ops']:>7}{r['tensors']:>8}{r['unique_sizes']:>6}"
+              f"{gb(r['peak_bytes'])}{gb(r['total_bytes'])} {gb(r['param_bytes'])}  {gb(r['state_bytes'])} {r['gflops'] / 1e3:7.1f}{tail}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", nargs="+", default=list(ZOO), choices=list(ZOO))
+    ap.add_argument("--fit-batches", nargs=2, type=int, default=[5, 7], metavar="B")
+    ap.add_argument("--check-batch", type=int, default=11, metavar="B")
+    ap.add_argument("--target", default="llvm")
+    ap.add_argument("--out-dir", type=Path, default=None, help="default: tvm_swap/zoo/data")
+    ap.add_argument("--json", type=Path, help="also write the table as JSON here")
+    args = ap.parse_args(argv)
+    if len({*args.fit_batches, args.check_batch}) != 3 or min(*args.fit_batches, args.check_batch) < 1:
+        ap.error("--fit-batches and --check-batch must be three different positive batch sizes")
+
+    rows = []
+    for name in args.models:
+        out = (args.out_dir / f"{name}.json.gz") if args.out_dir else zoo_path(name)
+        res = generate(name, args.fit_batches, args.check_batch, args.target, out)
+        print(f"{name}: {len(res['doc']['ops'])} ops, {len(res['doc']['tensors'])} tensors -> {out} "
+              f"({res['file_bytes'] / 1e3:.0f} kB, {res['seconds']:.0f} s)", flush=True)
+        rows += report_rows(name, res["doc"])
+    print()
+    print_table(rows)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

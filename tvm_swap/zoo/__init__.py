@@ -1,0 +1,129 @@
+"""The paper's workloads as real-size training graphs, for any batch size, without TVM.
+
+    g = load_zoo("zoo:wresnet-152-10@batch=64")       # a validated DataflowGraph
+    ZOO["rnn-8-8k"]["paper_batches"]                   # (128, 256)
+
+Each graph is one training iteration (forward + loss + backward + optimizer update) of a model written
+in Relax (tvm_swap/zoo/models), lowered by relay_passes.lower (llvm, fused kernels) and extracted by
+tvm_swap.graph.from_relax. scripts/gen_zoo.py regenerates data/NAME.json.gz; the file stores sizes
+as affine functions of the batch (tvm_swap/zoo/affine.py), so any batch loads instantly.
+
+This module must not import TVM (the planner and the CLI use it on machines without TVM).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import TvmSwapError
+from ..graph import DataflowGraph
+
+DATA_DIR = Path(__file__).parent / "data"
+
+# paper: the figures of SwapAdvisor's evaluation (notes/swapadvisor.md) at paper["batch"]; None where
+# the paper has no such model. `config` is the size the graph is built at (models/__init__.py).
+ZOO: dict[str, dict] = {
+    "wresnet-152-10": {
+        "description": "Wide ResNet-152 (bottlenecks 3-8-36-3, inner width x10), ImageNet 224x224, "
+                       "1000 classes, SGD with momentum",
+        "paper_batches": (16, 32, 64),
+        "default_batch": 64,
+        "paper": {"batch": 64, "memory_need_bytes": 180e9, "ops": 882, "unique_sizes": 26},
+        "config": {"blocks": [3, 8, 36, 3], "width": 10, "image": 224, "classes": 1000},
+    },
+    "inception-4": {
+        "description": "Inception-v4 with every filter count x4, 299x299, 1000 classes, SGD with momentum",
+        "paper_batches": (16, 32, 64),
+        "default_batch": 64,
+        "paper": {"batch": 64, "memory_need_bytes": 71e9, "ops": 830, "unique_sizes": 64},
+        "config": {"width": 4, "image": 299, "classes": 1000},
+    },
+    "rnn-8-8k": {
+        "description": "8 stacked LSTM layers of 8192 units unrolled over 35 steps, word LM with a "
+                       "100k vocabulary, SGD with momentum",
+        "paper_batches": (128, 256),
+        "default_batch": 256,
+        "paper": {"batch": 256, "memory_need_bytes": 118e9, "ops": 8594, "unique_sizes": 7},
+        "config": {"layers": 8, "hidden": 8192, "seq_len": 35, "vocab": 100000, "embed": 8192},
+    },
+    "brnn-4-8k": {
+        "description": "4 bidirectional LSTM layers of 8192 units per direction unrolled over 35 steps, "
+                       "100k-word softmax, SGD with momentum",
+        "paper_batches": (64, 128),
+        "default_batch": 128,
+        "paper": {"batch": 128, "memory_need_bytes": 99e9, "ops": 9034, "unique_sizes": 9},
+        "config": {"layers": 4, "hidden": 8192, "seq_len": 35, "vocab": 100000, "embed": 8192},
+    },
+    "bert-large": {
+        "description": "BERT-large (24 layers, 1024 hidden, 16 heads, FFN 4096) masked-LM pre-training "
+                       "at sequence length 512, vocab 30522, Adam",
+        "paper_batches": (16, 32),      # not in the paper; batches whose need is 2-4x a 16 GB GPU
+        "default_batch": 32,
+        "paper": None,
+        "config": {"layers": 24, "hidden": 1024, "heads": 16, "ffn": 4096, "seq_len": 512, "vocab": 30522},
+    },
+}
+
+_SPEC = re.compile(r"^(?:zoo:)?(?P<name>[A-Za-z0-9_.\-]+?)(?:@(?P<opts>.*))?$")
+
+
+class ZooError(TvmSwapError):
+    """A zoo spec names no model or has a bad option."""
+
+
+def _models_line() -> str:
+    return ", ".join(f"{n} (paper batches {'/'.join(map(str, i['paper_batches']))})" for n, i in ZOO.items())
+
+
+def parse_zoo_spec(spec: str) -> tuple[str, int]:
+    """'zoo:NAME', 'zoo:NAME@batch=B', 'NAME@batch=B' or 'NAME' (any case) -> (name, batch)."""
+    if not isinstance(spec, str):
+        raise ZooError(f"a zoo spec is a string like 'zoo:bert-large@batch=32', got {spec!r}")
+    m = _SPEC.match(spec.strip())
+    name = m.group("name").lower().replace("_", "-") if m else None
+    if name not in ZOO:
+        raise ZooError(f"unknown zoo model in {spec!r}; the models are: {_models_line()}")
+    batch = ZOO[name]["default_batch"]
+    opts = m.group("opts")
+    if opts is not None:
+        key, _, value = opts.partition("=")
+        if key.strip().lower() != "batch" or not value.strip():
+            raise ZooError(f"bad zoo option in {spec!r}: write zoo:{name}@batch=B with B a positive integer")
+        try:
+            batch = int(value.strip())
+        except ValueError:
+            raise ZooError(f"bad batch size {value.strip()!r} in {spec!r}: B must be a positive integer") from None
+        if batch < 1:
+            raise ZooError(f"bad batch size {batch} in {spec!r}: B must be a positive integer")
+    return name, batch
+
+
+def zoo_path(name: str) -> Path:
+    return DATA_DIR / f"{name}.json.gz"
+
+
+@lru_cache(maxsize=None)
+def _document(name: str) -> dict:
+    path = zoo_path(name)
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise ZooError(f"the zoo file {path} is missing; regenerate it with "
+                       f"`python scripts/gen_zoo.py --models {name}`") from None
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ZooError(f"cannot read the zoo file {path}: {e}") from None
+
+
+def load_zoo(spec: str) -> DataflowGraph:
+    """The training graph named by `spec` (see parse_zoo_spec), validated."""
+    from .affine import instantiate
+
+    name, batch = parse_zoo_spec(spec)
+    return instantiate(_document(name), batch, name=f"{name}@batch={batch}")
+
+
+__all__ = ["ZOO", "ZooError", "load_zoo", "parse_zoo_spec", "zoo_path"]
