@@ -93,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="FILE", help=".png, .svg or .html")
     p.add_argument("--graph", metavar="GRAPH", help="the plan's graph (default: the one named in the plan)")
 
+    p = sub.add_parser("demo", help="compile and run a bundled training step under a limit (the quick start)")
+    p.add_argument("--model", default="cnn-train", help="bundled example (mlp, cnn, mlp-train, cnn-train)")
+    p.add_argument("--mem-limit", default="50%", metavar="LIMIT")
+    p.add_argument("--budget-s", type=float, default=5.0, metavar="S")
+    p.add_argument("--bandwidth", default=None, metavar="BW", help="throttle the emulated link, e.g. 2GB/s")
+
     sub.add_parser("zoo", help="list the bundled workloads of the paper")
     sub.add_parser("devices", help="list the device specs")
     return ap

@@ -123,28 +123,74 @@ def cmd_report(args) -> int:
     return 0
 
 
-def cmd_compile(args) -> int:
+def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%", shapes=None, params=None,
+                       device=None, planner="swapadvisor", budget_s=10.0, seed=0, generations=None,
+                       fuse_max_depth=None, progress=False) -> dict:
+    """Build MODEL under the limit and write OUTPUT plus its sidecars (params, example inputs, unlimited build)."""
     import time
 
-    from .model_io import load_model_for_build
-    from .sources import parse_shapes
-
     import tvm_swap
+    from relay_passes.lower import lower_unlimited_build
+
+    from .model_io import load_model_for_build
+    from .run_report import UNLIMITED_SUFFIX, save_inputs
 
     t0 = time.perf_counter()
-    mod, params, example_inputs = load_model_for_build(args.model, shapes=parse_shapes(args.shape), params=args.params)
-    m = tvm_swap.build(mod, target=args.target, mem_limit=args.mem_limit, params=params,
-                       device=args.device, planner=args.planner, budget_s=args.budget_s, seed=args.seed,
-                       generations=args.generations, fuse_max_depth=args.fuse_max_depth,
-                       example_inputs=example_inputs, progress=_progress(args))
-    m.export_library(args.output)
-    info = {"output": args.output, "target": args.target, "build_s": time.perf_counter() - t0, **m.plan_info()}
+    mod, prm, example_inputs = load_model_for_build(model, shapes=shapes, params=params)
+    m = tvm_swap.build(mod, target=target, mem_limit=mem_limit, params=prm, device=device, planner=planner,
+                       budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
+                       progress=progress)
+    m.export_library(output)
+    if example_inputs:
+        save_inputs(output, dict(example_inputs))
+    lower_unlimited_build(mod, target, fuse_max_depth=fuse_max_depth).export_library(output + UNLIMITED_SUFFIX)
+    return {"output": output, "build_s": round(time.perf_counter() - t0, 3), **m.plan_info()}
+
+
+def cmd_compile(args) -> int:
+    from .sources import parse_shapes
+
+    info = compile_to_library(args.model, args.output, target=args.target, mem_limit=args.mem_limit,
+                              shapes=parse_shapes(args.shape), params=args.params, device=args.device,
+                              planner=args.planner, budget_s=args.budget_s, seed=args.seed,
+                              generations=args.generations, fuse_max_depth=args.fuse_max_depth,
+                              progress=_progress(args))
     if args.json:
         print(json.dumps(info))
     else:
-        for k, v in info.items():
-            print(f"{k:<22} {v}")
+        _print_info(info)
     return 0
+
+
+def _print_info(info: dict) -> None:
+    for k, v in info.items():
+        if k.endswith("_bytes") and isinstance(v, (int, float)):
+            v = f"{format_bytes(v)} ({v})"
+        elif k.endswith("_s") and isinstance(v, (int, float)):
+            v = format_seconds(v)
+        print(f"{k:<24} {v}")
+
+
+def cmd_demo(args) -> int:
+    """The quick start's main job: a bundled CNN training step at half its no-swap peak, next to the unlimited build."""
+    import tempfile
+
+    from .run_report import run_library
+
+    with tempfile.TemporaryDirectory(prefix="tvm_swap_demo_") as d:
+        lib = str(Path(d) / "cnn-train.so")
+        _say(args, f"compiling the bundled CNN training step for llvm at {args.mem_limit} of its no-swap peak ...")
+        built = compile_to_library(args.model, lib, mem_limit=args.mem_limit, budget_s=args.budget_s,
+                                   progress=_progress(args))
+        _say(args, "running it next to the unlimited build ...")
+        info = run_library(lib, compare_unlimited=True, bandwidth=args.bandwidth, repeat=3)
+    info = {"model": args.model, "planner": built["planner"], "build_s": built["build_s"], **info}
+    info.pop("library", None)
+    _print_info(info)
+    ok = info["outputs_bitwise_equal"] and info["within_limit"]
+    print("OK: outputs bitwise equal to the unlimited build, device peak within the limit" if ok else
+          "FAILED: see above", file=sys.stderr)
+    return 0 if ok else 1
 
 
 def cmd_run(args) -> int:
@@ -155,10 +201,5 @@ def cmd_run(args) -> int:
     if args.json:
         print(json.dumps(info))
     else:
-        for k, v in info.items():
-            if k.endswith("_bytes") and isinstance(v, (int, float)):
-                v = f"{format_bytes(v)} ({v})"
-            elif k.endswith("_s") and isinstance(v, (int, float)):
-                v = format_seconds(v)
-            print(f"{k:<24} {v}")
+        _print_info(info)
     return 0 if info.get("outputs_bitwise_equal", True) is not False else 1

@@ -12,7 +12,10 @@ A plan is an *augmented graph*: a list of actions in issue order. Each action ru
 `deps` name earlier actions by index (these are the events the runtime waits on). Pool objects are
 numbered class-major: class 0's objects first. `initial_residents` are (tensor, object) pairs of
 persistent tensors (params, optimizer state) that are on the device when an iteration starts; the
-plan must leave the same pairs (through `DataflowGraph.updates`) when it ends, so it repeats.
+plan must leave the same tensors (through `DataflowGraph.updates`) in objects of the same size class
+when it ends, so it repeats. Objects of a class are interchangeable: between iterations the runtime
+renames them (`Plan.next_object_map`), so an updated weight can stay on the device although its update
+was written into another object than the old value's.
 """
 from __future__ import annotations
 
@@ -124,6 +127,37 @@ class Plan:
             "swap_out_bytes": int(tensor_bytes[out].sum()) if out else 0,
             "swap_in_bytes": int(tensor_bytes[inn].sum()) if inn else 0,
         }
+
+    def next_object_map(self, graph) -> list[int]:
+        """backing[k] = this iteration's object whose buffer plays object k in the next iteration.
+
+        Each initial resident's object is backed by the object its (updated) value ends in; the other
+        objects of each class take the class's remaining buffers in index order."""
+        from collections import defaultdict
+
+        new_of = {old: new for new, old in graph.updates.items()}
+        where = dict(self.initial_residents)       # replay tenancy: tensor -> object at the end
+        for a in self.actions:
+            if a.kind == "compute":
+                where.update(zip(graph.ops[a.op].outputs, a.out_objs))
+            elif a.kind == "swap_in":
+                where[a.tensor] = a.obj
+            elif a.kind == "drop":
+                where.pop(a.tensor, None)
+        end_obj = {o: where[new_of.get(t, t)] for t, o in self.initial_residents}
+        cls = self.pool.object_class()
+        backing = [-1] * self.pool.num_objects
+        taken = set(end_obj.values())
+        spare = defaultdict(list)
+        for k in range(self.pool.num_objects):
+            if k not in taken:
+                spare[int(cls[k])].append(k)
+        for k in range(self.pool.num_objects):
+            if k in end_obj:
+                backing[k] = end_obj[k]
+            else:
+                backing[k] = spare[int(cls[k])].pop(0)
+        return backing
 
     # ---- JSON ----
     def to_dict(self) -> dict:

@@ -21,8 +21,9 @@ Invariants checked (DESIGN.md):
   made before it (a param, optimizer state or input, or a completed swap_out of it);
 - graph outputs reach the host; updates end resident or swapped out;
 - periodicity: the end residents mapped through graph.updates are exactly the initial residents,
-  which are persistent tensors; an updated tensor's stale old value does not stay; every other
-  tensor is dropped by the end.
+  each in an object of the same size class (the runtime renames objects within a class between
+  iterations, see Plan.next_object_map), and the initial residents are persistent tensors; an
+  updated tensor's stale old value does not stay; every other tensor is dropped by the end.
 """
 from __future__ import annotations
 
@@ -333,6 +334,8 @@ class _Replay:
             if new not in self.where and new not in self.swap_outs:
                 r.add(f"update {self.name(new)} is lost: it neither stays resident nor is swapped out")
         stale = set(updates.values())
+        # objects of one class are interchangeable across iterations: compare (tensor, class)
+        obj_class = self.plan.pool.object_class().tolist()
         end = set()
         for t, o in self.where.items():
             if t in stale:
@@ -342,17 +345,17 @@ class _Replay:
                 r.add(f"tensor {self.name(t)} ({g.tensors[t].kind}) is still resident at the end: "
                       f"only params and optimizer state may stay between iterations; drop it")
             else:
-                end.add((int(updates.get(t, t)), int(o)))
-        start = {(int(t), int(o)) for t, o in self.plan.initial_residents}
+                end.add((int(updates.get(t, t)), int(obj_class[o])))
+        start = {(int(t), int(obj_class[o])) for t, o in self.plan.initial_residents}
         if end != start:
             extra, lack = sorted(end - start), sorted(start - end)
             parts = []
             if lack:
                 parts.append("initial residents not restored: " + ", ".join(
-                    f"{self.name(t)} in object {o}" for t, o in lack[:5]))
+                    f"{self.name(t)} in class {c}" for t, c in lack[:5]))
             if extra:
                 parts.append("end residents not in the initial ones: " + ", ".join(
-                    f"{self.name(t)} in object {o}" for t, o in extra[:5]))
+                    f"{self.name(t)} in class {c}" for t, c in extra[:5]))
             r.add("plan does not repeat (end state != start state): " + "; ".join(parts))
 
 

@@ -9,13 +9,13 @@
    - a produced graph output that is not an update must reach the host (a swap_out);
    - take a used persistent tensor p that is never swapped in. It is read, so it is an initial
      resident that stays in its object O_p until its last read.
-     * If p is updated and the op u producing its update p_new reads p, p also crosses in (as p or
-       p_new): else p sits in O_p while u writes p_new into another object, p_new cannot move
-       without a swap-in, and periodicity needs (p_new, O_p) at the end (a stale p may not stay).
+     * If p is updated and the op u producing its update p_new reads p, p sits in O_p until u and
+       p_new (same class at the end: periodicity is per size class) from u on: one of them holds an
+       object of p's class during every op, so p counts in K below.
      * If p is updated and u does not read p, p may leave O_p before u writes p_new there: it need
        not cross and it occupies nothing certain; it is left out (free).
-     * If p is not updated, periodicity needs it in O_p at the end, so it is resident during every
-       op. Call these K. During op o the device holds K, o's inputs and outputs that are not
+     * If p is not updated, periodicity needs it in an object of its class at the end, so it is
+       resident during every op. Call these (with the first case) K. During op o the device holds K, o's inputs and outputs that are not
        persistent (F_o, aligned; distinct live tensors need distinct objects) and the pool's
        workspace, which must cover the largest op workspace (the verifier checks it). So
        aligned(K) <= limit - max_o F_o - max workspace =: capK.
@@ -95,10 +95,8 @@ def must_move_bytes(graph: DataflowGraph, mem_limit: int, alignment: int = DEFAU
     must, resident_or_cross = 0.0, []
     for t in np.flatnonzero(persistent & used).tolist():
         new = update_of.get(t)
-        if new is None:
+        if new is None or t in graph.ops[int(prod[new])].inputs:
             resident_or_cross.append(t)
-        elif t in graph.ops[int(prod[new])].inputs:
-            must += float(min(nbytes[t], nbytes[new]))
         # else: free (see the module docstring)
     k = np.array(resident_or_cross, dtype=np.int64)
     kept = _kept_bytes_bound(nbytes[k], aligned[k], cap_k) if len(k) else 0.0
