@@ -91,7 +91,8 @@ def parse_models(text: str | None, quick: bool) -> list[tuple[str, tuple[int, ..
         elif item.startswith("random:"):
             out.append((item, (1,)))
         else:
-            raise SystemExit(f"unknown model {item!r}: give one of {', '.join(known)}, NAME@batch=B[/B2], or random:LAYERS")
+            raise SystemExit(f"unknown model {item!r}: give one of {', '.join(known)}, NAME@batch=B[/B2], "
+                             f"or random:LAYERS")
     return out
 
 
@@ -271,7 +272,8 @@ def print_table(result: dict) -> None:
     for row in result["rows"]:
         paper = row.get("paper") or {}
         print(f"{row['model'] + '@' + str(row['batch']):<22}{format_bytes(row['need_bytes']):>12}"
-              f"{_fmt(row.get('ideal_time_s'), format_seconds):>10}{_fmt(row.get('lower_bound_s'), format_seconds):>10}" +
+              f"{_fmt(row.get('ideal_time_s'), format_seconds):>10}"
+              f"{_fmt(row.get('lower_bound_s'), format_seconds):>10}" +
               "".join(f"{cell(row['planners'].get(p))[:15]:>16}" for p in planners) +
               f"{_fmt(paper.get('swapadvisor'), str):>10}{_fmt(paper.get('odswap'), str):>10}")
 
@@ -352,10 +354,13 @@ def git_commit() -> str:
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--budget-s", type=float, default=None, help="search budget per swapadvisor run (default 60, quick 10)")
-    ap.add_argument("--sweep-budget-s", type=float, default=None, help="per swapadvisor run in the sweep (default budget/2)")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="search budget per swapadvisor run (default 60, quick 10)")
+    ap.add_argument("--sweep-budget-s", type=float, default=None,
+                    help="per swapadvisor run in the sweep (default budget/2)")
     ap.add_argument("--sweep-points", type=int, default=None, help="limits per sweep (default 6, quick 4)")
-    ap.add_argument("--models", default=None, help="comma list: NAME (its paper batches), NAME@batch=B[/B2], random:LAYERS")
+    ap.add_argument("--models", default=None,
+                    help="comma list: NAME (its paper batches), NAME@batch=B[/B2], random:LAYERS")
     ap.add_argument("--planners", default=",".join(PLANNERS), help="comma list (default: all)")
     ap.add_argument("--quick", action="store_true", help="fewer workloads, shorter searches (about 3 minutes)")
     ap.add_argument("--no-sweep", action="store_true", help="skip the memory-limit sweep")

@@ -18,10 +18,11 @@ STREAM_LABELS = {"compute": "compute", "d2h": "swap-out (D2H)", "h2d": "swap-in 
 STREAM_OF_KIND = {"compute": "compute", "swap_out": "d2h", "swap_in": "h2d"}
 
 # One colour per tensor kind, shared by the memory stack and the swap bars so they read together.
-KIND_ORDER = ("param", "optimizer_state", "input", "activation", "gradient", "output", "workspace")
+# Stack order, bottom up: the constant workspace reservation first, so the varying kinds ride on a flat floor.
+KIND_ORDER = ("workspace", "param", "optimizer_state", "input", "activation", "gradient", "output")
 KIND_COLORS = {
     "param": "#4C72B0", "optimizer_state": "#8172B3", "input": "#64B5CD", "activation": "#DD8452",
-    "gradient": "#55A868", "output": "#937860", "workspace": "#C44E52",
+    "gradient": "#55A868", "output": "#937860", "workspace": "#B8B8B8",
 }
 COMPUTE_COLORS = ("#3B4A5A", "#7A8B9C")  # alternating, so neighbouring kernels stay apart
 

@@ -116,7 +116,11 @@ def _draw_memory(ax, data: ReportData, scale: float) -> None:
         title += f"; occupied pool objects peak at {format_bytes(obj_peak)}"
     ax.set_title(title, fontsize=10, loc="left")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False)
+    handles, labels = ax.get_legend_handles_labels()
+    n = len(kinds) if len(t) else 0
+    order = list(range(n))[::-1] + list(range(n, len(handles)))  # legend reads top-down like the stack
+    ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False)
 
 
 def _draw_gantt(ax, data: ReportData, scale: float, fig) -> None:
@@ -165,6 +169,9 @@ def _draw_search(ax, data: ReportData, scale: float, tunit: str) -> None:
     hi = float(best.max())
     pad = (hi - lo) * 0.1 or hi * 0.05 or 1e-9
     ax.set_ylim(max(0.0, (lo - pad) * scale), (hi + pad) * scale)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("generation")
     ax.set_ylabel(f"iteration time ({tunit})")
     ax.set_title(f"search: best {format_seconds(best[-1])} after {int(gen[-1])} generations, "

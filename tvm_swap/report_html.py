@@ -99,7 +99,7 @@ def gantt_svg(data: ReportData) -> tuple[str, int]:
                          f'fill="{color}"><title>{html.escape(_title(bars, m))}</title></rect>')
             n_titled += 1
     axis_y = ROW_PX * len(STREAMS) + 14
-    step, div, unit = _tick_step(total)
+    step, div, unit = _tick_step(total, target=max(10, width // 120))  # a label every ~120 px
     for k in range(int(total / step + 1e-9) + 1):
         x = LABEL_PX + k * step / spp
         parts.append(f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{axis_y - 10}" stroke="#ccc" stroke-width="0.5"/>')
@@ -161,7 +161,8 @@ table.summary th{text-align:left;padding:2px 14px 2px 0;font-weight:normal;color
 table.summary td{padding:2px 0;font-family:monospace}
 .gantt{overflow-x:auto;border:1px solid #ddd;padding:4px}
 .gantt rect.bar:hover{stroke:#000;stroke-width:1}
-.key{margin-right:12px;font-size:12px}.sw{display:inline-block;width:11px;height:11px;margin-right:4px;vertical-align:middle}
+.key{margin-right:12px;font-size:12px}
+.sw{display:inline-block;width:11px;height:11px;margin-right:4px;vertical-align:middle}
 img{max-width:100%}"""
 
 
