@@ -1,8 +1,8 @@
 """An MLP and a small CNN (forward and SGD training step), sized so swapping matters yet a CPU runs them fast.
 
-Default sizes (fused, llvm): MLP forward 0.8 MB of activations and 2.5 MB of weights; MLP training step
-4.4 MB activations + 0.8 MB gradients; CNN forward 1.9 MB activations; CNN training step 3.6 MB
-activations + 1.9 MB gradients. Each builds in ~1 s and runs in under 0.4 s on llvm.
+Default sizes are chosen so that no single kernel dominates memory: every example can be planned down to
+about a third of its no-swap peak (see MLP_* and CNN_* below). Each builds in a few seconds and runs in
+well under a second on llvm.
 """
 from __future__ import annotations
 
@@ -34,6 +34,8 @@ def _init(rng, shape, fan_in):
 
 
 # ---- MLP ----
+# Eight equal layers: no single kernel dominates, so plans exist down to ~1/4 of the no-swap peak.
+MLP_BATCH, MLP_HIDDEN = 64, (256,) * 8
 def _mlp_params(rng, in_features, hidden, classes):
     dims = [in_features, *hidden, classes]
     params = {}
@@ -63,7 +65,7 @@ def _mlp_parts(batch, in_features, hidden, classes, seed):
     return rng, params, x
 
 
-def mlp(batch=128, in_features=256, hidden=(512, 512, 512), classes=10, seed=0) -> Example:
+def mlp(batch=MLP_BATCH, in_features=256, hidden=MLP_HIDDEN, classes=10, seed=0) -> Example:
     """Forward pass: main(x, w0, b0, ...) -> logits."""
     from tvm import relax
 
@@ -101,7 +103,7 @@ def _loss_function(body, inputs, params):
     return bb.get()["loss"]
 
 
-def mlp_train_step(batch=128, in_features=256, hidden=(512, 512, 512), classes=10, lr=0.01, seed=0) -> Example:
+def mlp_train_step(batch=MLP_BATCH, in_features=256, hidden=MLP_HIDDEN, classes=10, lr=0.01, seed=0) -> Example:
     """main(x, y_onehot, w0, b0, ...) -> (loss, new_w0, new_b0, ...), one SGD step."""
     rng, params, x = _mlp_parts(batch, in_features, hidden, classes, seed)
     inputs = {"x": x, "y": _one_hot(rng, batch, classes)}
@@ -110,22 +112,25 @@ def mlp_train_step(batch=128, in_features=256, hidden=(512, 512, 512), classes=1
 
 
 # ---- CNN ----
-def _cnn_params(rng, in_channels, channels, image, classes):
+# Deep enough that no single kernel dominates, so both run down to ~1/3 of their no-swap peak: the training
+# step is activation-heavy (16 thin layers), inference weight-heavy (8 wide layers at batch 1).
+CNN_BATCH, CNN_CHANNELS, CNN_POOL_EVERY = 8, (8,) * 16, 8
+def _cnn_params(rng, in_channels, channels, image, classes, pool_every=1):
     params = {}
     c_in = in_channels
     for i, c in enumerate(channels):
         params[f"conv{i}_w"] = _init(rng, (c, c_in, 3, 3), c_in * 9)
         params[f"conv{i}_b"] = (rng.standard_normal((1, c, 1, 1)) * 0.1).astype("float32")
         c_in = c
-    side = image // 2 ** len(channels)
+    side = image // 2 ** (len(channels) // pool_every)
     flat = c_in * side * side
     params["fc_w"] = _init(rng, (flat, classes), flat)
     params["fc_b"] = (rng.standard_normal((classes,)) * 0.1).astype("float32")
     return params
 
 
-def _cnn_body(bb, x, pvars):
-    """(conv3x3 + bias, relu, maxpool2) per stage, then flatten and one dense layer."""
+def _cnn_body(bb, x, pvars, pool_every=1):
+    """(conv3x3 + bias, relu) per layer, maxpool2 after every `pool_every` layers, then one dense layer."""
     from tvm import relax
 
     h = x
@@ -133,39 +138,43 @@ def _cnn_body(bb, x, pvars):
     for i in range(n_conv):
         h = bb.emit(relax.op.nn.conv2d(h, pvars[2 * i], padding=1))
         h = bb.emit(relax.op.nn.relu(relax.op.add(h, pvars[2 * i + 1])))
-        h = bb.emit(relax.op.nn.max_pool2d(h, pool_size=2, strides=2))
+        if (i + 1) % pool_every == 0:
+            h = bb.emit(relax.op.nn.max_pool2d(h, pool_size=2, strides=2))
     batch = int(x.ty.shape[0])
     h = bb.emit(relax.op.reshape(h, [batch, -1]))
     return bb.emit(relax.op.add(relax.op.matmul(h, pvars[-2]), pvars[-1]))
 
 
-def _cnn_parts(batch, in_channels, channels, image, classes, seed):
+def _cnn_parts(batch, in_channels, channels, image, classes, seed, pool_every=1):
     rng = np.random.default_rng(seed)
-    params = _cnn_params(rng, in_channels, channels, image, classes)
+    params = _cnn_params(rng, in_channels, channels, image, classes, pool_every)
     x = rng.standard_normal((batch, in_channels, image, image)).astype("float32")
     return rng, params, x
 
 
-def small_cnn(batch=16, in_channels=3, channels=(16, 32), image=32, classes=10, seed=0) -> Example:
+def small_cnn(batch=1, in_channels=3, channels=(64,) * 12, image=16, classes=10, seed=0,
+              pool_every=6) -> Example:
     """Forward pass: main(x, conv0_w, conv0_b, ..., fc_w, fc_b) -> logits."""
     from tvm import relax
 
-    _, params, x = _cnn_parts(batch, in_channels, channels, image, classes, seed)
+    _, params, x = _cnn_parts(batch, in_channels, channels, image, classes, seed, pool_every)
     bb = relax.BlockBuilder()
     xv = _tensor_var("x", x.shape)
     pvars = [_tensor_var(k, v.shape) for k, v in params.items()]
     with bb.function("main", [xv, *pvars], attrs={"num_input": 1}):
         with bb.dataflow():
-            out = bb.emit_output(_cnn_body(bb, xv, pvars))
+            out = bb.emit_output(_cnn_body(bb, xv, pvars, pool_every))
         bb.emit_func_output(out)
     return Example(bb.get(), params, {"x": x})
 
 
-def cnn_train_step(batch=16, in_channels=3, channels=(16, 32), image=32, classes=10, lr=0.01, seed=0) -> Example:
+def cnn_train_step(batch=CNN_BATCH, in_channels=3, channels=CNN_CHANNELS, image=32, classes=10, lr=0.01, seed=0,
+                   pool_every=CNN_POOL_EVERY) -> Example:
     """main(x, y_onehot, conv0_w, ...) -> (loss, new params...), one SGD step."""
-    rng, params, x = _cnn_parts(batch, in_channels, channels, image, classes, seed)
+    rng, params, x = _cnn_parts(batch, in_channels, channels, image, classes, seed, pool_every)
     inputs = {"x": x, "y": _one_hot(rng, batch, classes)}
-    mod = sgd_train_step(_loss_function(_cnn_body, inputs, params), num_inputs=2, lr=lr)
+    body = lambda bb, xv, pvars: _cnn_body(bb, xv, pvars, pool_every)  # noqa: E731
+    mod = sgd_train_step(_loss_function(body, inputs, params), num_inputs=2, lr=lr)
     return Example(mod, params, inputs)
 
 
