@@ -325,6 +325,7 @@ def build_manifest(prog: Program, graph: DataflowGraph, tob: dict, func_name: st
                      "op_outputs": [list(op.outputs) for op in graph.ops]})
 
 
+
 # ---------------------------------------------------------------- rewrite
 def _packed(name, args, ret_ty=None):
     from tvm import relax
@@ -338,12 +339,15 @@ def _int(i):
     return relax.prim_value(int(i))
 
 
-def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "main", target: str = "llvm"):
+def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "main", target: str = "llvm",
+               trace: bool = False):
     """The lowered module with `func_name` rebuilt to execute `plan` (see the module docstring).
 
     `plan` must be verified (tvm_swap.verify.check_plan) for `graph`, which must be extracted from
     `lowered_mod`. `target` ("llvm" / "cuda" or a Target) is recorded so the runtime picks its backend.
-    Raises PlanError when plan, graph and module do not belong together.
+    trace: call `tvm_swap.wait` / `tvm_swap.record` around EVERY kernel, so a tracing runtime can time each
+    one where it really runs (runtime_ext.trace). Raises PlanError when plan, graph and module do not belong
+    together.
     """
     import tvm
     from tvm import relax
@@ -357,7 +361,10 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
     target_kind = target if isinstance(target, str) else target.kind.name
     target_kind = target_kind.split()[0]
     manifest = build_manifest(prog, graph, tob, func_name, target_kind)
+    manifest.meta["traced"] = bool(trace)
     needs_wait, needs_record = call_sites(plan)
+    if trace:
+        needs_wait = needs_record = [a.kind == "compute" for a in plan.actions]
     kernel_of_op = dict(enumerate(prog.kernels))
     input_tensors = {p.tensor for p in manifest.params if p.role == "input" and p.tensor >= 0}
 

@@ -60,13 +60,22 @@ class Backend(ABC):
         """Work issued on `stream` after this waits for every event in `events`."""
 
     # ---- work on streams ----
+    # Each takes the events to wait for first and the event to record after, so one plan action is one call
+    # (CUDA: cudaStreamWaitEvent per event, cudaMemcpyAsync, cudaEventRecord; the emulated backend: one job).
+    # `stamp(phase)`, if given, is called with "start" / "end" around the work itself (tracing).
     @abstractmethod
-    def copy(self, stream: str, dst, src) -> None:
-        """Copy tensor `src` into `dst` (same bytes) asynchronously on `stream` ("d2h" or "h2d")."""
+    def copy(self, stream: str, dst, src, waits=(), record=None, stamp=None) -> None:
+        """After `waits`, copy tensor `src` into `dst` (same bytes) asynchronously on `stream` ("d2h" or
+        "h2d"); then complete `record` if given."""
 
     @abstractmethod
-    def fill(self, stream: str, dst, byte: int = POISON_BYTE) -> None:
-        """Overwrite every byte of `dst` with `byte` on `stream` (debug poisoning)."""
+    def fill(self, stream: str, dst, byte: int = POISON_BYTE, waits=(), record=None) -> None:
+        """After `waits`, overwrite every byte of `dst` with `byte` on `stream` (debug poisoning); then
+        complete `record` if given."""
+
+    @abstractmethod
+    def host_callback(self, stream: str, fn) -> None:
+        """Run `fn()` on the host once `stream` reaches this point (cudaLaunchHostFunc); used for tracing."""
 
     @abstractmethod
     def synchronize(self) -> None:

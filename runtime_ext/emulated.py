@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 
 from tvm_swap.errors import TvmSwapError
 
@@ -21,6 +22,24 @@ from .backend import POISON_BYTE, Backend
 from .link import Link
 
 _STOP = object()
+_PR_SET_TIMERSLACK = 29
+
+
+def _precise_sleeps() -> None:
+    """Linux rounds a thread's sleeps up by its timer slack (50 us by default); a copy stream needs
+    microsecond wake-ups, so set this thread's slack to 1 ns. Harmless where prctl is missing."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(_PR_SET_TIMERSLACK, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+class _Event(threading.Event):
+    """threading.Event that also carries when it completed (ideal time for throttled copies)."""
+
+    t = 0.0
 
 
 class StreamError(TvmSwapError):
@@ -49,6 +68,7 @@ class _Worker:
         self.q.put((fn, always))
 
     def _run(self) -> None:
+        _precise_sleeps()
         while True:
             item = self.q.get()
             if item is _STOP:
@@ -101,16 +121,16 @@ class EmulatedBackend(Backend):
 
     # ---- events ----
     def new_event(self):
-        return threading.Event()
+        return _Event()
 
     def reset_event(self, ev) -> None:
         ev.clear()
 
     def record(self, stream: str, ev) -> None:
         if stream == "compute":
-            ev.set()
+            _complete(ev, time.perf_counter())
         else:
-            self._workers[stream].submit(ev.set, always=True)
+            self._workers[stream].submit(lambda: _complete(ev, time.perf_counter()), always=True)
 
     def _wait_all(self, events) -> None:
         for ev in events:
@@ -129,34 +149,59 @@ class EmulatedBackend(Backend):
             self._workers[stream].submit(lambda: self._wait_all(evs), always=True)
 
     # ---- work ----
-    def copy(self, stream: str, dst, src) -> None:
-        def work():
-            src.copyto(dst)
+    def _job(self, stream: str, work, waits, record, stamp):
+        """One plan action as one FIFO item: wait, work, record (the record happens even after an error,
+        so no one waits forever)."""
+        waits = list(waits)
+        issued = time.perf_counter()
 
+        def job():
+            done = None
+            try:
+                self._wait_all(waits)
+                if self.error is None:
+                    if stamp is not None:
+                        stamp("start")
+                    ready = max([issued] + [getattr(ev, "t", 0.0) for ev in waits])
+                    done = work(ready)
+                    if stamp is not None:
+                        stamp("end")
+            finally:
+                if record is not None:
+                    _complete(record, done if done is not None else time.perf_counter())
+        if stream == "compute":
+            job()
+        else:
+            self._workers[stream].submit(job, always=True)
+
+    def copy(self, stream: str, dst, src, waits=(), record=None, stamp=None) -> None:
         if self.link is None:
-            self._workers[stream].submit(work)
-            return
-        nbytes = _nbytes(dst)
+            def work(ready):
+                src.copyto(dst)
+        else:
+            nbytes = _nbytes(dst)
 
-        def throttled():
-            import time
+            def work(ready):
+                t0 = time.perf_counter()
+                end = self.link.transfer(stream, nbytes, lambda: src.copyto(dst), work_first=not self.adversarial,
+                                         ready_at=ready)
+                self.copy_seconds[stream] += time.perf_counter() - t0
+                return end
+        self._job(stream, work, waits, record, stamp)
 
-            t0 = time.perf_counter()
-            self.link.transfer(stream, nbytes, work, work_first=not self.adversarial)
-            self.copy_seconds[stream] += time.perf_counter() - t0
-
-        self._workers[stream].submit(throttled)
-
-    def fill(self, stream: str, dst, byte: int = POISON_BYTE) -> None:
-        def work():
+    def fill(self, stream: str, dst, byte: int = POISON_BYTE, waits=(), record=None) -> None:
+        def work(ready):
             import numpy as np
 
             np.from_dlpack(dst).view(np.uint8).fill(byte)
 
+        self._job(stream, work, waits, record, None)
+
+    def host_callback(self, stream: str, fn) -> None:
         if stream == "compute":
-            work()
+            fn()
         else:
-            self._workers[stream].submit(work)
+            self._workers[stream].submit(fn, always=True)
 
     def synchronize(self) -> None:
         for w in self._workers.values():
@@ -182,6 +227,11 @@ class EmulatedBackend(Backend):
     def stats(self) -> dict:
         return {"backend": self.name, "throttled": self.link is not None,
                 "link_busy_s": dict(self.copy_seconds)}
+
+
+def _complete(ev, t: float) -> None:
+    ev.t = t
+    ev.set()
 
 
 def _nbytes(t) -> int:

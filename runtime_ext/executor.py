@@ -79,6 +79,12 @@ class PlanExecutor:
         self.totals = {"swap_out_count": 0, "swap_in_count": 0, "swap_out_bytes": 0, "swap_in_bytes": 0,
                        "unplanned_d2h_bytes": 0}
         self._inputs_seen: dict = {}
+        self.trace = False          # stamp every call site and copy (runtime_ext.trace reads the stamps)
+        self.traces: list = []      # per call: [(action, phase, seconds since begin)], the last few calls
+        self.keep_traces = 50
+
+    def _stamp(self, i: int, phase: str) -> None:
+        self._trace.append((i, phase, time.perf_counter() - self._t0))
 
     # ---------------------------------------------------------------- load-time tables and checks
     def _name(self, t: int) -> str:
@@ -228,6 +234,8 @@ class PlanExecutor:
         for ev in self.events.values():
             self.be.reset_event(ev)
         self._inputs_seen.clear()
+        if self.trace:
+            self._trace = [(-1, "begin", 0.0)]
         self._count = {"swap_out_count": 0, "swap_in_count": 0, "swap_out_bytes": 0, "swap_in_bytes": 0,
                        "unplanned_d2h_bytes": 0}
 
@@ -243,29 +251,32 @@ class PlanExecutor:
         return self._view(obj, t)
 
     def wait(self, i: int) -> None:
+        if self.trace:
+            self._stamp(i, "wait")
         w = self.waits[i]
         if w:
             self.be.wait("compute", w)
+        if self.trace:
+            self._stamp(i, "start")
 
     def record(self, i: int) -> None:
         ev = self.events.get(i)
         if ev is not None:
             self.be.record("compute", ev)
+        if self.trace:
+            self._stamp(i, "end")
 
-    def _issue(self, i: int, work) -> None:
-        stream = self.stream[i]
-        self.be.wait(stream, self.waits[i])
-        work(stream)
-        ev = self.events.get(i)
-        if ev is not None:
-            self.be.record(stream, ev)
+    def _stamper(self, i: int):
+        if not self.trace:
+            return None
+        return lambda phase: self._stamp(i, phase)
 
     def swap_out(self, i: int) -> None:
         a = self.actions[i]
         if not self.pool.holds(a.obj, a.tensor):
             raise PoolError(f"action {i} swaps out {self._name(a.tensor)} from object {a.obj}, which does not hold it")
         src, dst = self._view(a.obj, a.tensor), self.host.get(a.tensor)
-        self._issue(i, lambda s: self.be.copy(s, dst, src))
+        self.be.copy("d2h", dst, src, self.waits[i], self.events.get(i), self._stamper(i))
         self._count["swap_out_count"] += 1
         self._count["swap_out_bytes"] += self._spec(a.tensor).nbytes
 
@@ -280,7 +291,7 @@ class PlanExecutor:
             source = self.host.get(t)
         else:
             self._inputs_seen[t] = source
-        self._issue(i, lambda s: self.be.copy(s, dst, source))
+        self.be.copy("h2d", dst, source, self.waits[i], self.events.get(i), self._stamper(i))
         self._count["swap_in_count"] += 1
         self._count["swap_in_bytes"] += self._spec(t).nbytes
         return dst
@@ -289,11 +300,12 @@ class PlanExecutor:
         a = self.actions[i]
         self.pool.release(a.obj, a.tensor)
         if self.poison:
-            obj = self.pool.objects[a.obj]
-            self._issue(i, lambda s: self.be.fill(s, obj))
+            self.be.fill("aux", self.pool.objects[a.obj], waits=self.waits[i], record=self.events.get(i))
 
     def end(self) -> list:
         try:
+            if self.trace:
+                self._stamp(-1, "end_call")
             self.be.synchronize()
             where = self.end_where
             for o, t in enumerate(self.pool.tenant):
@@ -323,6 +335,8 @@ class PlanExecutor:
                     self.be.copy_sync(self.host.get(old), self._view(where[new], new))
                     self._count["unplanned_d2h_bytes"] += s.nbytes
             self.calls += 1
+            if self.trace:
+                self.traces = (self.traces + [self._trace])[-self.keep_traces:]
             self._count["time_s"] = time.perf_counter() - self._t0
             self.last = dict(self._count)
             for k in self.totals:

@@ -4,6 +4,12 @@ Rates follow the simulator (tvm_swap.planner.simulator._link_rates): alone on th
 one-way rate; while both directions copy they share the duplex rate (each at most its one-way rate, split
 evenly when both can use half). A copy's rate changes whenever the other direction starts or stops, so each
 transfer advances in segments: progress is settled at every change and the remaining time recomputed.
+
+Virtual time: a CPU thread cannot sleep for exactly a few microseconds, so each direction keeps the time its
+last copy *should* have ended. A copy starts, on paper, when it became ready (`ready_at`: its waits were met)
+or when the previous copy in its direction should have ended, whichever is later; it ends when its bytes
+would have crossed from then. Late wake-ups are therefore caught up by the next copy instead of adding up,
+and `transfer` returns the ideal end so that whoever waits on the copy can start from that time too.
 """
 from __future__ import annotations
 
@@ -25,20 +31,24 @@ class Link:
         self._cond = threading.Condition()
         self._active: dict[str, bool] = {"d2h": False, "h2d": False}
         self._epoch = 0               # bumps whenever the set of active directions changes
+        self._virtual_end = {"d2h": 0.0, "h2d": 0.0}
 
     def rate(self, direction: str) -> float:
         other = "h2d" if direction == "d2h" else "d2h"
         return self.both[direction] if self._active[other] else self.alone[direction]
 
-    def transfer(self, direction: str, nbytes: int, work=None, work_first: bool = True) -> None:
+    def transfer(self, direction: str, nbytes: int, work=None, work_first: bool = True,
+                 ready_at: float | None = None) -> float:
         """Hold the link for as long as `nbytes` take in `direction`; run `work()` (the real copy) at the start
-        (work_first) or at the end of that window. Time spent in `work` counts towards the window."""
+        (work_first) or at the end of that window. Time spent in `work` counts towards the window.
+        ready_at: perf_counter time the copy could have started (default: now). Returns its ideal end."""
+        now = time.perf_counter()
         with self._cond:
             self._active[direction] = True
             self._epoch += 1
             self._cond.notify_all()
             rate = self.rate(direction)     # the rate since `last`; progress is settled with it
-        last = time.perf_counter()
+            last = min(now, max(now if ready_at is None else ready_at, self._virtual_end[direction]))
         try:
             if work is not None and work_first:
                 work()
@@ -49,6 +59,8 @@ class Link:
                     remaining -= (now - last) * rate
                     last = now
                     if remaining <= 0:
+                        ideal_end = now + remaining / rate
+                        self._virtual_end[direction] = ideal_end
                         break
                     rate = self.rate(direction)
                     epoch = self._epoch
@@ -60,3 +72,4 @@ class Link:
                 self._cond.notify_all()
         if work is not None and not work_first:
             work()
+        return ideal_end

@@ -21,6 +21,7 @@ import numpy as np
 from tvm_swap.errors import PlanError, TvmSwapError
 from tvm_swap.plan import Plan
 
+from . import builtins  # noqa: F401  (registers tvm_swap.* before any VM links the program's calls)
 from .manifest import Manifest
 
 PARAMS_SUFFIX = ".params.npz"
@@ -63,10 +64,10 @@ def _link(bandwidth):
 
 class SwapModule:
     def __init__(self, executable, params=None, *, plan: Plan | None = None, manifest: Manifest | None = None,
-                 bandwidth=None, debug_poison: bool = False, backend=None, build_info: dict | None = None):
+                 bandwidth=None, debug_poison: bool = False, backend=None, build_info: dict | None = None,
+                 trace: bool = False):
         from tvm import relax
 
-        from . import builtins  # noqa: F401  (registers the tvm_swap.* functions before the VM links them)
         from .executor import PlanExecutor
 
         self.executable = executable
@@ -85,6 +86,7 @@ class SwapModule:
         self._func = self.vm[manifest.func_name]
         self.executor = PlanExecutor(plan, manifest, self.backend, poison=debug_poison)
         self.executor.error = None
+        self.executor.trace = bool(trace)     # stamps per action: runtime_ext.trace reads executor.traces
         self.build_info = dict(build_info or {})
         self._times: list[float] = []
         self.set_params(params if params is not None else {})
@@ -154,6 +156,11 @@ class SwapModule:
 
     def __call__(self, *inputs):
         return self._call(self._inputs(inputs))
+
+    @property
+    def call_times(self) -> list[float]:
+        """Wall seconds of every call so far (VM call plus results to numpy)."""
+        return list(self._times)
 
     def run(self, inputs: dict):
         """Call with inputs by name."""

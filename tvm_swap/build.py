@@ -54,9 +54,72 @@ def _device_spec(device, target_kind: str, bandwidth):
     return spec.with_link(bw)
 
 
-def _op_times(lowered, graph, target, spec, profile: bool, cost_cache):
+def _random_value(shape, dtype, rng):
+    import numpy as np
+
+    if "float" in dtype:
+        return (0.5 + 0.5 * rng.random(shape)).astype(dtype)   # no denormals (they slow CPU kernels down)
+    return np.zeros(shape, dtype=dtype)
+
+
+def insitu_op_times(lowered, graph, target="llvm", params=None, inputs=None, func_name: str = "main",
+                    repeat: int = 30, warmup: int = 5):
+    """Seconds per op measured where the kernels really run: a traced no-swap build of `lowered`, called
+    `repeat` times on the runtime (see runtime_ext.trace.op_times). llvm only. Missing params / inputs are
+    filled with random data in [0.5, 1)."""
+    import numpy as np
+
+    from relay_passes.apply import apply_plan
+    from relay_passes.lower import as_target, build_lowered
+    from runtime_ext.swap_module import SwapModule
+    from runtime_ext.trace import op_times
+
+    from .planner.api import plan_graph
+    from .planner.baseline_noswap import noswap_need
+
+    target = as_target(target)
+    if target.kind.name != "llvm":
+        raise TvmSwapError("in-situ profiling runs the model, so it needs target llvm here; use profile=False "
+                           "(roofline) for other targets")
+    plan = plan_graph(graph, noswap_need(graph, 256), device="cpu", op_time=np.full(graph.num_ops, 1e-5),
+                      planner="noswap")
+    lib = build_lowered(apply_plan(lowered, graph, plan, func_name, target="llvm", trace=True), target)
+    rng = np.random.default_rng(0)
+    m = SwapModule(lib, _fill_params(lib, params, rng), plan=plan, trace=True)
+    if isinstance(inputs, (list, tuple)):
+        inputs = {p.name: x for p, x in zip(m.manifest.inputs, inputs)}
+    inputs = dict(inputs or {})
+    xs = [inputs[p.name] if p.name in inputs else _random_value(p.shape, p.dtype, rng) for p in m.manifest.inputs]
+    for _ in range(warmup):
+        m(*xs)
+    m._times.clear()
+    m.executor.traces.clear()
+    m.executor.keep_traces = repeat
+    for _ in range(repeat):
+        m(*xs)
+    times = op_times(m.executor.traces, m.call_times, plan, graph.num_ops)
+    m.close()
+    return times
+
+
+def _fill_params(lib, params, rng):
+    """params as given, completed with random values for the ones missing (read from the library)."""
+    import tvm
+    from tvm import relax
+
+    from runtime_ext.swap_module import _read_manifest
+
+    man = _read_manifest(relax.VirtualMachine(lib, tvm.cpu()))
+    given = dict(params or {})
+    return {p.name: given[p.name] if p.name in given else _random_value(p.shape, p.dtype, rng)
+            for p in man.persistent}
+
+
+def _op_times(lowered, graph, target, spec, profile, cost_cache, params=None, inputs=None, func_name="main"):
     from .cost import profile_times, roofline_times
 
+    if profile == "insitu":
+        return insitu_op_times(lowered, graph, target, params, inputs, func_name), "insitu"
     if profile and target.kind.name == "llvm":
         return profile_times(lowered, graph, target, cache=cost_cache), "profiled"
     return roofline_times(graph, spec), "roofline"
@@ -65,9 +128,10 @@ def _op_times(lowered, graph, target, spec, profile: bool, cost_cache):
 def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str = "swapadvisor",
                   budget_s: float = 10.0, seed: int = 0, generations: int | None = None, fuse_max_depth=None,
                   profile: bool = True, bandwidth=None, func_name: str = "main", workers: int | None = 1,
-                  progress: bool = False, cost_cache=None, op_time=None, _plan_hook=None,
-                  **planner_options) -> CompiledModel:
-    """Everything `build` does except creating the runtime. See `build` for the arguments."""
+                  progress: bool = False, cost_cache=None, op_time=None, params=None, example_inputs=None,
+                  _plan_hook=None, **planner_options) -> CompiledModel:
+    """Everything `build` does except creating the runtime. See `build` for the arguments (params and
+    example_inputs only feed in-situ profiling here)."""
     import tvm
 
     from relay_passes.apply import apply_plan
@@ -93,7 +157,8 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     spec = _device_spec(device, kind, bandwidth)
     t1 = time.perf_counter()
     if op_time is None:
-        op_time, cost_source = _op_times(lowered, graph, target, spec, profile, cost_cache)
+        op_time, cost_source = _op_times(lowered, graph, target, spec, profile, cost_cache, params,
+                                         example_inputs, func_name)
     else:
         cost_source = "given"
     times["cost_s"] = time.perf_counter() - t1
@@ -129,20 +194,23 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
     (bytes/s one way, '2GB/s', or a DeviceSpec) replaces its link, and on llvm also throttles the emulated
     link so copies really take that long. planner/budget_s/seed/generations/workers/planner_options go to
     tvm_swap.planner.api.plan_graph. fuse_max_depth caps kernel fusion (deep fusion stretches lifetimes).
-    profile: time kernels on llvm for the plan's op times (else roofline). debug_poison: every dropped pool
-    object is overwritten with 0xFF (NaN) and copies land at the end of their window, so a missing wait shows
-    up as wrong numbers. example_inputs is accepted for the CLI and unused (kernels are profiled on random data).
+    profile: True times each kernel alone on llvm (tvm_swap.cost.profile_times); "insitu" times each kernel
+    inside a traced no-swap run of this very runtime (what the simulator must match; uses params and
+    example_inputs, random data where missing); False: roofline times of `device`. op_time overrides all three.
+    debug_poison: every dropped pool object is overwritten with 0xFF (NaN) and copies land at the end of their
+    window, so a missing wait shows up as wrong numbers.
 
     Raises InfeasibleLimitError (with the smallest feasible limit) when no plan can meet mem_limit, and
     UnsupportedModelError for dynamic shapes or constructs the planner cannot place.
     """
     from runtime_ext.swap_module import SwapModule
 
-    del example_inputs
+    params_dict = params if isinstance(params, dict) else None
     cm = compile_model(mod, target=target, mem_limit=mem_limit, device=device, planner=planner, budget_s=budget_s,
                        seed=seed, generations=generations, fuse_max_depth=fuse_max_depth, profile=profile,
                        bandwidth=bandwidth, func_name=func_name, workers=workers, progress=progress,
-                       cost_cache=cost_cache, op_time=op_time, _plan_hook=_plan_hook, **planner_options)
+                       cost_cache=cost_cache, op_time=op_time, params=params_dict, example_inputs=example_inputs,
+                       _plan_hook=_plan_hook, **planner_options)
     link = cm.device if bandwidth is not None else None
     m = SwapModule(cm.executable, params, plan=cm.plan, bandwidth=link, debug_poison=debug_poison,
                    build_info=cm.info)
