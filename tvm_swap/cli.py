@@ -56,6 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--quiet", "-q", action="store_true", help="no progress bars or chatter (for scripts)")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    _orig_add = sub.add_parser
+
+    def add_parser(name, **kw):  # every subcommand also takes --quiet after its name
+        sp = _orig_add(name, **kw)
+        sp.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
+                        help="no progress bars or chatter (for scripts)")
+        return sp
+
+    sub.add_parser = add_parser
 
     p = sub.add_parser("plan", help="plan swaps for a graph under a memory limit",
                        epilog=EPILOG_PLAN, formatter_class=argparse.RawDescriptionHelpFormatter)
