@@ -64,9 +64,9 @@ class Backend(ABC):
     # (CUDA: cudaStreamWaitEvent per event, cudaMemcpyAsync, cudaEventRecord; the emulated backend: one job).
     # `stamp(phase)`, if given, is called with "start" / "end" around the work itself (tracing).
     @abstractmethod
-    def copy(self, stream: str, dst, src, waits=(), record=None, stamp=None) -> None:
+    def copy(self, stream: str, dst, src, waits=(), record=None, stamp=None, nbytes: int | None = None) -> None:
         """After `waits`, copy tensor `src` into `dst` (same bytes) asynchronously on `stream` ("d2h" or
-        "h2d"); then complete `record` if given."""
+        "h2d"); then complete `record` if given. `nbytes` (the size, if the caller knows it) saves a lookup."""
 
     @abstractmethod
     def fill(self, stream: str, dst, byte: int = POISON_BYTE, waits=(), record=None) -> None:

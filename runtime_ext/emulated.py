@@ -5,6 +5,9 @@
 - d2h, h2d, aux: one worker thread each, draining a FIFO of closures; a copy is a memcpy (tvm's CopyFromTo,
   which releases the GIL). With a `Link`, copies take bytes / bandwidth and the two directions share the
   duplex rate, so overlap of swaps with compute is real and measurable on a CPU.
+- without a link, a small copy whose waits are already met and whose stream is idle runs inline on the
+  caller's thread: a memcpy of a few KB is cheaper than waking a worker (FIFO order is kept: the stream is
+  idle). With a link every copy goes to its worker, so throttled timings are never changed by this.
 - adversarial (debug) mode: a throttled copy lands at the END of its window instead of the start, so a
   reader that skips its wait sees the old (poisoned) bytes, not the new ones.
 - errors on a worker are kept and raised by `synchronize`; the worker keeps completing events so nothing
@@ -92,13 +95,15 @@ class _Worker:
 class EmulatedBackend(Backend):
     name = "emulated"
 
-    def __init__(self, link: Link | None = None, adversarial: bool = False, wait_timeout_s: float = 120.0):
+    def __init__(self, link: Link | None = None, adversarial: bool = False, wait_timeout_s: float = 120.0,
+                 inline_copy_bytes: int = 1 << 18):
         import tvm
 
         self._dev = tvm.cpu(0)
         self.link = link
         self.adversarial = bool(adversarial)
         self.wait_timeout_s = float(wait_timeout_s)
+        self.inline_copy_bytes = 0 if (link is not None or adversarial) else int(inline_copy_bytes)
         self.error: BaseException | None = None
         self._error_lock = threading.Lock()
         self._workers = {s: _Worker(s, self) for s in ("d2h", "h2d", "aux")}
@@ -149,7 +154,7 @@ class EmulatedBackend(Backend):
             self._workers[stream].submit(lambda: self._wait_all(evs), always=True)
 
     # ---- work ----
-    def _job(self, stream: str, work, waits, record, stamp):
+    def _job(self, stream: str, work, waits, record, stamp, nbytes: int = 1 << 62):
         """One plan action as one FIFO item: wait, work, record (the record happens even after an error,
         so no one waits forever)."""
         waits = list(waits)
@@ -171,23 +176,29 @@ class EmulatedBackend(Backend):
                     _complete(record, done if done is not None else time.perf_counter())
         if stream == "compute":
             job()
-        else:
-            self._workers[stream].submit(job, always=True)
+            return
+        w = self._workers[stream]
+        if nbytes <= self.inline_copy_bytes and w.idle.is_set() and all(ev.is_set() for ev in waits):
+            try:
+                job()
+            except Exception as e:  # same contract as on the worker: kept, raised by synchronize()
+                self._set_error(StreamError(f"{stream} stream: {type(e).__name__}: {e}"), e)
+            return
+        w.submit(job, always=True)
 
-    def copy(self, stream: str, dst, src, waits=(), record=None, stamp=None) -> None:
+    def copy(self, stream: str, dst, src, waits=(), record=None, stamp=None, nbytes: int | None = None) -> None:
+        nbytes = _nbytes(dst) if nbytes is None else int(nbytes)
         if self.link is None:
             def work(ready):
                 src.copyto(dst)
         else:
-            nbytes = _nbytes(dst)
-
             def work(ready):
                 t0 = time.perf_counter()
                 end = self.link.transfer(stream, nbytes, lambda: src.copyto(dst), work_first=not self.adversarial,
                                          ready_at=ready)
                 self.copy_seconds[stream] += time.perf_counter() - t0
                 return end
-        self._job(stream, work, waits, record, stamp)
+        self._job(stream, work, waits, record, stamp, nbytes)
 
     def fill(self, stream: str, dst, byte: int = POISON_BYTE, waits=(), record=None) -> None:
         def work(ready):
@@ -234,10 +245,17 @@ def _complete(ev, t: float) -> None:
     ev.set()
 
 
+_ITEMSIZE: dict = {}
+
+
 def _nbytes(t) -> int:
     import math
 
-    import tvm_ffi
+    dt = str(t.dtype)
+    size = _ITEMSIZE.get(dt)
+    if size is None:
+        import tvm_ffi
 
-    dt = tvm_ffi.dtype(str(t.dtype))
-    return math.prod(t.shape) * ((dt.bits * dt.lanes + 7) // 8)
+        d = tvm_ffi.dtype(dt)
+        size = _ITEMSIZE[dt] = (d.bits * d.lanes + 7) // 8
+    return math.prod(t.shape) * size

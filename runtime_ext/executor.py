@@ -276,9 +276,10 @@ class PlanExecutor:
         if not self.pool.holds(a.obj, a.tensor):
             raise PoolError(f"action {i} swaps out {self._name(a.tensor)} from object {a.obj}, which does not hold it")
         src, dst = self._view(a.obj, a.tensor), self.host.get(a.tensor)
-        self.be.copy("d2h", dst, src, self.waits[i], self.events.get(i), self._stamper(i))
+        nbytes = self._spec(a.tensor).nbytes
+        self.be.copy("d2h", dst, src, self.waits[i], self.events.get(i), self._stamper(i), nbytes)
         self._count["swap_out_count"] += 1
-        self._count["swap_out_bytes"] += self._spec(a.tensor).nbytes
+        self._count["swap_out_bytes"] += nbytes
 
     def swap_in(self, i: int, source=None):
         a = self.actions[i]
@@ -291,9 +292,10 @@ class PlanExecutor:
             source = self.host.get(t)
         else:
             self._inputs_seen[t] = source
-        self.be.copy("h2d", dst, source, self.waits[i], self.events.get(i), self._stamper(i))
+        nbytes = self._spec(t).nbytes
+        self.be.copy("h2d", dst, source, self.waits[i], self.events.get(i), self._stamper(i), nbytes)
         self._count["swap_in_count"] += 1
-        self._count["swap_in_bytes"] += self._spec(t).nbytes
+        self._count["swap_in_bytes"] += nbytes
         return dst
 
     def drop(self, i: int) -> None:
