@@ -31,6 +31,6 @@ from .backend import Backend
 class CudaBackend(Backend):
     name = "cuda"
 
-    def __init__(self, *args, **kwargs):
+    def __new__(cls, *args, **kwargs):
         raise TvmSwapError("the CUDA runtime backend is issue 5 and not implemented yet; build for "
                            "target='llvm' to run on the CPU (the emulated backend)")
