@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from tvm_swap.errors import InfeasibleLimitError
 from tvm_swap.planner.encoding import (AllocationSpace, cls_from_steps, crossover_schedules, is_monotone_cls,
-                                       mutate_schedule)
+                                       locality_schedule, mutate_schedule)
 from tvm_swap.planner.feasibility import minimal_pool
 from tvm_swap.planner.graphindex import GraphIndex
 from tvm_swap.testing import random_dag, random_topological_order, random_training_graph
@@ -203,3 +203,37 @@ def test_space_refuses_a_limit_below_the_minimal_pool():
 def space_total(gi, a):
     space = AllocationSpace(gi, 1 << 62)
     return space.pool_bytes(a) + gi.workspace
+
+
+# ---------------------------------------------------------------- the memory-greedy seed schedule
+@SETTINGS
+@given(seed=st.integers(0, 10_000), kind=st.sampled_from(["dag", "train"]), net=st.booleans(),
+       hot=st.floats(0, 1e9))
+def test_locality_schedule_is_topological(seed, kind, net, hot):
+    g = graph_for(seed, kind)
+    gi = GraphIndex.build(g)
+    parent = np.array(random_topological_order(g, seed), dtype=np.int64)
+    assert gi.is_topological(locality_schedule(gi, parent, hot, net=net))
+
+
+def test_locality_schedule_pulls_a_late_reader_next_to_its_hot_input():
+    """x -> f0 -> a; a chain c1..c4 makes dy; tr = transpose(a) and dw = matmul(tr, dy) come last in graph
+    order. Once dy is made (hot), dw waits only on tr, which is ready: both are pulled right after it."""
+    from tvm_swap.graph import DataflowGraph, OpInfo, TensorInfo
+
+    names = ["x", "a", "b1", "b2", "b3", "dy", "tr", "dw", "z"]
+    kinds = ["input", "activation", "activation", "activation", "activation", "gradient", "activation",
+             "output", "output"]
+    S = 1 << 20
+    tensors = [TensorInfo(i, n, S, (S // 4,), "float32", k) for i, (n, k) in enumerate(zip(names, kinds))]
+    ix = {n: i for i, n in enumerate(names)}
+    spec = [("f0", ["x"], ["a"]), ("c1", ["a"], ["b1"]), ("c2", ["b1"], ["b2"]), ("c3", ["b2"], ["b3"]),
+            ("c4", ["b3"], ["dy"]), ("z", ["dy"], ["z"]), ("tr", ["a"], ["tr"]), ("dw", ["tr", "dy"], ["dw"])]
+    ops = [OpInfo(i, n, n, tuple(ix[t] for t in ins), tuple(ix[t] for t in outs), 1e6)
+           for i, (n, ins, outs) in enumerate(spec)]
+    g = DataflowGraph("pull", tensors, ops, [ix["dw"], ix["z"]], {})
+    g.validate()
+    gi = GraphIndex.build(g)
+    order = [spec[o][0] for o in locality_schedule(gi, gi.default_schedule(), 1e12, net=False)]
+    assert order.index("tr") == order.index("c4") + 1 and order.index("dw") == order.index("c4") + 2
+    assert gi.is_topological(locality_schedule(gi, gi.default_schedule(), 1e12, net=True))

@@ -81,6 +81,139 @@ def mutate_schedule(gi: GraphIndex, parent: np.ndarray, p: float, rng: np.random
     return np.asarray(out, dtype=np.int64)
 
 
+def locality_schedule(gi: GraphIndex, parent: np.ndarray, hot_bytes: float, net: bool = True) -> np.ndarray:
+    """A seed schedule (not from the paper): memory-greedy list scheduling.
+
+    Next comes the ready op with the highest score, ties (and every op scoring 0) by rank in `parent`.
+    A tensor is hot while fewer than `hot_bytes` of tensor touches happened since its own last touch (a
+    stand-in for "still on the device"). When a tensor is touched, a reader of it that waits only on
+    ready ops is run at once together with them ("pulled") if that scores above 0.
+    - net=True: the score is the hot bytes an op frees net of what it allocates (each hot input counts
+      its size over the number of its readers still to run, minus the op's outputs);
+    - net=False: the score is its hot input bytes, and every such reader is pulled.
+
+    Graph orders often run a tensor's readers far apart (e.g. a weight gradient, and the transpose
+    feeding it, long after the input gradient that brought the same tensors back); this pulls them
+    together, so each tensor comes back once and dies early, without hoisting ops that only copy."""
+    n = gi.n_ops
+    parent = np.asarray(parent, dtype=np.int64)
+    if n == 0:
+        return parent.copy()
+    rank = np.empty(n, dtype=np.int64)
+    rank[parent] = np.arange(n)
+    rank_l = rank.tolist()
+    size = gi.size.tolist()
+    op_ptr, op_t, op_nin = gi.op_ptr.tolist(), gi.op_tensors.tolist(), gi.op_nin.tolist()
+    succ_ptr, succ = gi.succ_ptr.tolist(), gi.succ.tolist()
+    prod = gi.graph.producer().tolist()
+    rptr, readers = gi.reader_ptr.tolist(), gi.readers.tolist()
+    remaining = np.diff(gi.reader_ptr).tolist()   # readers not yet scheduled
+    keeps = (gi.role == ROLE_KEEP).tolist()
+    deg = gi.indeg.tolist()
+    stamp = [-1e300] * gi.n_tensors            # running touched-bytes counter at each tensor's last touch
+    clock = [0.0]
+    done = [False] * n
+    ready = [False] * n
+    heap: list = []
+    out: list[int] = []
+
+    def hot(t):
+        return clock[0] - stamp[t] <= hot_bytes
+
+    def out_bytes(o):
+        return sum(size[op_t[k]] for k in range(op_ptr[o] + op_nin[o], op_ptr[o + 1]))
+
+    def score(o):
+        freed = 0.0                        # net: a hot input with r readers left is 1/r freed by each
+        for k in range(op_ptr[o], op_ptr[o] + op_nin[o]):
+            t = op_t[k]
+            if hot(t):
+                if not net:
+                    freed += size[t]
+                elif not keeps[t]:
+                    freed += size[t] / remaining[t]
+        s = freed - out_bytes(o) if net else freed
+        return s if s > 0 else 0.0
+
+    def push(o):
+        heapq.heappush(heap, (-score(o), rank_l[o], o))
+
+    def run(o):
+        done[o] = True
+        out.append(o)
+        c = clock[0]
+        for k in range(op_ptr[o], op_ptr[o + 1]):
+            t = op_t[k]
+            c += size[t]
+            stamp[t] = c
+        clock[0] = c
+        for k in range(op_ptr[o], op_ptr[o] + op_nin[o]):
+            t = op_t[k]
+            remaining[t] -= 1
+        for k in range(succ_ptr[o], succ_ptr[o + 1]):
+            q = succ[k]
+            deg[q] -= 1
+            if deg[q] == 0:
+                ready[q] = True
+                push(q)
+
+    def pull_gain(q):
+        """Net bytes freed by running q now with its unfinished (all ready) producers (any positive
+        number when not `net`), or None when some producer is not ready."""
+        preds = set()
+        for k in range(op_ptr[q], op_ptr[q] + op_nin[q]):
+            p = prod[op_t[k]]
+            if p >= 0 and not done[p]:
+                if not ready[p]:
+                    return None, ()
+                preds.add(p)
+        if not net:
+            return 1.0, preds
+        made = set()
+        cost = 0
+        for p in preds:
+            cost += out_bytes(p)
+            for k in range(op_ptr[p] + op_nin[p], op_ptr[p + 1]):
+                made.add(op_t[k])
+        freed = 0.0
+        for k in range(op_ptr[q], op_ptr[q] + op_nin[q]):
+            t = op_t[k]
+            if not keeps[t] and (t in made or hot(t)):
+                freed += size[t] / remaining[t]
+        return freed - cost - out_bytes(q), preds
+
+    for o in range(n):
+        if deg[o] == 0:
+            ready[o] = True
+            heap.append((-score(o), rank_l[o], o))
+    heapq.heapify(heap)
+    while heap:
+        neg, r, o = heapq.heappop(heap)
+        if done[o]:
+            continue
+        s = score(o)
+        if s < -neg:                       # inputs cooled down (or gained readers) since it was queued
+            heapq.heappush(heap, (-s, r, o))
+            continue
+        run(o)
+        for k in range(op_ptr[o], op_ptr[o + 1]):
+            t = op_t[k]
+            for j in range(rptr[t], rptr[t + 1]):   # readers of what was just touched
+                q = readers[j]
+                if done[q]:
+                    continue
+                if ready[q]:
+                    push(q)
+                else:
+                    gain, preds = pull_gain(q)
+                    if gain is not None and gain > 0:
+                        for p in sorted(preds, key=rank_l.__getitem__):
+                            if not done[p]:
+                                run(p)
+                        run(q)
+    return np.asarray(out, dtype=np.int64)
+
+
 # ============================================================== allocation genome
 @dataclass
 class Allocation:

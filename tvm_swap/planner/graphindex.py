@@ -47,6 +47,9 @@ class GraphIndex:
     succ_ptr: np.ndarray
     succ: np.ndarray
     indeg: np.ndarray
+    # readers of each tensor, CSR over tensors (op ids ascending)
+    reader_ptr: np.ndarray
+    readers: np.ndarray
 
     @classmethod
     def build(cls, graph: DataflowGraph, alignment: int = 256) -> "GraphIndex":
@@ -95,9 +98,14 @@ class GraphIndex:
         np.cumsum([len(s) for s in succs], out=succ_ptr[1:])
         succ = np.asarray([o for s in succs for o in s], dtype=np.int64)
         indeg = np.asarray([len(p) for p in graph.op_preds()], dtype=np.int64)
+        is_in = np.arange(len(op_tensors)) - np.repeat(op_ptr[:-1], np.diff(op_ptr)) < np.repeat(nin, np.diff(op_ptr))
+        rd_t, rd_op = op_tensors[is_in], pair_op[is_in]
+        o2 = np.lexsort((rd_op, rd_t))
+        reader_ptr = np.zeros(n_t + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rd_t, minlength=n_t), out=reader_ptr[1:])
         return cls(graph, int(alignment), graph.num_ops, n_t, size, used, ts, size_idx, op_ptr, op_tensors,
                    np.asarray(nin, dtype=np.int64), produced, role, workspace, pair_op[order], pair_size[order],
-                   succ_ptr, succ, indeg)
+                   succ_ptr, succ, indeg, reader_ptr, rd_op[o2])
 
     @property
     def num_sizes(self) -> int:
