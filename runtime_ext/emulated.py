@@ -188,6 +188,15 @@ class EmulatedBackend(Backend):
 
     def copy(self, stream: str, dst, src, waits=(), record=None, stamp=None, nbytes: int | None = None) -> None:
         nbytes = _nbytes(dst) if nbytes is None else int(nbytes)
+        if nbytes <= self.inline_copy_bytes and stamp is None and self.error is None and \
+                self._workers[stream].idle.is_set() and all(ev.is_set() for ev in waits):
+            try:   # the fast path of _job's inline case, without building a job
+                src.copyto(dst)
+            except Exception as e:
+                self._set_error(StreamError(f"{stream} stream: {type(e).__name__}: {e}"), e)
+            if record is not None:
+                _complete(record, time.perf_counter())
+            return
         if self.link is None:
             def work(ready):
                 src.copyto(dst)
