@@ -340,14 +340,15 @@ def _int(i):
 
 
 def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "main", target: str = "llvm",
-               trace: bool = False):
+               trace: bool = False, debug_poison: bool = False):
     """The lowered module with `func_name` rebuilt to execute `plan` (see the module docstring).
 
     `plan` must be verified (tvm_swap.verify.check_plan) for `graph`, which must be extracted from
     `lowered_mod`. `target` ("llvm" / "cuda" or a Target) is recorded so the runtime picks its backend.
     trace: call `tvm_swap.wait` / `tvm_swap.record` around EVERY kernel, so a tracing runtime can time each
-    one where it really runs (runtime_ext.trace). Raises PlanError when plan, graph and module do not belong
-    together.
+    one where it really runs (runtime_ext.trace). debug_poison: drops are real work (the runtime overwrites
+    dropped objects), so kernels also wait on them; a program built without it cannot be run poisoned.
+    Raises PlanError when plan, graph and module do not belong together.
     """
     import tvm
     from tvm import relax
@@ -362,7 +363,8 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
     target_kind = target_kind.split()[0]
     manifest = build_manifest(prog, graph, tob, func_name, target_kind)
     manifest.meta["traced"] = bool(trace)
-    needs_wait, needs_record = call_sites(plan)
+    manifest.meta["poison_ready"] = bool(debug_poison)
+    needs_wait, needs_record = call_sites(plan, poison=debug_poison)
     if trace:
         needs_wait = needs_record = [a.kind == "compute" for a in plan.actions]
     kernel_of_op = dict(enumerate(prog.kernels))

@@ -29,22 +29,47 @@ from .manifest import Manifest
 from .pool import DevicePool, PoolError
 
 
-def call_sites(plan: Plan) -> tuple[list[bool], list[bool]]:
-    """Where the program must call the runtime around kernels, for any backend mode.
+def event_graph(plan: Plan, poison: bool = False) -> tuple[list, list]:
+    """(stream of each action, the actions each one waits on across streams) — the backend's events.
 
-    needs_wait[i]: compute i depends on a non-compute action (a copy, or a drop that may be real work);
-    needs_record[i]: a non-compute action depends on compute i. relay_passes.apply emits `tvm_swap.wait(i)` /
-    `tvm_swap.record(i)` exactly there; the executor's event tables are always a subset.
+    Same-stream deps are dropped (streams are FIFO). Without poisoning a drop has no stream and does no work,
+    so a dep on it is a dep on its own deps (expanded); with poisoning it is work on the aux stream.
     """
+    acts = plan.actions
+    stream = [STREAM_OF[a.kind] or ("aux" if poison else None) for a in acts]
+    expanded: dict[int, tuple] = {}
+
+    def expand(d):
+        if stream[d] is not None:
+            return (d,)
+        if d not in expanded:
+            expanded[d] = tuple(x for dd in acts[d].deps for x in expand(dd))
+        return expanded[d]
+
+    waits = []
+    for i, a in enumerate(acts):
+        if stream[i] is None:
+            waits.append(())
+            continue
+        waits.append(tuple(sorted({e for d in a.deps for e in expand(d) if stream[e] != stream[i]})))
+    return stream, waits
+
+
+def call_sites(plan: Plan, poison: bool = False) -> tuple[list[bool], list[bool]]:
+    """Where the program must call the runtime around kernels: needs_wait[i] (compute i waits on another
+    stream) and needs_record[i] (another stream waits on compute i). relay_passes.apply emits
+    `tvm_swap.wait(i)` / `tvm_swap.record(i)` exactly there; a program built for poisoning (drops are work)
+    has a superset of the call sites of one built without."""
+    _, waits = event_graph(plan, poison)
     n = len(plan.actions)
     needs_wait = [False] * n
     needs_record = [False] * n
     for i, a in enumerate(plan.actions):
-        for d in a.deps:
-            if a.kind == "compute" and plan.actions[d].kind != "compute":
-                needs_wait[i] = True
-            if a.kind != "compute" and plan.actions[d].kind == "compute":
-                needs_record[d] = True
+        if a.kind == "compute" and waits[i]:
+            needs_wait[i] = True
+        for e in waits[i]:
+            if plan.actions[e].kind == "compute":
+                needs_record[e] = True
     return needs_wait, needs_record
 
 
@@ -59,7 +84,6 @@ class PlanExecutor:
         for i, a in enumerate(self.actions):
             if any(not 0 <= d < i for d in a.deps):
                 raise PlanError(f"action {i} waits on {list(a.deps)}; deps must name earlier actions")
-        self.stream = [STREAM_OF[a.kind] or ("aux" if self.poison else None) for a in self.actions]
         self._build_events()
         self.initial = [(int(t), int(o)) for t, o in plan.initial_residents]
         self.input_tensors = {p.tensor for p in manifest.inputs if p.tensor >= 0}
@@ -95,23 +119,7 @@ class PlanExecutor:
         return self.man.tensor(t)
 
     def _build_events(self) -> None:
-        acts = self.actions
-        expanded: dict[int, tuple] = {}
-
-        def expand(d):
-            if acts[d].kind != "drop" or self.poison:
-                return (d,)
-            if d not in expanded:
-                expanded[d] = tuple(x for dd in acts[d].deps for x in expand(dd))
-            return expanded[d]
-
-        waits_idx = []
-        for i, a in enumerate(acts):
-            if self.stream[i] is None:
-                waits_idx.append(())
-                continue
-            w = sorted({e for d in a.deps for e in expand(d) if self.stream[e] != self.stream[i]})
-            waits_idx.append(tuple(w))
+        self.stream, waits_idx = event_graph(self.plan, self.poison)
         recorded = sorted({e for w in waits_idx for e in w})
         self.events = {e: self.be.new_event() for e in recorded}
         self.waits = [[self.events[e] for e in w] for w in waits_idx]

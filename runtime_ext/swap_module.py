@@ -79,6 +79,9 @@ class SwapModule:
             plan = plan or _read_plan(probe)
             manifest = manifest or _read_manifest(probe)
         self.plan, self.manifest = plan, manifest
+        if debug_poison and not manifest.meta.get("poison_ready", False):
+            raise TvmSwapError("this module was built without debug_poison, so its kernels do not wait on drops; "
+                               "rebuild it with tvm_swap.build(..., debug_poison=True) to run it poisoned")
         self.debug_poison = bool(debug_poison)
         self.bandwidth = bandwidth
         self.backend = backend or make_backend(manifest.target_kind, bandwidth, debug_poison)

@@ -243,3 +243,11 @@ def test_removing_one_wait_changes_the_output_under_poisoning():
     broken = tvm_swap.build(ex.mod, _plan_hook=hook, **slow)
     got = flat(broken(*ex.inputs.values()))
     assert not bitwise_equal(got, want), f"removing the wait {hook.removed} went unnoticed"
+
+
+def test_poisoning_needs_a_module_built_for_it(mlp_build):
+    from runtime_ext.swap_module import SwapModule
+
+    ex, m = mlp_build
+    with pytest.raises(tvm_swap.TvmSwapError, match="debug_poison"):
+        SwapModule(m.executable, ex.params, debug_poison=True)

@@ -129,7 +129,7 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
                   budget_s: float = 10.0, seed: int = 0, generations: int | None = None, fuse_max_depth=None,
                   profile: bool = True, bandwidth=None, func_name: str = "main", workers: int | None = 1,
                   progress: bool = False, cost_cache=None, op_time=None, params=None, example_inputs=None,
-                  _plan_hook=None, **planner_options) -> CompiledModel:
+                  debug_poison: bool = False, _plan_hook=None, **planner_options) -> CompiledModel:
     """Everything `build` does except creating the runtime. See `build` for the arguments (params and
     example_inputs only feed in-situ profiling here)."""
     import tvm
@@ -173,7 +173,7 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     if _plan_hook is not None:   # private: tests corrupt a verified plan on purpose to prove the runtime's checks
         plan = _plan_hook(plan)
     t3 = time.perf_counter()
-    applied = apply_plan(lowered, graph, plan, func_name, target=kind)
+    applied = apply_plan(lowered, graph, plan, func_name, target=kind, debug_poison=debug_poison)
     executable = build_lowered(applied, target)
     times["codegen_s"] = time.perf_counter() - t3
     info = {"target": kind, "planner": plan.planner, "cost": cost_source, "num_ops": graph.num_ops,
@@ -210,7 +210,7 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
                        seed=seed, generations=generations, fuse_max_depth=fuse_max_depth, profile=profile,
                        bandwidth=bandwidth, func_name=func_name, workers=workers, progress=progress,
                        cost_cache=cost_cache, op_time=op_time, params=params_dict, example_inputs=example_inputs,
-                       _plan_hook=_plan_hook, **planner_options)
+                       debug_poison=debug_poison, _plan_hook=_plan_hook, **planner_options)
     link = cm.device if bandwidth is not None else None
     m = SwapModule(cm.executable, params, plan=cm.plan, bandwidth=link, debug_poison=debug_poison,
                    build_info=cm.info)
