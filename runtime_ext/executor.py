@@ -215,7 +215,7 @@ class PlanExecutor:
             if t not in values:
                 raise PlanError(f"no value for {self._name(t)}")
             s = self._spec(t)
-            v = np.ascontiguousarray(values[t])
+            v = np.asarray(values[t], order="C")
             if tuple(v.shape) != tuple(s.shape) or str(v.dtype) != s.dtype:
                 raise PlanError(f"{self._name(t)} must be {tuple(s.shape)} {s.dtype}, got {v.shape} {v.dtype}")
             if t in resident:

@@ -32,7 +32,7 @@ class HostStore:
         return self._buf[t]
 
     def put(self, t: int, value: np.ndarray, shape, dtype: str, nbytes: int) -> None:
-        self.ensure(t, shape, dtype, nbytes).copyfrom(np.ascontiguousarray(value, dtype=dtype).reshape(shape))
+        self.ensure(t, shape, dtype, nbytes).copyfrom(np.asarray(value, dtype=dtype, order="C").reshape(shape))
 
     def rename(self, new: int, old: int) -> None:
         """`new`'s buffer now holds `old`'s value (an update); `old`'s former buffer becomes `new`'s."""

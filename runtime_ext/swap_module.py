@@ -149,7 +149,7 @@ class SwapModule:
             if isinstance(x, tvm.runtime.Tensor):
                 shape, dtype = tuple(x.shape), str(x.dtype)
             else:
-                x = np.ascontiguousarray(x)
+                x = np.asarray(x, order="C")
                 shape, dtype = tuple(x.shape), str(x.dtype)
             if shape != tuple(spec.shape) or dtype != spec.dtype:
                 raise TvmSwapError(f"input {spec.name!r} must be {tuple(spec.shape)} {spec.dtype}, "
@@ -264,7 +264,7 @@ def _as_numpy(v):
 
     if isinstance(v, tvm.runtime.Tensor):
         return v.numpy()
-    return np.ascontiguousarray(v)
+    return np.asarray(v, order="C")
 
 
 def _leaves(res):

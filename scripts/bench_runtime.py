@@ -70,7 +70,7 @@ def plain_vm(mod, inputs, params):
     from relay_passes.lower import lower_unlimited_build
 
     vm = relax.VirtualMachine(lower_unlimited_build(mod, "llvm"), tvm.cpu())
-    args = [tvm.runtime.tensor(np.ascontiguousarray(a)) for a in [*inputs.values(), *params.values()]]
+    args = [tvm.runtime.tensor(np.asarray(a, order="C")) for a in [*inputs.values(), *params.values()]]
     f = vm["main"]
 
     def call():

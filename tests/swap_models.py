@@ -91,7 +91,7 @@ class Unlimited:
     def __call__(self, inputs: list, params: list) -> list:
         import tvm
 
-        return flat(self.vm["main"](*[tvm.runtime.tensor(np.ascontiguousarray(a)) for a in [*inputs, *params]]))
+        return flat(self.vm["main"](*[tvm.runtime.tensor(np.asarray(a, order="C")) for a in [*inputs, *params]]))
 
 
 def bitwise_equal(a: list, b: list) -> bool:

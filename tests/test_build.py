@@ -115,3 +115,25 @@ def test_bad_arguments_are_clear_errors(models):
         tvm_swap.build(ex.mod, mem_limit="lots", params=ex.params, **FAST)
     with pytest.raises(TvmSwapError, match="no function"):
         tvm_swap.build(ex.mod, func_name="forward", params=ex.params, **FAST)
+
+
+def test_scalar_params_and_results_keep_their_shape():
+    """0-d params (optimizer step counters, scales) and 0-d results (losses) are not widened to (1,)."""
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([4, 4], "float32"))
+    s = relax.Var("s", relax.TensorType([], "float32"))
+    with bb.function("main", [x, s], attrs={"num_input": 1}):
+        with bb.dataflow():
+            y = bb.emit(relax.op.multiply(relax.op.exp(x), s))
+            gv = bb.emit_output(relax.Tuple([y, relax.op.sum(y)]))
+        bb.emit_func_output(gv)
+    mod = bb.get()
+    params = {"s": np.float32(0.5)}
+    xv = np.arange(16, dtype="float32").reshape(4, 4) / 16
+    m = tvm_swap.build(mod, params=params, **FAST)
+    got = flat(m(xv))
+    want = Unlimited(mod)([xv], [np.asarray(params["s"])])
+    assert got[1].shape == () and bitwise_equal(got, want)
+    assert m.params()["s"].shape == ()
