@@ -211,6 +211,10 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
                        bandwidth=bandwidth, func_name=func_name, workers=workers, progress=progress,
                        cost_cache=cost_cache, op_time=op_time, params=params_dict, example_inputs=example_inputs,
                        debug_poison=debug_poison, _plan_hook=_plan_hook, **planner_options)
+    if cm.target.kind.name != "llvm":
+        raise TvmSwapError(f"there is no tvm_swap runtime backend for {cm.target.kind.name!r} yet (CUDA is issue 5); "
+                           f"tvm_swap.build.compile_model(...) plans and builds the library without running it "
+                           f"(export it with .executable.export_library(path))")
     link = cm.device if bandwidth is not None else None
     m = SwapModule(cm.executable, params, plan=cm.plan, bandwidth=link, debug_poison=debug_poison,
                    build_info=cm.info)
