@@ -137,3 +137,15 @@ def test_scalar_params_and_results_keep_their_shape():
     want = Unlimited(mod)([xv], [np.asarray(params["s"])])
     assert got[1].shape == () and bitwise_equal(got, want)
     assert m.params()["s"].shape == ()
+
+
+def test_cuda_compiles_without_a_gpu_and_build_says_why_it_cannot_run(models, tmp_path):
+    from tvm_swap.build import compile_model
+
+    ex, _, _ = models["mlp"]
+    cm = compile_model(ex.mod, target="cuda", mem_limit="50%", planner="swapadvisor", generations=1)
+    assert cm.info["cost"] == "roofline" and cm.plan.verified
+    cm.executable.export_library(str(tmp_path / "mlp_cuda.so"))
+    assert (tmp_path / "mlp_cuda.so").stat().st_size > 0
+    with pytest.raises(TvmSwapError, match="issue 5"):
+        tvm_swap.build(ex.mod, target="cuda", mem_limit="50%", params=ex.params, **FAST)

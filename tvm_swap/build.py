@@ -203,18 +203,20 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
     Raises InfeasibleLimitError (with the smallest feasible limit) when no plan can meet mem_limit, and
     UnsupportedModelError for dynamic shapes or constructs the planner cannot place.
     """
+    from relay_passes.lower import as_target
     from runtime_ext.swap_module import SwapModule
 
+    kind = as_target(target).kind.name
+    if kind != "llvm":
+        raise TvmSwapError(f"there is no tvm_swap runtime backend for {kind!r} yet (CUDA is issue 5); "
+                           f"tvm_swap.build.compile_model(...) plans and builds the library without running it "
+                           f"(export it with .executable.export_library(path))")
     params_dict = params if isinstance(params, dict) else None
     cm = compile_model(mod, target=target, mem_limit=mem_limit, device=device, planner=planner, budget_s=budget_s,
                        seed=seed, generations=generations, fuse_max_depth=fuse_max_depth, profile=profile,
                        bandwidth=bandwidth, func_name=func_name, workers=workers, progress=progress,
                        cost_cache=cost_cache, op_time=op_time, params=params_dict, example_inputs=example_inputs,
                        debug_poison=debug_poison, _plan_hook=_plan_hook, **planner_options)
-    if cm.target.kind.name != "llvm":
-        raise TvmSwapError(f"there is no tvm_swap runtime backend for {cm.target.kind.name!r} yet (CUDA is issue 5); "
-                           f"tvm_swap.build.compile_model(...) plans and builds the library without running it "
-                           f"(export it with .executable.export_library(path))")
     link = cm.device if bandwidth is not None else None
     m = SwapModule(cm.executable, params, plan=cm.plan, bandwidth=link, debug_poison=debug_poison,
                    build_info=cm.info)
