@@ -135,11 +135,17 @@ class PlanExecutor:
             where[t] = o
         swapped_out: list[int] = []
         first_host_use: dict[int, str] = {}
+        def take(i, o, t):
+            if o in tenant:
+                raise PoolError(f"action {i} puts {self._name(t)} into object {o}, which still holds "
+                                f"{self._name(tenant[o])} (two live tensors in one object); the plan is corrupt")
+            tenant[o] = t
+            where[t] = o
+
         for i, a in enumerate(self.actions):
             if a.kind == "compute":
                 for t, o in zip(self._op_outputs(a), a.out_objs):
-                    tenant[o] = t
-                    where[t] = o
+                    take(i, o, t)
                 continue
             man.tensor(a.tensor)
             if a.kind == "swap_out":
@@ -154,10 +160,12 @@ class PlanExecutor:
                 if t not in self.input_tensors and t not in self.persistent and t not in swapped_out:
                     raise PlanError(f"action {i} swaps in {self._name(t)}, which has no host copy yet (it is "
                                     f"not an input or param and was not swapped out before); the plan is corrupt")
-                tenant[a.obj] = t
-                where[t] = a.obj
+                take(i, a.obj, t)
             elif a.kind == "drop":
-                tenant.pop(a.obj, None)
+                if tenant.get(a.obj) != a.tensor:
+                    raise PoolError(f"action {i} drops {self._name(a.tensor)} from object {a.obj}, which does not "
+                                    f"hold it; the plan is corrupt")
+                del tenant[a.obj]
                 where.pop(a.tensor, None)
         self.swapped_out = list(dict.fromkeys(swapped_out))
         updates = dict(man.updates)                  # new -> old

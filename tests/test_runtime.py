@@ -251,3 +251,15 @@ def test_poisoning_needs_a_module_built_for_it(mlp_build):
     ex, m = mlp_build
     with pytest.raises(tvm_swap.TvmSwapError, match="debug_poison"):
         SwapModule(m.executable, ex.params, debug_poison=True)
+
+
+def test_executor_refuses_two_live_tensors_in_one_object_at_load(mlp_build):
+    _, m = mlp_build
+    p = _copy(m.plan)
+    computes = [i for i, a in enumerate(p.actions) if a.kind == "compute"]
+    first, second = computes[0], computes[1]
+    a = p.actions[second]
+    obj = p.actions[first].out_objs[0]                      # still holds the first op's output
+    p.actions[second] = Action("compute", op=a.op, deps=a.deps, out_objs=(obj,) + a.out_objs[1:])
+    with pytest.raises(PoolError, match="two live tensors"):
+        _executor_with(m, p)
