@@ -81,6 +81,9 @@ def mutate_schedule(gi: GraphIndex, parent: np.ndarray, p: float, rng: np.random
     return np.asarray(out, dtype=np.int64)
 
 
+MAX_PULL_READERS = 16
+
+
 def locality_schedule(gi: GraphIndex, parent: np.ndarray, hot_bytes: float, net: bool = True) -> np.ndarray:
     """A seed schedule (not from the paper): memory-greedy list scheduling.
 
@@ -198,6 +201,8 @@ def locality_schedule(gi: GraphIndex, parent: np.ndarray, hot_bytes: float, net:
         run(o)
         for k in range(op_ptr[o], op_ptr[o + 1]):
             t = op_t[k]
+            if rptr[t + 1] - rptr[t] > MAX_PULL_READERS:
+                continue                   # widely read (weights): every reader is close to none
             for j in range(rptr[t], rptr[t + 1]):   # readers of what was just touched
                 q = readers[j]
                 if done[q]:

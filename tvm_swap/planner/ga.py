@@ -16,6 +16,7 @@
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import math
 import multiprocessing
@@ -102,6 +103,7 @@ _WORKER: Evaluator | None = None
 
 def _init_worker(graph, op_time, device, mem_limit, alignment) -> None:
     global _WORKER
+    gc.disable()        # evaluations make no reference cycles; collections would only rescan the graph
     _WORKER = Evaluator(graph, op_time, device, mem_limit, alignment)
 
 
@@ -116,6 +118,7 @@ class _Pool:
     def __init__(self, evaluator: Evaluator, workers: int, mem_limit: int, alignment: int):
         self.ev = evaluator
         self.exe = None
+        self.workers = workers
         if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
             self.exe = ProcessPoolExecutor(
                 max_workers=workers, mp_context=multiprocessing.get_context("fork"), initializer=_init_worker,
@@ -127,7 +130,8 @@ class _Pool:
         if self.exe is None:
             return [self.ev.time_of(g.schedule, g.alloc) for g in genomes]
         tasks = [(g.schedule, g.alloc.cls, g.alloc.cnt) for g in genomes]
-        return list(self.exe.map(_evaluate_in_worker, tasks))
+        chunk = max(1, len(tasks) // (4 * self.workers))
+        return list(self.exe.map(_evaluate_in_worker, tasks, chunksize=chunk))
 
     def close(self) -> None:
         if self.exe is not None:
@@ -247,6 +251,8 @@ class GeneticSearch:
         n_workers = min(n_workers, max(1, Np))
         pool = _Pool(self.ev, n_workers, self.mem_limit, self.alignment)
         bar = _progress_bar(progress, generations)
+        gc_was = gc.isenabled()
+        gc.disable()                                       # see _init_worker
         try:
             self.evaluate(pool, pop)
             seed_times = {name: g.time_s for name, g in seeds}
@@ -277,6 +283,8 @@ class GeneticSearch:
                     bar.update(1)
                     bar.set_postfix(best_s=f"{pop[0].time_s:.4g}", evals=self.evaluations)
         finally:
+            if gc_was:
+                gc.enable()
             pool.close()
             if bar is not None:
                 bar.close()
