@@ -233,3 +233,29 @@ def test_a_plan_for_another_graph_is_refused(searched, tmp_path):
     other = testing.random_training_graph(99, n_layers=3)
     with pytest.raises(PlanError, match="made for graph"):
         write_report_file(other, plan, tmp_path / "p.png", op_time=np.ones(other.num_ops))
+
+
+def _bench_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "bench_paper.py"
+    spec = importlib.util.spec_from_file_location("bench_paper", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_benchmark_table_shows_fractions_oom_and_paper_values():
+    bench = _bench_module()
+    ok = {"status": "ok", "time_s": 2.0, "throughput_vs_ideal": 0.5}
+    row = {"model": "wresnet-152-10", "batch": 32, "ops": 10, "need_bytes": 95 * 2**30, "mem_limit_bytes": 16 * 10**9,
+           "ideal_time_s": 1.0, "lower_bound_s": 1.6, "paper": {"swapadvisor": 0.95, "odswap": 0.82},
+           "planners": {"swapadvisor": ok, "noswap": {"status": "oom", "needs_bytes": 95 * 2**30}}}
+    meta = {"planners": ["swapadvisor", "noswap"], "device": "v100-16gb", "mem_limit_bytes": 16 * 10**9,
+            "budget_s": 60.0, "cpus": 2, "seed": 0, "quick": False, "commit": "abc", "wall_s": 1.0}
+    md = bench.markdown({"meta": meta, "rows": [row], "sweeps": [], "pictures": []})
+    line = next(x for x in md.splitlines() if x.startswith("| wresnet-152-10"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[7:] == ["0.500", "OOM (needs 95.00 GiB)", "0.95", "0.82", "1.25x"]
+    assert bench.sweep_limits(100, 10, 3) == [100, 31, 10]
