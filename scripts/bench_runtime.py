@@ -4,11 +4,14 @@
 For 3 models (an MLP forward pass, an MLP training step, a CNN training step) x 3 limits (100%, 60%, 35% of
 the no-swap peak):
 1. per-op times measured in situ: a traced no-swap build of the model run on this runtime
-   (tvm_swap.build.insitu_op_times), so the simulator sees what the kernels cost on this CPU;
+   (tvm_swap.build.InSituProfiler), so the simulator sees what the kernels cost on this CPU;
 2. plan with those times for the emulated device whose link is throttled to --bandwidth;
-3. run the plan on the emulated backend with the same throttle; measured = mean of the fastest third of
-   --repeat calls (the machine may be shared: slower calls were preempted), predicted = plan.predicted time;
-   error = measured / predicted - 1 (target: within 10%; SwapAdvisor's simulator was -4%..+12%).
+3. run the plan on the emulated backend with the same throttle, each call paired with one traced profiling
+   call, so that measurement and op times see the same machine load (the machine may be shared);
+   measured = mean of the fastest third of --repeat calls; predicted = the simulator on the same plan with the
+   op times of the paired profiling calls (fastest third, per-op median); error = measured / predicted - 1
+   (target: within 10%; SwapAdvisor's simulator was -4%..+12%). `predicted_at_plan_s` is the plan's own
+   prediction (op times from step 1), reported too.
 Overhead: the SwapModule at 100% with the link NOT throttled against the plain relax.build VM of the same
 kernels (lower_unlimited_build), both called with device tensors and returning numpy arrays, calls
 interleaved; overhead = swap / plain - 1 (target < 3%).
@@ -50,17 +53,6 @@ def bench_models():
 def fast_mean(times, frac=1 / 3):
     t = np.sort(np.asarray(times))
     return float(t[:max(1, int(len(t) * frac))].mean())
-
-
-def timed_calls(fn, repeat, warmup=3):
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
-    return out
 
 
 def plain_vm(mod, inputs, params):
@@ -111,8 +103,9 @@ def run(args):
 
     from relay_passes.lower import lower
     from runtime_ext.swap_module import SwapModule
-    from tvm_swap.build import compile_model, insitu_op_times
+    from tvm_swap.build import InSituProfiler, compile_model
     from tvm_swap.graph.extract import graph_from_relax
+    from tvm_swap.planner.simulator import simulate
     from tvm_swap.units import parse_bandwidth
 
     bw = parse_bandwidth(args.bandwidth)
@@ -123,23 +116,38 @@ def run(args):
         mod, params, inputs = make()
         lowered = lower(mod, "llvm")
         graph = graph_from_relax(lowered)
-        op_time = insitu_op_times(lowered, graph, params=params, inputs=inputs, repeat=args.repeat)
+        prof = InSituProfiler(lowered, graph, params=params, inputs=inputs)
+        prof.sample(args.repeat)
+        op_time = prof.op_times()
         plain_s, swap100_s = overhead(mod, params, inputs, op_time, args.repeat)
         for lim in args.limits:
             cm = compile_model(mod, mem_limit=lim, op_time=op_time, bandwidth=bw, planner="swapadvisor",
                                generations=args.generations)
             m = SwapModule(cm.executable, params, plan=cm.plan, bandwidth=cm.device)
             xs = [tvm.runtime.tensor(v) for v in inputs.values()]
-            measured = fast_mean(timed_calls(lambda: m(*xs), args.repeat))
+            for _ in range(3):
+                m(*xs)
+            prof.reset()
+            times = []
+            for _ in range(args.repeat):
+                prof.sample(1)
+                t0 = time.perf_counter()
+                m(*xs)
+                times.append(time.perf_counter() - t0)
+            measured = fast_mean(times)
+            paired_op_time = prof.op_times()
             s = m.stats()
-            pred = float(cm.plan.predicted["time_s"])
+            pred = float(simulate(graph, cm.plan.actions, paired_op_time, cm.device).time_s)
             records.append({
                 "model": name, "limit": lim, "mem_limit_bytes": s["mem_limit_bytes"],
                 "device_peak_bytes": s["device_peak_bytes"], "bandwidth_bytes_per_s": bw,
                 "swap_in_bytes": s["swap_in_bytes"], "swap_out_bytes": s["swap_out_bytes"],
                 "swap_in_count": s["swap_in_count"], "swap_out_count": s["swap_out_count"],
                 "measured_s": measured, "predicted_s": pred, "error": measured / pred - 1.0,
-                "compute_sum_s": float(np.sum(op_time)),
+                "predicted_at_plan_s": float(cm.plan.predicted["time_s"]),
+                "error_vs_plan_prediction": measured / float(cm.plan.predicted["time_s"]) - 1.0,
+                "compute_sum_s": float(np.sum(paired_op_time)),
+                "link_busy_predicted_s": {k: float(v) for k, v in cm.plan.predicted["stream_busy_s"].items()},
                 "plain_vm_s": plain_s, "swap_100_unthrottled_s": swap100_s, "overhead": swap100_s / plain_s - 1.0,
             })
             m.close()
@@ -147,6 +155,7 @@ def run(args):
             print(f"{name:10s} {lim:>5s}  measured {r['measured_s'] * 1e3:8.2f} ms  predicted "
                   f"{r['predicted_s'] * 1e3:8.2f} ms  error {100 * r['error']:+6.1f}%   swapped "
                   f"{(r['swap_in_bytes'] + r['swap_out_bytes']) / 1e6:6.2f} MB", flush=True)
+        prof.close()
     return records
 
 

@@ -62,43 +62,72 @@ def _random_value(shape, dtype, rng):
     return np.zeros(shape, dtype=dtype)
 
 
+class InSituProfiler:
+    """Times each kernel where it really runs: a traced no-swap build of `lowered` on this runtime.
+
+    `sample(n)` makes n traced calls; `op_times()` turns the traces so far into seconds per op
+    (runtime_ext.trace.op_times: fastest third of the calls, per-op median). llvm only. Missing params /
+    inputs are random data in [0.5, 1). Benchmarks interleave `sample` with the runs they predict, so both
+    see the same machine load.
+    """
+
+    def __init__(self, lowered, graph, target="llvm", params=None, inputs=None, func_name: str = "main",
+                 warmup: int = 5):
+        import numpy as np
+
+        from relay_passes.apply import apply_plan
+        from relay_passes.lower import as_target, build_lowered
+        from runtime_ext.swap_module import SwapModule
+
+        from .planner.api import plan_graph
+        from .planner.baseline_noswap import noswap_need
+
+        target = as_target(target)
+        if target.kind.name != "llvm":
+            raise TvmSwapError("in-situ profiling runs the model, so it needs target llvm here; use "
+                               "profile=False (roofline) for other targets")
+        self.graph = graph
+        self.plan = plan_graph(graph, noswap_need(graph, 256), device="cpu",
+                               op_time=np.full(graph.num_ops, 1e-5), planner="noswap")
+        lib = build_lowered(apply_plan(lowered, graph, self.plan, func_name, target="llvm", trace=True), target)
+        rng = np.random.default_rng(0)
+        self.module = m = SwapModule(lib, _fill_params(lib, params, rng), plan=self.plan, trace=True)
+        if isinstance(inputs, (list, tuple)):
+            inputs = {p.name: x for p, x in zip(m.manifest.inputs, inputs)}
+        inputs = dict(inputs or {})
+        self.inputs = [inputs[p.name] if p.name in inputs else _random_value(p.shape, p.dtype, rng)
+                       for p in m.manifest.inputs]
+        for _ in range(warmup):
+            m(*self.inputs)
+        self.reset()
+
+    def reset(self) -> None:
+        self.module._times.clear()
+        self.module.executor.traces.clear()
+
+    def sample(self, n: int = 1) -> None:
+        m = self.module
+        m.executor.keep_traces = max(m.executor.keep_traces, len(m.executor.traces) + n)
+        for _ in range(n):
+            m(*self.inputs)
+
+    def op_times(self):
+        from runtime_ext.trace import op_times
+
+        m = self.module
+        return op_times(m.executor.traces, m.call_times, self.plan, self.graph.num_ops)
+
+    def close(self) -> None:
+        self.module.close()
+
+
 def insitu_op_times(lowered, graph, target="llvm", params=None, inputs=None, func_name: str = "main",
                     repeat: int = 30, warmup: int = 5):
-    """Seconds per op measured where the kernels really run: a traced no-swap build of `lowered`, called
-    `repeat` times on the runtime (see runtime_ext.trace.op_times). llvm only. Missing params / inputs are
-    filled with random data in [0.5, 1)."""
-    import numpy as np
-
-    from relay_passes.apply import apply_plan
-    from relay_passes.lower import as_target, build_lowered
-    from runtime_ext.swap_module import SwapModule
-    from runtime_ext.trace import op_times
-
-    from .planner.api import plan_graph
-    from .planner.baseline_noswap import noswap_need
-
-    target = as_target(target)
-    if target.kind.name != "llvm":
-        raise TvmSwapError("in-situ profiling runs the model, so it needs target llvm here; use profile=False "
-                           "(roofline) for other targets")
-    plan = plan_graph(graph, noswap_need(graph, 256), device="cpu", op_time=np.full(graph.num_ops, 1e-5),
-                      planner="noswap")
-    lib = build_lowered(apply_plan(lowered, graph, plan, func_name, target="llvm", trace=True), target)
-    rng = np.random.default_rng(0)
-    m = SwapModule(lib, _fill_params(lib, params, rng), plan=plan, trace=True)
-    if isinstance(inputs, (list, tuple)):
-        inputs = {p.name: x for p, x in zip(m.manifest.inputs, inputs)}
-    inputs = dict(inputs or {})
-    xs = [inputs[p.name] if p.name in inputs else _random_value(p.shape, p.dtype, rng) for p in m.manifest.inputs]
-    for _ in range(warmup):
-        m(*xs)
-    m._times.clear()
-    m.executor.traces.clear()
-    m.executor.keep_traces = repeat
-    for _ in range(repeat):
-        m(*xs)
-    times = op_times(m.executor.traces, m.call_times, plan, graph.num_ops)
-    m.close()
+    """Seconds per op measured where the kernels really run (see InSituProfiler)."""
+    prof = InSituProfiler(lowered, graph, target, params, inputs, func_name, warmup)
+    prof.sample(repeat)
+    times = prof.op_times()
+    prof.close()
     return times
 
 
