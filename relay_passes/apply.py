@@ -247,8 +247,9 @@ def match_graph(prog: Program, graph: DataflowGraph) -> dict:
     prod = graph.producer()
     for (kind, *_), t in tob.items():
         if (kind == "param") != (prod[t] < 0):
-            raise PlanError(f"graph tensor {graph.tensors[t].name!r} is {'a parameter' if kind == 'param' else 'a kernel output'} "
-                            f"in the module but not in the graph; extract the graph from this lowered module")
+            what = "a parameter" if kind == "param" else "a kernel output"
+            raise PlanError(f"graph tensor {graph.tensors[t].name!r} is {what} in the module but not in the graph; "
+                            f"extract the graph from this lowered module")
     return tob
 
 
@@ -330,7 +331,8 @@ def build_manifest(prog: Program, graph: DataflowGraph, tob: dict, func_name: st
 def _packed(name, args, ret_ty=None):
     from tvm import relax
 
-    return relax.Call(relax.ExternFunc(name), list(args), ty_args=[ret_ty if ret_ty is not None else relax.TupleType([])])
+    ty = ret_ty if ret_ty is not None else relax.TupleType([])
+    return relax.Call(relax.ExternFunc(name), list(args), ty_args=[ty])
 
 
 def _int(i):

@@ -35,7 +35,6 @@ def make_backend(target_kind: str, bandwidth=None, debug_poison: bool = False):
     bandwidth: bytes/s one way (number or '2GB/s', duplex twice that) or a DeviceSpec (its h2d/d2h/duplex rates).
     """
     from .emulated import EmulatedBackend
-    from .link import Link
 
     if target_kind == "cuda":
         raise TvmSwapError("running on CUDA needs the CUDA backend (issue 5, runtime_ext/cuda.py), which is not "

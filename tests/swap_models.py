@@ -95,5 +95,7 @@ class Unlimited:
 
 
 def bitwise_equal(a: list, b: list) -> bool:
-    return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype and
-                                    np.array_equal(x.reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8)) for x, y in zip(a, b))
+    def same(x, y):
+        return x.shape == y.shape and x.dtype == y.dtype and \
+            np.array_equal(x.reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8))
+    return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))

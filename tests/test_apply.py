@@ -45,7 +45,8 @@ def _kernel_order(mod, func="main"):
     for block in mod[func].body.blocks:
         for b in block.bindings:
             v = b.value
-            if isinstance(v, relax.Call) and isinstance(v.op, relax.GlobalVar) and isinstance(mod[v.op], tvm.tirx.PrimFunc):
+            if isinstance(v, relax.Call) and isinstance(v.op, relax.GlobalVar) and \
+                    isinstance(mod[v.op], tvm.tirx.PrimFunc):
                 names.append(v.op.name_hint)
     return names
 
