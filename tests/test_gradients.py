@@ -120,6 +120,29 @@ def test_where_same_shape():
     _check(lambda v: relax.op.where(v[0], v[1], v[2]), [cond, _x(3, 4), _x(3, 4)], wrt=[1, 2])
 
 
+def _labels(*shape, classes, ignored=()):
+    t = RNG.integers(0, classes, size=shape).astype("int64")
+    for pos in ignored:
+        t[pos] = -100
+    return t
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss_ignore_index(reduction):
+    logp, t = _x(5, 4), _labels(5, classes=4, ignored=[1, 3])
+    _check(lambda v: relax.op.nn.nll_loss(v[0], v[1], reduction=reduction), [logp, t], wrt=[0])
+
+
+def test_nll_loss_weights_and_spatial():
+    logp, t, w = _x(2, 3, 4), _labels(2, 4, classes=3, ignored=[(0, 1)]), RNG.uniform(0.5, 2, size=3)
+    _check(lambda v: relax.op.nn.nll_loss(v[0], v[1], v[2], reduction="mean"), [logp, t, w], wrt=[0])
+
+
+def test_nll_loss_positive_ignore_index():
+    logp, t = _x(6, 4), _labels(6, classes=4)
+    _check(lambda v: relax.op.nn.nll_loss(v[0], v[1], reduction="mean", ignore_index=2), [logp, t], wrt=[0])
+
+
 def test_register_is_idempotent():
     gradients.register()
     gradients.register()

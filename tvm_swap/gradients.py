@@ -6,6 +6,9 @@ relax.transform.Gradient looks up each op's `FPrimalGradient` attribute; real mo
     missing:  nn.gelu, nn.gelu_tanh, erf, rsqrt, squeeze, stack, strided_slice
     fixed:    take  (TVM's take_backward only lowers 1-d indices: a 0-d or n-d index is reshaped to 1-d)
               where (TVM forgets collapse_sum_to for operands that were broadcast: wrong-rank adjoints)
+              nn.nll_loss (TVM's nll_loss_backward reads weights[target] for ignored targets, i.e.
+                    weights[-100] with torch's default ignore_index: out of bounds, so the "mean"
+                    divisor is garbage and gradients come out randomly scaled)
 
 Ours are registered at level 11, above TVM's own (10), so they win where both exist. Every function
 has TVM's gradient signature: (orig_var, orig_call, output_grad, ctx) -> one partial per argument.
@@ -215,3 +218,38 @@ def where_grad(orig_var, orig_call, output_grad, ctx):
     g1 = op.where(cond, output_grad, _const(0, x1))
     g2 = op.where(cond, _const(0, x2), output_grad)
     return [no_grad(cond), _collapse_to(g1, x1, ctx), _collapse_to(g2, x2, ctx)]
+
+
+@_gradient("relax.nn.nll_loss")
+def nll_loss_grad(orig_var, orig_call, output_grad, ctx):
+    """d pred[n, c, ...] = -o[n, ...] * w[t] where c == t != ignore_index, else 0; o is the output gradient
+    (divided by the sum of the valid targets' weights for "mean"). Built from plain ops so an ignored
+    target never indexes anything."""
+    from tvm import relax
+    from tvm.relax import op
+    from tvm.relax.op.grad import no_grad
+
+    pred, target = orig_call.args[0], orig_call.args[1]
+    weights = orig_call.args[2] if len(orig_call.args) > 2 else None
+    reduction, ignore = str(orig_call.attrs.reduction), int(orig_call.attrs.ignore_index)
+    pshape = _static_shape(pred, "nll_loss")
+    axis = 1 if len(pshape) > 1 else 0                   # the class axis
+    classes = pshape[axis]
+    tdt = _dtype(target)
+    valid = op.not_equal(target, relax.const(ignore, tdt))
+    if weights is None:
+        w = op.astype(valid, _dtype(pred))
+    else:
+        safe = op.where(valid, target, relax.const(0, tdt))
+        w = op.where(valid, op.take(weights, safe, axis=0), _const(0, pred))
+    w = ctx.emit(w)
+    if reduction == "mean":
+        coef = op.divide(op.negative(output_grad), op.sum(w)) * w
+    else:                                                  # "sum": scalar o; "none": o shaped like target
+        coef = op.negative(output_grad) * w
+    cls_shape = [1] * len(pshape)
+    cls_shape[axis] = classes
+    cls = op.reshape(op.arange(0, classes, 1, tdt), cls_shape)
+    hit = op.equal(op.expand_dims(target, [axis]), cls)
+    grad = op.where(hit, op.expand_dims(coef, [axis]), _const(0, pred))
+    return [grad] + [no_grad(a) for a in orig_call.args[1:]]
