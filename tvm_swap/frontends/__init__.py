@@ -16,7 +16,7 @@ import os
 
 from ..errors import TvmSwapError
 
-__all__ = ["from_mxnet", "from_onnx", "from_torch", "load_model", "find_mxnet_params"]
+__all__ = ["from_mxnet", "from_onnx", "from_torch", "from_torch_factory", "load_model", "find_mxnet_params"]
 
 # Where the ONNX and PyTorch importers live once written; the hooks below load them on first use.
 _ONNX_MODULE = "tvm_swap.frontends.onnx_import"
@@ -45,6 +45,12 @@ def from_onnx(model, shapes=None, **kw):
 def from_torch(module, example_inputs, **kw):
     """torch.nn.Module + example inputs -> (IRModule, params). Implemented in tvm_swap.frontends.torch_import."""
     return _hook(_TORCH_MODULE, "from_torch", "PyTorch")(module, example_inputs, **kw)
+
+
+def from_torch_factory(spec: str):
+    """`pkg.module:factory` (or `file.py:factory`) -> (IRModule, params, example inputs by name).
+    Implemented in tvm_swap.frontends.torch_import."""
+    return _hook(_TORCH_MODULE, "from_torch_factory", "PyTorch")(spec)
 
 
 def find_mxnet_params(symbol_path: str) -> str | None:
@@ -98,7 +104,8 @@ def load_model(path, shapes=None, params=None, **kw):
             raise TvmSwapError(f"ONNX file {spec!r} does not exist")
         return from_onnx(spec, shapes, **kw)
     if _is_torch_spec(spec):
-        return from_torch(spec, shapes, **kw)
+        mod, prm, _ = from_torch_factory(spec)
+        return mod, prm
     if not os.path.exists(spec):
         raise TvmSwapError(f"model file {spec!r} does not exist")
     raise TvmSwapError(f"cannot tell what kind of model {spec!r} is: expected an MXNet NAME-symbol.json, "
