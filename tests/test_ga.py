@@ -114,3 +114,17 @@ def test_bad_ga_option_is_a_clear_error():
     g = random_dag(0, n_ops=10)
     with pytest.raises(TvmSwapError, match="population"):
         plan_graph(g, tight_limit(g), op_time=random_op_times(g), generations=1, population=1)
+
+
+def test_selection_survives_hopeless_candidates():
+    g = random_dag(0, n_ops=15)
+    s = GeneticSearch(g, random_op_times(g), DEV, tight_limit(g, 0.5), seed=0,
+                      settings=GASettings(population=4, temperature=0.01))
+    base = s.seed_genomes()[0][1]
+    cands = []
+    for i, t in enumerate([1.0, 1e6, 2e6, 3e6, 4e6]):   # softmax weights underflow to zero
+        cnt = base.alloc.cnt.copy()
+        cnt[0] += i
+        cands.append(Genome(base.schedule.copy(), type(base.alloc)(base.alloc.cls.copy(), cnt), t))
+    kept = s.select(cands, 4)
+    assert len(kept) == 4 and kept[0].time_s == 1.0

@@ -233,7 +233,7 @@ class GeneticSearch:
             return uniq
         t_best = uniq[0].time_s
         score = np.array([(t_best - g.time_s) / t_best for g in uniq[1:]]) / self.s.temperature
-        w = np.exp(score - score.max())
+        w = np.exp(score - score.max()) + 1e-12       # never all zero: far-off genomes stay possible
         picked = self.rng.choice(len(uniq) - 1, size=k - 1, replace=False, p=w / w.sum())
         rest = [uniq[1 + i] for i in sorted(picked.tolist())]
         return [uniq[0]] + rest
@@ -260,7 +260,7 @@ class GeneticSearch:
             elapsed = time.perf_counter() - t0
             history = [[0, round(elapsed, 4), pop[0].time_s]]
             per_eval = elapsed / max(1, len(pop))
-            reserve = 3 * per_eval * max(1, n_workers)     # the final plan: one planning + simulation + verify
+            reserve = 8 * per_eval * max(1, n_workers)     # the final plan: planning, verifying, predicting
             gen_s = per_eval * Np                          # guess until a generation has been timed
             gen = 0
             while True:

@@ -269,7 +269,7 @@ class _Decisions:
 
 
 def _emit(d: _Decisions, sink) -> None:
-    """Issue every decision through `sink` (ActionBuilder or PackedBuilder) in plan order."""
+    """Issue every decision through `sink` (an ActionBuilder) in plan order; pack_decisions mirrors this."""
     walk = d.walk
     n = walk.n
     post_out: list[list[int]] = [[] for _ in range(n + 1)]   # index slot + 1
