@@ -77,6 +77,15 @@ def test_memory_need_is_the_papers(name, batch):
     assert total >= peak
 
 
+@pytest.mark.parametrize("name,batch", ALL_PAPER_BATCHES)
+def test_largest_op_fits_a_16gb_gpu(name, batch):
+    """The paper trains every model on a 16 GB V100: no single kernel may need more than half of it."""
+    g = load_zoo(f"zoo:{name}@batch={batch}")
+    nb = g.tensor_bytes()
+    need = max(int(nb[list(set(o.inputs) | set(o.outputs))].sum()) + o.workspace for o in g.ops)
+    assert need <= 8e9, f"{name}@{batch}: an op needs {need / 1e9:.1f} GB"
+
+
 @pytest.mark.parametrize("name", [n for n in ZOO if n.startswith(("rnn", "brnn"))])
 def test_rnn_graphs_are_unrolled(name):
     g = load_zoo(f"zoo:{name}")

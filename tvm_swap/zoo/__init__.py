@@ -4,7 +4,8 @@
     ZOO["rnn-8-8k"]["paper_batches"]                   # (128, 256)
 
 Each graph is one training iteration (forward + loss + backward + optimizer update) of a model written
-in Relax (tvm_swap/zoo/models), lowered by relay_passes.lower (llvm, fused kernels) and extracted by
+in Relax (tvm_swap/zoo/models), lowered by relay_passes.lower (cuda sm_70, fused and GPU-scheduled
+kernels; nothing compiled) and extracted by
 tvm_swap.graph.from_relax. scripts/gen_zoo.py regenerates data/NAME.json.gz; the file stores sizes
 as affine functions of the batch (tvm_swap/zoo/affine.py), so any batch loads instantly.
 
@@ -42,20 +43,20 @@ ZOO: dict[str, dict] = {
         "config": {"width": 4, "image": 299, "classes": 1000},
     },
     "rnn-8-8k": {
-        "description": "8 stacked LSTM layers of 8192 units unrolled over 35 steps, word LM with a "
-                       "100k vocabulary, SGD with momentum",
+        "description": "8 stacked LSTM layers of 8192 units unrolled over 50 steps, word LM with a "
+                       "32k vocabulary, SGD with momentum",
         "paper_batches": (128, 256),
         "default_batch": 256,
         "paper": {"batch": 256, "memory_need_bytes": 118e9, "ops": 8594, "unique_sizes": 7},
-        "config": {"layers": 8, "hidden": 8192, "seq_len": 35, "vocab": 100000, "embed": 8192},
+        "config": {"layers": 8, "hidden": 8192, "seq_len": 50, "vocab": 32000, "embed": 8192},
     },
     "brnn-4-8k": {
-        "description": "4 bidirectional LSTM layers of 8192 units per direction unrolled over 35 steps, "
-                       "100k-word softmax, SGD with momentum",
+        "description": "4 bidirectional LSTM layers of 8192 units per direction unrolled over 40 steps, "
+                       "32k-word softmax, SGD with momentum",
         "paper_batches": (64, 128),
         "default_batch": 128,
         "paper": {"batch": 128, "memory_need_bytes": 99e9, "ops": 9034, "unique_sizes": 9},
-        "config": {"layers": 4, "hidden": 8192, "seq_len": 35, "vocab": 100000, "embed": 8192},
+        "config": {"layers": 4, "hidden": 8192, "seq_len": 40, "vocab": 32000, "embed": 8192},
     },
     "bert-large": {
         "description": "BERT-large (24 layers, 1024 hidden, 16 heads, FFN 4096) masked-LM pre-training "
