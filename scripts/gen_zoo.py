@@ -121,7 +121,8 @@ def print_table(rows: list[dict]) -> None:
             tail = (f"   {r['paper_need'] / 1e9:.0f} / {r['paper_ops']} / {r['paper_sizes']}   "
                     f"peak {r['peak_bytes'] / r['paper_need']:.2f}x, sum {r['total_bytes'] / r['paper_need']:.2f}x")
         print(f"{r['model']:<15}{r['batch']:>6}{r['ops']:>7}{r['tensors']:>8}{r['unique_sizes']:>6}"
-              f"{gb(r['peak_bytes'])}{gb(r['total_bytes'])} {gb(r['param_bytes'])}  {gb(r['state_bytes'])} {r['gflops'] / 1e3:7.1f}{tail}")
+              f"{gb(r['peak_bytes'])}{gb(r['total_bytes'])} {gb(r['param_bytes'])}  {gb(r['state_bytes'])} "
+              f"{r['gflops'] / 1e3:7.1f}{tail}")
 
 
 def main(argv=None) -> int:

@@ -180,8 +180,9 @@ def _toy(batch: int, quirk=None) -> DataflowGraph:
                TensorInfo(3, "w_new", 128, (8, 4), "float32", "param")]
     if quirk == "square":
         tensors[2] = TensorInfo(2, "y", 16 * batch * batch, (batch * batch, 4), "float32", "activation", ("lv",))
+    kernel = "other" if quirk == "kernel" and batch >= 7 else "sgd_update"
     ops = [OpInfo(0, "mm", "matmul", (0, 1), (2,), 64.0 * batch),
-           OpInfo(1, "upd", "sgd_update" if quirk != "kernel" or batch < 7 else "other", (1, 2), (3,), 2.0 * 32 + batch)]
+           OpInfo(1, "upd", kernel, (1, 2), (3,), 2.0 * 32 + batch)]
     return DataflowGraph("toy", tensors, ops, outputs=[3], updates={3: 1}, meta={"tensor_source": [1, 2]})
 
 
