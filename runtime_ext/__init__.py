@@ -3,7 +3,10 @@ packed functions the applied program calls, and SwapModule.
 
     backend.py     the stream/event interface (compute, d2h, h2d, aux streams; events; async copies)
     emulated.py    CPU backend: copy streams on worker threads, optional link throttle (link.py), poisoning
-    cuda.py        (issue 5, not written yet) cudaMemcpyAsync + cudaEvent on three streams, pinned host memory
+    cuda.py        CUDA backend: cudaMemcpyAsync + cudaEvent on non-blocking streams, pinned host memory,
+                   measured device memory; gpu_available() is the one switch for everything needing a GPU
+    cuda_libs.py   loads TVM's CUDA runtime sidecar by hand (runtime-only TVM, no-driver builds)
+    cuda_link.py   measured host<->device bandwidth (pinned, each way and both at once)
     pool.py        the plan's pool objects, tenancy and byte accounting
     host_store.py  host copies of swapped-out tensors and host-resident params
     manifest.py    what the runtime knows of the program besides the plan (shapes, inputs, params, results)

@@ -14,7 +14,8 @@ cudaStreamWaitEvent). On the compute stream of a synchronous backend a wait bloc
 tvm Tensors of equal byte size: device tensors are views of pool objects, host tensors come from `alloc_host`
 (pinned memory on CUDA, so copies really are asynchronous).
 
-Backends: `emulated.EmulatedBackend` (CPU: worker threads, optional link throttle); `cuda.py` is issue 5.
+Backends: `emulated.EmulatedBackend` (CPU: worker threads, optional link throttle); `cuda.CudaBackend`
+(cuda-bindings: non-blocking CUDA streams, cudaEvents, cudaMemcpyAsync to pinned host memory).
 """
 from __future__ import annotations
 
@@ -58,6 +59,9 @@ class Backend(ABC):
     @abstractmethod
     def wait(self, stream: str, events) -> None:
         """Work issued on `stream` after this waits for every event in `events`."""
+
+    def begin_call(self) -> None:
+        """Start of a call, on the thread that runs the program (CUDA: its kernels go to the compute stream)."""
 
     # ---- work on streams ----
     # Each takes the events to wait for first and the event to record after, so one plan action is one call

@@ -246,6 +246,7 @@ class PlanExecutor:
                             "(SwapModule calls are not re-entrant)")
         self.in_call = True
         self._t0 = time.perf_counter()
+        self.be.begin_call()
         self.pool.reset(self.initial)
         for ev in self.events.values():
             self.be.reset_event(ev)

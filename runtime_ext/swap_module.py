@@ -30,15 +30,17 @@ MANIFEST_FUNC = "tvm_swap_manifest"
 
 
 def make_backend(target_kind: str, bandwidth=None, debug_poison: bool = False):
-    """The backend for a target: the emulated CPU backend for llvm (link throttled when `bandwidth` is given).
+    """The backend for a target: the emulated CPU backend for llvm (link throttled when `bandwidth` is given),
+    the CUDA backend for cuda (runtime_ext.cuda; `bandwidth` only shapes the plan there).
 
     bandwidth: bytes/s one way (number or '2GB/s', duplex twice that) or a DeviceSpec (its h2d/d2h/duplex rates).
     """
     from .emulated import EmulatedBackend
 
-    if target_kind == "cuda":
-        raise TvmSwapError("running on CUDA needs the CUDA backend (issue 5, runtime_ext/cuda.py), which is not "
-                           "written yet; build for target='llvm' to run on the CPU")
+    if target_kind == "cuda":   # no link throttle on a real GPU: the bus is the bus
+        from .cuda import CudaBackend
+
+        return CudaBackend()
     if target_kind != "llvm":
         raise TvmSwapError(f"no tvm_swap runtime backend for target {target_kind!r}; use 'llvm'")
     return EmulatedBackend(link=_link(bandwidth), adversarial=debug_poison)
@@ -65,7 +67,7 @@ class SwapModule:
     def __init__(self, executable, params=None, *, plan: Plan | None = None, manifest: Manifest | None = None,
                  bandwidth=None, debug_poison: bool = False, backend=None, build_info: dict | None = None,
                  trace: bool = False):
-        from tvm import relax
+        from tvm.runtime.vm import VirtualMachine   # = relax.VirtualMachine; also in a runtime-only TVM
 
         from .executor import PlanExecutor
 
@@ -74,7 +76,7 @@ class SwapModule:
         if plan is None or manifest is None:
             import tvm
 
-            probe = relax.VirtualMachine(executable, tvm.cpu())
+            probe = VirtualMachine(executable, tvm.cpu())
             plan = plan or _read_plan(probe)
             manifest = manifest or _read_manifest(probe)
         self.plan, self.manifest = plan, manifest
@@ -84,7 +86,7 @@ class SwapModule:
         self.debug_poison = bool(debug_poison)
         self.bandwidth = bandwidth
         self.backend = backend or make_backend(manifest.target_kind, bandwidth, debug_poison)
-        self.vm = relax.VirtualMachine(executable, self.backend.device)
+        self.vm = VirtualMachine(executable, self.backend.device)
         self._func = self.vm[manifest.func_name]
         self.executor = PlanExecutor(plan, manifest, self.backend, poison=debug_poison)
         self.executor.error = None

@@ -164,7 +164,8 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     import tvm
 
     from relay_passes.apply import apply_plan
-    from relay_passes.lower import as_target, build_lowered, lower
+    from relay_passes.cuda_build import build_lowered, resolve_target   # CUDA: kernels in a fatbin
+    from relay_passes.lower import lower
 
     from .graph.extract import graph_from_relax
     from .planner.api import plan_graph
@@ -176,7 +177,7 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     names = [gv.name_hint for gv in mod.functions]
     if func_name not in names:
         raise TvmSwapError(f"the module has no function {func_name!r}; it has: {', '.join(sorted(names))}")
-    target = as_target(target)
+    target = resolve_target(target)
     kind = target.kind.name
     times = {}
     t0 = time.perf_counter()
@@ -232,12 +233,19 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
     Raises InfeasibleLimitError (with the smallest feasible limit) when no plan can meet mem_limit, and
     UnsupportedModelError for dynamic shapes or constructs the planner cannot place.
     """
-    from relay_passes.lower import as_target
+    from relay_passes.cuda_build import resolve_target
     from runtime_ext.swap_module import SwapModule
 
-    kind = as_target(target).kind.name
-    if kind != "llvm":
-        raise TvmSwapError(f"there is no tvm_swap runtime backend for {kind!r} yet (CUDA is issue 5); "
+    kind = resolve_target(target).kind.name
+    if kind == "cuda":
+        from runtime_ext.cuda import why_no_gpu
+
+        if why_no_gpu():
+            raise TvmSwapError(f"no CUDA GPU to run on ({why_no_gpu()}); tvm_swap.build.compile_model(...) "
+                               f"plans and builds the library without running it (export it with "
+                               f".executable.export_library(path))")
+    elif kind != "llvm":
+        raise TvmSwapError(f"there is no tvm_swap runtime backend for {kind!r}; use 'llvm' or 'cuda'; "
                            f"tvm_swap.build.compile_model(...) plans and builds the library without running it "
                            f"(export it with .executable.export_library(path))")
     params_dict = params if isinstance(params, dict) else None
