@@ -5,7 +5,7 @@ Input: the output of `relay_passes.lower` (after CallTIRRewrite; each kernel is 
 Output: the same IRModule whose function is rebuilt in the plan's action order:
 
     main(inputs...)                                     # per-call inputs only; params live in the runtime
-        tvm_swap.begin()
+        tvm_swap.begin(inputs...)
         w = tvm_swap.object(-1, t, obj)                 # initial residents: views of their pool objects
         per action i, in plan order:
           compute:  [tvm_swap.wait(i)]                  # only if it depends on another stream
@@ -393,7 +393,7 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
         return cur[t]
 
     with bb.function(func_name, new_params, attrs=attrs, pure=False):
-        bb.emit(_packed("tvm_swap.begin", []), name_hint="_")
+        bb.emit(_packed("tvm_swap.begin", new_params), name_hint="_")   # the inputs: copies may start early
         for t, o in plan.initial_residents:
             cur[t] = bb.emit(_packed("tvm_swap.object", [_int(-1), _int(t), _int(o)], tensor_ty(t)),
                              name_hint=name_of(t))

@@ -63,8 +63,8 @@ def _register(name):
 
 
 @_register("tvm_swap.begin")
-def _begin():
-    _ex().begin()
+def _begin(*inputs):
+    _ex().begin(inputs)
 
 
 @_register("tvm_swap.object")

@@ -104,6 +104,9 @@ class EmulatedBackend(Backend):
         self.adversarial = bool(adversarial)
         self.wait_timeout_s = float(wait_timeout_s)
         self.inline_copy_bytes = 0 if (link is not None or adversarial) else int(inline_copy_bytes)
+        # Events are threading.Events reset per call, so work may wait on one not recorded yet: with a link
+        # (timing emulation) the executor enqueues every copy when the call starts (PlanExecutor._issue_all).
+        self.early_issue = link is not None
         self.error: BaseException | None = None
         self._error_lock = threading.Lock()
         self._workers = {s: _Worker(s, self) for s in ("d2h", "h2d", "aux")}

@@ -89,6 +89,9 @@ class PlanExecutor:
         self.input_tensors = {p.tensor for p in manifest.inputs if p.tensor >= 0}
         self.persistent = {p.tensor for p in manifest.persistent if p.tensor >= 0}
         self._check_program()
+        self.stream_actions = [i for i, a in enumerate(self.actions)
+                               if a.kind in ("swap_out", "swap_in") or (a.kind == "drop" and self.poison)]
+        self._early = False
         self.pool = DevicePool(plan.pool, backend.alloc_device, plan.mem_limit, names=self._name)
         if self.poison:
             for obj in self.pool.objects:
@@ -240,7 +243,8 @@ class PlanExecutor:
         return self.host.get(t).numpy()
 
     # ---------------------------------------------------------------- the program's call sites
-    def begin(self) -> None:
+    def begin(self, inputs=()) -> None:
+        """Start of a call; `inputs` are the program's per-call input tensors (manifest.inputs order)."""
         if self.in_call:
             raise PlanError("tvm_swap: a call started while the previous one is still running "
                             "(SwapModule calls are not re-entrant)")
@@ -250,11 +254,40 @@ class PlanExecutor:
         self.pool.reset(self.initial)
         for ev in self.events.values():
             self.be.reset_event(ev)
-        self._inputs_seen.clear()
+        self._inputs_seen = {spec.tensor: x for spec, x in zip(self.man.inputs, inputs) if spec.tensor >= 0}
         if self.trace:
             self._trace = [(-1, "begin", 0.0)]
         self._count = {"swap_out_count": 0, "swap_in_count": 0, "swap_out_bytes": 0, "swap_in_bytes": 0,
                        "unplanned_d2h_bytes": 0}
+        early = bool(getattr(self.be, "early_issue", False))
+        self._early = early and len(self._inputs_seen) == len(self.input_tensors)
+        if self._early:
+            self._issue_all()
+
+    def _issue_all(self) -> None:
+        """Enqueue every copy (and poisoning drop) of the plan now, in plan order per stream.
+
+        Only for backends whose events may be waited on before they are recorded (`early_issue`: the
+        emulated one). There the caller's thread is also the compute stream, so issuing each copy at its place
+        in the program would start it only after the kernel before it returns; enqueued up front, a copy starts
+        as soon as its deps are met and its stream is free, which is the plan's semantics (and what a GPU
+        host thread running ahead of its streams gets). The call sites then only keep the pool's books.
+        """
+        for i in self.stream_actions:
+            a = self.actions[i]
+            if a.kind == "drop":
+                self.be.fill("aux", self.pool.objects[a.obj], waits=self.waits[i], record=self.events.get(i))
+                continue
+            nbytes = self._spec(a.tensor).nbytes
+            if a.kind == "swap_out":
+                self.be.copy("d2h", self.host.get(a.tensor), self._view(a.obj, a.tensor), self.waits[i],
+                             self.events.get(i), self._stamper(i), nbytes)
+            else:
+                src = self._inputs_seen.get(a.tensor)
+                if src is None:
+                    src = self.host.get(a.tensor)
+                self.be.copy("h2d", self._view(a.obj, a.tensor), src, self.waits[i], self.events.get(i),
+                             self._stamper(i), nbytes)
 
     def _view(self, obj: int, t: int):
         s = self._spec(t)
@@ -292,9 +325,10 @@ class PlanExecutor:
         a = self.actions[i]
         if not self.pool.holds(a.obj, a.tensor):
             raise PoolError(f"action {i} swaps out {self._name(a.tensor)} from object {a.obj}, which does not hold it")
-        src, dst = self._view(a.obj, a.tensor), self.host.get(a.tensor)
         nbytes = self._spec(a.tensor).nbytes
-        self.be.copy("d2h", dst, src, self.waits[i], self.events.get(i), self._stamper(i), nbytes)
+        if not self._early:
+            src, dst = self._view(a.obj, a.tensor), self.host.get(a.tensor)
+            self.be.copy("d2h", dst, src, self.waits[i], self.events.get(i), self._stamper(i), nbytes)
         self._count["swap_out_count"] += 1
         self._count["swap_out_bytes"] += nbytes
 
@@ -303,14 +337,15 @@ class PlanExecutor:
         t = a.tensor
         self.pool.occupy(a.obj, t)
         dst = self._view(a.obj, t)
-        if source is None:
-            if not self.host.has(t):
-                raise PlanError(f"action {i} swaps in {self._name(t)}, which has no host copy")
-            source = self.host.get(t)
-        else:
-            self._inputs_seen[t] = source
         nbytes = self._spec(t).nbytes
-        self.be.copy("h2d", dst, source, self.waits[i], self.events.get(i), self._stamper(i), nbytes)
+        if not self._early:
+            if source is None:
+                if not self.host.has(t):
+                    raise PlanError(f"action {i} swaps in {self._name(t)}, which has no host copy")
+                source = self.host.get(t)
+            else:
+                self._inputs_seen[t] = source
+            self.be.copy("h2d", dst, source, self.waits[i], self.events.get(i), self._stamper(i), nbytes)
         self._count["swap_in_count"] += 1
         self._count["swap_in_bytes"] += nbytes
         return dst
@@ -318,7 +353,7 @@ class PlanExecutor:
     def drop(self, i: int) -> None:
         a = self.actions[i]
         self.pool.release(a.obj, a.tensor)
-        if self.poison:
+        if self.poison and not self._early:
             self.be.fill("aux", self.pool.objects[a.obj], waits=self.waits[i], record=self.events.get(i))
 
     def end(self) -> list:
