@@ -173,6 +173,13 @@ def test_from_torch_ties_shared_weights():
     np.testing.assert_allclose(_run(mod, params, [ids.numpy()]), net(ids).detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
+def test_from_torch_warns_about_embedding_padding_rows():
+    torch = _torch()
+    net = torch.nn.Sequential(torch.nn.Embedding(10, 4, padding_idx=0), torch.nn.Linear(4, 2))
+    with pytest.warns(UserWarning, match=r"0 \(padding_idx=0\): a training step will update the padding row"):
+        from_torch(net, (torch.tensor([[1, 0, 2]]),))
+
+
 def test_from_torch_folds_transformer_broadcasts():
     torch = _torch()
     torch.manual_seed(0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -105,6 +106,17 @@ def _tied_groups(ep) -> list[list[str]]:
     return [g for g in groups.values() if len(g) > 1]
 
 
+def _warn_padding_idx(module) -> None:
+    """torch zeroes the gradient of an Embedding's padding_idx row; the exported graph has a plain take."""
+    torch = _torch()
+    rows = [f"{name} (padding_idx={m.padding_idx})" for name, m in module.named_modules()
+            if isinstance(m, torch.nn.Embedding) and m.padding_idx is not None]
+    if rows:
+        warnings.warn(f"{', '.join(rows)}: a training step will update the padding row, which torch keeps "
+                      "fixed; keep padding tokens out of the loss (labels -100) or set padding_idx=None",
+                      stacklevel=3)
+
+
 def from_torch(module, example_inputs, run_ep_decomposition: bool = True, fix_broadcasts: bool = True,
                dedupe_tied: bool = True):
     """torch.nn.Module + example inputs -> (IRModule with main(*inputs, *params), {name: np.ndarray})."""
@@ -113,6 +125,7 @@ def from_torch(module, example_inputs, run_ep_decomposition: bool = True, fix_br
 
     if not isinstance(module, torch.nn.Module):
         raise TvmSwapError(f"from_torch needs a torch.nn.Module, got {type(module).__name__}")
+    _warn_padding_idx(module)
     ep = _export(module, _as_tuple(example_inputs))
     mod = _translate(ep, run_ep_decomposition)
     mod, detached = detach_params(mod)
