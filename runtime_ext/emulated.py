@@ -109,7 +109,8 @@ class EmulatedBackend(Backend):
         self.early_issue = link is not None
         self.error: BaseException | None = None
         self._error_lock = threading.Lock()
-        self._workers = {s: _Worker(s, self) for s in ("d2h", "h2d", "aux")}
+        # d2h, h2d, aux are the streams; "issue" enqueues a call's copies off the caller's thread (early_issue)
+        self._workers = {s: _Worker(s, self) for s in ("d2h", "h2d", "aux", "issue")}
         self.copy_seconds = {"d2h": 0.0, "h2d": 0.0}
 
     @property
@@ -219,6 +220,10 @@ class EmulatedBackend(Backend):
             np.from_dlpack(dst).view(np.uint8).fill(byte)
 
         self._job(stream, work, waits, record, None)
+
+    def run_async(self, fn) -> None:
+        """Run `fn()` on the issuing thread, so enqueuing a call's copies does not delay its first kernel."""
+        self._workers["issue"].submit(fn)
 
     def host_callback(self, stream: str, fn) -> None:
         if stream == "compute":

@@ -272,7 +272,15 @@ class PlanExecutor:
         in the program would start it only after the kernel before it returns; enqueued up front, a copy starts
         as soon as its deps are met and its stream is free, which is the plan's semantics (and what a GPU
         host thread running ahead of its streams gets). The call sites then only keep the pool's books.
+        The enqueuing itself runs on the backend's issuing thread where it has one (`run_async`).
         """
+        run_async = getattr(self.be, "run_async", None)
+        if run_async is not None:
+            run_async(self._enqueue_all)
+        else:
+            self._enqueue_all()
+
+    def _enqueue_all(self) -> None:
         for i in self.stream_actions:
             a = self.actions[i]
             if a.kind == "drop":
