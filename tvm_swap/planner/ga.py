@@ -112,8 +112,18 @@ def _evaluate_in_worker(task) -> float:
     return _WORKER.time_of(schedule, Allocation(cls, cnt))
 
 
+class _Done:
+    """An in-process result with the Future interface."""
+
+    def __init__(self, value: float):
+        self.value = value
+
+    def result(self) -> float:
+        return self.value
+
+
 class _Pool:
-    """Evaluates genomes in order, in worker processes or in-process."""
+    """Evaluates genomes in worker processes (submit returns a Future) or in-process."""
 
     def __init__(self, evaluator: Evaluator, workers: int, mem_limit: int, alignment: int):
         self.ev = evaluator
@@ -124,14 +134,10 @@ class _Pool:
                 max_workers=workers, mp_context=multiprocessing.get_context("fork"), initializer=_init_worker,
                 initargs=(evaluator.graph, evaluator.op_time, evaluator.device, mem_limit, alignment))
 
-    def times(self, genomes: list[Genome]) -> list[float]:
-        if not genomes:
-            return []
+    def submit(self, g: Genome):
         if self.exe is None:
-            return [self.ev.time_of(g.schedule, g.alloc) for g in genomes]
-        tasks = [(g.schedule, g.alloc.cls, g.alloc.cnt) for g in genomes]
-        chunk = max(1, len(tasks) // (4 * self.workers))
-        return list(self.exe.map(_evaluate_in_worker, tasks, chunksize=chunk))
+            return _Done(self.ev.time_of(g.schedule, g.alloc))
+        return self.exe.submit(_evaluate_in_worker, (g.schedule, g.alloc.cls, g.alloc.cnt))
 
     def close(self) -> None:
         if self.exe is not None:
@@ -202,24 +208,26 @@ class GeneticSearch:
         return kids
 
     # ---- evaluation and selection ----
-    def evaluate(self, pool: _Pool, genomes: list[Genome]) -> None:
-        todo, seen = [], {}
+    def submit(self, pool: _Pool, genomes: list[Genome], pending: dict) -> None:
+        """Start evaluating the genomes not seen before; `pending` maps key -> future."""
         for g in genomes:
             k = g.key()
-            if k in self.known:
-                g.time_s = self.known[k]
-            elif k in seen:
-                continue
-            else:
-                seen[k] = g
-                todo.append(g)
-        for g, t in zip(todo, pool.times(todo)):
-            g.time_s = t
-            self.known[g.key()] = t
-        self.evaluations += len(todo)
+            if k not in self.known and k not in pending:
+                pending[k] = pool.submit(g)
+
+    def collect(self, genomes: list[Genome], pending: dict) -> None:
+        """Wait for `pending` and give every genome its time."""
+        for k, f in pending.items():
+            self.known[k] = f.result()
+        self.evaluations += len(pending)
+        pending.clear()
         for g in genomes:
-            if math.isinf(g.time_s):
-                g.time_s = self.known.get(g.key(), math.inf)
+            g.time_s = self.known[g.key()]
+
+    def evaluate(self, pool: _Pool, genomes: list[Genome]) -> None:
+        pending: dict = {}
+        self.submit(pool, genomes, pending)
+        self.collect(genomes, pending)
 
     def select(self, candidates: list[Genome], k: int) -> list[Genome]:
         uniq, seen = [], set()
@@ -272,10 +280,13 @@ class GeneticSearch:
                 g_start = time.perf_counter()
                 gen += 1
                 kids: list[Genome] = []
-                for _ in range(max(1, Np // 4)):
+                pending: dict = {}
+                for _ in range(max(1, Np // 4)):    # workers start on a crossover's kids while the next is bred
                     i, j = self.rng.choice(len(pop), size=2, replace=len(pop) < 2)
-                    kids.extend(self.children(pop[int(i)], pop[int(j)]))
-                self.evaluate(pool, kids)
+                    new = self.children(pop[int(i)], pop[int(j)])
+                    self.submit(pool, new, pending)
+                    kids.extend(new)
+                self.collect(kids, pending)
                 pop = self.select(pop + kids, Np)
                 gen_s = time.perf_counter() - g_start
                 history.append([gen, round(time.perf_counter() - t0, 4), pop[0].time_s])
