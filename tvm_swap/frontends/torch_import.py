@@ -83,7 +83,10 @@ def _translate(ep, run_ep_decomposition: bool):
                 raise UnsupportedModelError(
                     f"TVM's PyTorch frontend has no converter for {', '.join(ops)}; rewrite that part of the "
                     "model with supported ops, or export it to ONNX and use from_onnx") from None
-        raise UnsupportedModelError(f"TVM's PyTorch frontend failed: {type(e).__name__}: {msg}") from None
+        hint = ""
+        if "Concat expects all input tensors to have same ndim" in msg:   # torch.cat with an empty KV cache
+            hint = "; for a transformers model call it with use_cache=False (its empty KV cache is concatenated)"
+        raise UnsupportedModelError(f"TVM's PyTorch frontend failed: {type(e).__name__}: {msg}{hint}") from None
 
 
 def _tied_groups(ep) -> list[list[str]]:
