@@ -188,6 +188,7 @@ class _Walk:
             return o, d
 
         sched = self.sched
+        heappush = heapq.heappush
         for i in range(n):
             op = sched[i]
             a, b = op_ptr[op], op_ptr[op + 1]
@@ -230,7 +231,7 @@ class _Walk:
                     obj_free_slot[o] = i
                     (dirty if role[t] == ROLE_TO_HOST else free)[tclass[t]].append(o)
                 else:
-                    heapq.heappush(evict_heap[tclass[t]], (-nu, t))
+                    heappush(evict_heap[tclass[t]], (-nu, t))
         end_residents = [(t, o) for o, t in enumerate(tenant) if t >= 0]
         self.state = (loc, last, host_ready, tenant, obj_free_slot)
         return out_objs, swap_outs, drops, swap_ins, end_residents
