@@ -12,6 +12,7 @@ convergence.png and a picture of one plan (plan_*.png/.svg/.html).
     python scripts/bench_paper.py --quick              # a smaller run, about 3 minutes
     python scripts/bench_paper.py --models rnn-8-8k,inception-4@batch=32 --budget-s 30 --no-sweep
     python scripts/bench_paper.py --models random:40 --mem-limit 60MB --budget-s 2   # no zoo needed
+    python scripts/bench_paper.py --render-only        # rewrite paper.md from paper.json
 """
 from __future__ import annotations
 
@@ -222,7 +223,7 @@ def _fmt(v, f) -> str:
 def markdown(result: dict) -> str:
     meta = result["meta"]
     planners = meta["planners"]
-    head = (["model", "batch", "ops", "memory need", "x limit", "ideal", "LB"] + planners +
+    head = (["model", "batch", "ops", "memory need", "need/limit", "ideal", "LB"] + planners +
             ["paper SwapAdvisor", "paper ODSwap", "swapadvisor time/LB"])
     lines = [
         "# The SwapAdvisor evaluation, in simulation",
@@ -379,6 +380,8 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=None, help="search processes (default: all cores)")
     ap.add_argument("--out-dir", default=str(ROOT / "benchmarks"))
+    ap.add_argument("--render-only", action="store_true",
+                    help="rewrite paper.md (and the table) from an existing paper.json; plans nothing")
     args = ap.parse_args(argv)
     args.budget_s = args.budget_s if args.budget_s is not None else (10.0 if args.quick else 60.0)
     args.sweep_budget_s = args.sweep_budget_s if args.sweep_budget_s is not None else args.budget_s / 2
@@ -397,6 +400,11 @@ def main(argv=None) -> int:
     mem_limit = parse_bytes(args.mem_limit)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if args.render_only:
+        result = json.loads((out / "paper.json").read_text())
+        (out / "paper.md").write_text(markdown(result))
+        print_table(result)
+        return 0
     t_start = time.perf_counter()
     result = {"meta": {"device": args.device, "mem_limit_bytes": mem_limit, "budget_s": args.budget_s,
                        "sweep_budget_s": args.sweep_budget_s, "seed": args.seed, "quick": args.quick,
