@@ -9,7 +9,7 @@ throughput vs limit with one line per planner. Writes benchmarks/paper.{json,md}
 convergence.png and a picture of one plan (plan_*.png/.svg/.html).
 
     python scripts/bench_paper.py                      # the full run, about 30 minutes on 2 cores
-    python scripts/bench_paper.py --quick              # a smaller run, about 3 minutes
+    python scripts/bench_paper.py --quick              # one batch per model, 10 s searches: about 2 minutes
     python scripts/bench_paper.py --models rnn-8-8k,inception-4@batch=32 --budget-s 30 --no-sweep
     python scripts/bench_paper.py --models random:40 --mem-limit 60MB --budget-s 2   # no zoo needed
     python scripts/bench_paper.py --render-only        # rewrite paper.md from paper.json
@@ -45,7 +45,8 @@ WORKLOADS = [
     ("inception-4", (16, 32, 64)),
     ("bert-large", (8, 16, 32)),
 ]
-QUICK_WORKLOADS = [("rnn-8-8k", (128,)), ("wresnet-152-10", (32,)), ("inception-4", (64,))]
+QUICK_WORKLOADS = [("rnn-8-8k", (128,)), ("brnn-4-8k", (128,)), ("wresnet-152-10", (32,)), ("inception-4", (64,)),
+                   ("bert-large", (16,))]
 SWEEP = [("wresnet-152-10", 32), ("rnn-8-8k", 128)]          # one CNN, one RNN
 PICTURE = ("wresnet-152-10", 32)                             # the plan drawn for the README
 
@@ -371,7 +372,7 @@ def parse_args(argv=None):
     ap.add_argument("--models", default=None,
                     help="comma list: NAME (its paper batches), NAME@batch=B[/B2], random:LAYERS")
     ap.add_argument("--planners", default=",".join(PLANNERS), help="comma list (default: all)")
-    ap.add_argument("--quick", action="store_true", help="fewer workloads, shorter searches (about 3 minutes)")
+    ap.add_argument("--quick", action="store_true", help="one batch per model, shorter searches (about 2 minutes)")
     ap.add_argument("--no-sweep", action="store_true", help="skip the memory-limit sweep")
     ap.add_argument("--no-picture", action="store_true", help="skip the picture of one plan")
     ap.add_argument("--sweep-models", default=None, help="comma list NAME@batch=B (default: a CNN and an RNN)")
