@@ -103,7 +103,8 @@ def _draw_memory(ax, data: ReportData, scale: float) -> None:
                 p.set_rasterized(True)
     if has_objects and len(t):
         ax.step(x, np.append(data.mem_objects, data.mem_objects[-1]) / div, where="post", color="#222222",
-                linewidth=0.8, label="pool objects occupied", rasterized=len(t) > RASTERIZE_ABOVE)
+                linewidth=0.8 if len(t) <= RASTERIZE_ABOVE else 0.4,  # dense plans: a hairline, not a wall
+                label="pool objects occupied", rasterized=len(t) > RASTERIZE_ABOVE)
     # the pool often fills the limit: a wide pale band under a thin dashed line keeps both visible
     ax.axhline(data.pool_bytes / div, color="#888888", linewidth=4, alpha=0.5,
                label=f"pool {format_bytes(data.pool_bytes)}")
