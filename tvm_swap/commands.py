@@ -78,6 +78,7 @@ def cmd_plan(args) -> int:
     plan = plan_graph(graph, mem_limit=args.mem_limit, device=get_device(args.device or "v100-16gb"),
                       planner=args.planner, budget_s=args.budget_s, seed=args.seed,
                       generations=args.generations, workers=args.workers, progress=_progress(args))
+    plan.search["graph_spec"] = args.graph   # so `tvm-swap report plan.json` finds the graph again
     summary = plan_summary(plan)
     if args.output:
         plan.save(args.output)
@@ -117,7 +118,13 @@ def cmd_report(args) -> int:
     from .sources import load_graph
 
     plan = Plan.load(args.plan)
-    graph = load_graph(args.graph or plan.search.get("graph_spec") or plan.graph_name)
+    spec = args.graph or plan.search.get("graph_spec")
+    if spec is None:
+        from .zoo import ZOO
+
+        base = plan.graph_name.split("@")[0].lower()
+        spec = f"zoo:{plan.graph_name}" if base in ZOO else plan.graph_name
+    graph = load_graph(spec)
     write_report_file(graph, plan, args.output)
     _say(args, f"wrote {args.output}")
     return 0
