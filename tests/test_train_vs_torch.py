@@ -31,6 +31,8 @@ def _tvm_losses(mod, params, inputs, labels, optimizer, lr, fuse_max_depth=None,
     m = tvm_swap.build(step, target="llvm", mem_limit="50%", params=state, fuse_max_depth=fuse_max_depth, **FAST)
     losses = [float(m(*inputs, labels)[0]) for _ in range(STEPS)]
     stats = m.stats()
+    print(f"limit {stats['mem_limit_bytes']} B, device peak {stats['device_peak_bytes']} B, per step "
+          f"{stats['swap_out_count']} swap-outs / {stats['swap_in_count']} swap-ins")     # shown with pytest -s
     assert stats["device_peak_bytes"] <= stats["mem_limit_bytes"]
     assert stats["swap_out_count"] > 0 and stats["swap_in_count"] > 0, "nothing was swapped at 50%"
     m.close()
