@@ -261,3 +261,12 @@ def test_missing_gradient_names_the_operator():
     mod = _linear(act=lambda y: relax.op.nn.leakyrelu(y, 0.1))
     with pytest.raises(UnsupportedModelError, match=r"no gradient for operator\(s\) relax\.nn\.leakyrelu"):
         train_step(mod, _params())
+
+
+def test_importing_training_registers_the_gradients():
+    import subprocess
+    import sys
+
+    code = ("import tvm; gelu = tvm.ir.Op.get('relax.nn.gelu'); assert gelu.get_attr('FPrimalGradient') is None; "
+            "import tvm_swap.training; assert gelu.get_attr('FPrimalGradient') is not None")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import gradients
 from .errors import TvmSwapError, UnsupportedModelError
 
 UPDATES_ATTR = "tvm_swap.updates"
@@ -86,9 +87,7 @@ def train_step(mod, params=None, loss: str = "cross_entropy", optimizer: str | O
     import tvm
     from tvm import relax
 
-    from . import gradients
-
-    gradients.register()
+    gradients.register()          # idempotent; also done on import below
     opt = _optimizer(optimizer, lr, optimizer_options)
     if loss not in LOSSES:
         raise TvmSwapError(f"unknown loss {loss!r}; choose one of {', '.join(LOSSES)}")
@@ -428,3 +427,9 @@ def _as_numpy(v):
     if hasattr(v, "numpy"):
         return v.numpy()
     return np.asarray(v)
+
+
+try:                                  # our gradients are in place as soon as training is imported
+    gradients.register()
+except ImportError:                   # no TVM: train_step will say so when called
+    pass
