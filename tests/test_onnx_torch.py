@@ -319,6 +319,7 @@ def _cli(*args, cwd):
 PLAN_ARGS = ("--mem-limit", "50%", "--budget-s", "1", "--workers", "1", "--json", "--quiet")
 
 
+@pytest.mark.slow
 def test_cli_plans_and_compiles_an_onnx_file(tmp_path, factory_file):
     pytest.importorskip("onnx")
     torch = _torch()
@@ -336,6 +337,7 @@ def test_cli_plans_and_compiles_an_onnx_file(tmp_path, factory_file):
     assert torch is not None
 
 
+@pytest.mark.slow
 def test_cli_plans_compiles_and_runs_a_torch_factory(tmp_path, factory_file):
     _torch()
     spec = f"{factory_file}:make"

@@ -178,6 +178,7 @@ def test_tiny_bert_adam():
     _assert_close(got, want)
 
 
+@pytest.mark.slow
 def test_huggingface_bert_tiny_adam():
     transformers = pytest.importorskip("transformers")
     cfg = transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

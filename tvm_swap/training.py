@@ -177,7 +177,6 @@ def _labels_var(loss, pred_ty, label_shape, label_dtype, taken):
 
 
 def _emit_loss(bb, loss, pred, labels):
-    from tvm import relax
     from tvm.relax import op
 
     dims = [int(d) for d in pred.ty.shape.values]
