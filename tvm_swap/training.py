@@ -105,8 +105,7 @@ def train_step(mod, params=None, loss: str = "cross_entropy", optimizer: str | O
     if not 0 <= num_inputs <= len(fwd.params):
         raise TvmSwapError(f"num_inputs={num_inputs} but {func_name!r} has {len(fwd.params)} parameters")
 
-    loss_mod, pred_ty = _loss_module(mod, func_name, fwd, num_inputs, loss, output_index, label_shape,
-                                     label_dtype)
+    loss_mod = _loss_module(func_name, fwd, num_inputs, loss, output_index, label_shape, label_dtype)
     loss_fn = loss_mod["loss"]
     n_data = num_inputs + 1                        # inputs + labels
     weights = list(loss_fn.params[n_data:])
@@ -191,7 +190,7 @@ def _emit_loss(bb, loss, pred, labels):
     return bb.emit(op.mean(op.multiply(diff, diff)))
 
 
-def _loss_module(mod, func_name, fwd, num_inputs, loss, output_index, label_shape, label_dtype):
+def _loss_module(func_name, fwd, num_inputs, loss, output_index, label_shape, label_dtype):
     """IRModule with only `loss(*inputs, labels, *params) -> scalar`: the forward inlined, one dataflow
     block, training-mode decompositions applied."""
     import tvm
@@ -233,7 +232,7 @@ def _loss_module(mod, func_name, fwd, num_inputs, loss, output_index, label_shap
     if len(blocks) != 1 or not isinstance(blocks[0], relax.DataflowBlock):
         raise UnsupportedModelError(f"{func_name!r} does not reduce to one dataflow block (it has control flow "
                                     "or impure calls); relax.transform.Gradient cannot differentiate it")
-    return tvm.IRModule({"loss": func}), pred_ty
+    return tvm.IRModule({"loss": func})
 
 
 def _used_vars(func) -> set:
@@ -337,7 +336,7 @@ def _assemble(adjoint, data_params, kept, chosen, opt):
     mine = {w: relax.Var(w.name, w.ty) for w in kept}
     dt = str(chosen[0].ty.dtype.dtype)
     taken = {v.name for v in data} | {w.name for w in kept}
-    per_param, shared = {}, []
+    per_param = {}
     for w in chosen:
         per_param[w] = [relax.Var(_unique(n, taken), relax.TensorType(a.shape, a.dtype))
                         for n, a in opt.state_of(w.name, _static_dims(w.ty, w.name), dt).items()]
