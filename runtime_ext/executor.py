@@ -173,14 +173,30 @@ class PlanExecutor:
         self.swapped_out = list(dict.fromkeys(swapped_out))
         updates = dict(man.updates)                  # new -> old
         succ = {old: new for new, old in updates.items()}
-        expected = {o: succ.get(p, p) for p, o in self.initial}
-        if tenant != expected:
-            extra = {o: t for o, t in tenant.items() if expected.get(o) != t}
-            missing = {o: t for o, t in expected.items() if tenant.get(o) != t}
+        # Periodicity per size class (tvm_swap.plan): each initial resident's successor (its update, or
+        # itself) ends in an object of the same class; nothing else stays. Between calls the pool renames
+        # objects (Plan.next_object_map), so the successor's buffer plays the initial object next call.
+        cls = [int(c) for c in self.plan.pool.object_class()]
+        ends = {t: o for o, t in tenant.items()}
+        problems = []
+        wanted = set()
+        for p, o in self.initial:
+            s = succ.get(p, p)
+            wanted.add(s)
+            if s not in ends:
+                problems.append(f"{self._name(s)} should stay on the device (it plays {self._name(p)} next call)")
+            elif cls[ends[s]] != cls[o]:
+                problems.append(f"{self._name(s)} ends in object {ends[s]} of class {cls[ends[s]]}, but "
+                                f"{self._name(p)} starts in class {cls[o]}")
+        problems += [f"object {o} ends with {self._name(t)}" for o, t in tenant.items() if t not in wanted]
+        if problems:
             raise PlanError("the plan does not end in its start state, so it cannot repeat: "
-                            + "; ".join([f"object {o} ends with {self._name(t)}" for o, t in list(extra.items())[:3]]
-                                        + [f"object {o} should end with {self._name(t)}"
-                                           for o, t in list(missing.items())[:3]]))
+                            + "; ".join(problems[:5]))
+        from types import SimpleNamespace
+
+        shim = SimpleNamespace(updates=dict(updates), ops=[SimpleNamespace(outputs=tuple(o))
+                                                           for o in self.man.meta["op_outputs"]])
+        self.next_backing = [int(k) for k in self.plan.next_object_map(shim)]
         # Host copies of persistent tensors: needed when the plan reads one from the host before writing it.
         self.needs_host = {p for p in self.persistent if first_host_use.get(p) == "in"}
         resident_at_start = {t for t, _ in self.initial}
@@ -284,7 +300,7 @@ class PlanExecutor:
         for i in self.stream_actions:
             a = self.actions[i]
             if a.kind == "drop":
-                self.be.fill("aux", self.pool.objects[a.obj], waits=self.waits[i], record=self.events.get(i))
+                self.be.fill("aux", self.pool.storage(a.obj), waits=self.waits[i], record=self.events.get(i))
                 continue
             nbytes = self._spec(a.tensor).nbytes
             if a.kind == "swap_out":
@@ -362,7 +378,7 @@ class PlanExecutor:
         a = self.actions[i]
         self.pool.release(a.obj, a.tensor)
         if self.poison and not self._early:
-            self.be.fill("aux", self.pool.objects[a.obj], waits=self.waits[i], record=self.events.get(i))
+            self.be.fill("aux", self.pool.storage(a.obj), waits=self.waits[i], record=self.events.get(i))
 
     def end(self) -> list:
         try:
@@ -396,6 +412,7 @@ class PlanExecutor:
                     s = self._spec(old)
                     self.be.copy_sync(self.host.get(old), self._view(where[new], new))
                     self._count["unplanned_d2h_bytes"] += s.nbytes
+            self.pool.rename(self.next_backing)      # the successors' buffers play the initial objects next call
             self.calls += 1
             if self.trace:
                 self.traces = (self.traces + [self._trace])[-self.keep_traces:]

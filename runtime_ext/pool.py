@@ -5,6 +5,10 @@ alignment kernels need. The pool also keeps the books the plan promises: which t
 bytes in use and their peak. Anything a correct plan never does is a hard PoolError with the offending object
 and tensors: a tensor bigger than its object, an object taken while another tensor still holds it, a release by
 a tensor that does not hold it.
+
+Objects of one size class are interchangeable, so between calls the pool can rename them (`rename`): object k of
+the next call is backed by the buffer of object backing[k] of this one (tvm_swap.plan.Plan.next_object_map),
+which lets an updated weight stay on the device in whatever object its update was written to.
 """
 from __future__ import annotations
 
@@ -30,7 +34,8 @@ class DevicePool:
         if mem_limit is not None and self.allocated_bytes + self.workspace_bytes > int(mem_limit):
             raise PoolError(f"the plan's pool needs {format_bytes(self.allocated_bytes + self.workspace_bytes)} "
                             f"but its memory limit is {format_bytes(mem_limit)}: the plan is corrupt; re-plan")
-        self.objects = [alloc(b) for b in self.object_bytes]
+        self.objects = [alloc(b) for b in self.object_bytes]      # the buffers, by storage index
+        self.storage_of = list(range(len(self.objects)))           # object id -> storage index (renamed)
         self._names = names or (lambda t: f"tensor {t}")
         self._views: dict = {}
         self.tenant = [FREE] * len(self.objects)
@@ -50,14 +55,26 @@ class DevicePool:
         if not 0 <= obj < len(self.objects):
             raise PoolError(f"object {obj} does not exist; the pool has {len(self.objects)} objects")
 
+    def storage(self, obj: int):
+        """The buffer that plays object `obj` in this call."""
+        self._check_obj(obj)
+        return self.objects[self.storage_of[obj]]
+
+    def rename(self, backing) -> None:
+        """Between calls: object k is backed next by the buffer object backing[k] has now (same class)."""
+        if sorted(backing) != list(range(len(self.objects))) or \
+                any(self.object_class[b] != self.object_class[k] for k, b in enumerate(backing)):
+            raise PoolError("object renaming must be a permutation within each size class; the plan is corrupt")
+        self.storage_of = [self.storage_of[b] for b in backing]
+
     def view(self, obj: int, t: int, shape, dtype: str):
         """Tensor `t` as a (shape, dtype) view at offset 0 of object `obj`; cached, so calls reuse it."""
-        key = (obj, t)
+        self._check_obj(obj)
+        key = (self.storage_of[obj], t)
         v = self._views.get(key)
         if v is None:
-            self._check_obj(obj)
             try:
-                v = self.objects[obj]._create_view(tuple(shape), dtype, 0)
+                v = self.objects[key[0]]._create_view(tuple(shape), dtype, 0)
             except ValueError as e:
                 raise PoolError(f"{self._names(t)} {tuple(shape)} {dtype} does not fit object {obj} "
                                 f"({format_bytes(self.object_bytes[obj])}): {str(e).splitlines()[0]}") from None
