@@ -8,7 +8,7 @@ from tvm_swap.errors import InfeasibleLimitError
 from tvm_swap.planner.encoding import (AllocationSpace, cls_from_steps, crossover_schedules, is_monotone_cls,
                                        locality_schedule, mutate_schedule)
 from tvm_swap.planner.feasibility import minimal_pool
-from tvm_swap.planner.graphindex import GraphIndex
+from tvm_swap.planner.graphindex import ROLE_KEEP, ROLE_KEEP_NEW, ROLE_KEEP_OLD, GraphIndex
 from tvm_swap.testing import random_dag, random_topological_order, random_training_graph
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -175,8 +175,10 @@ def test_demand_matches_a_brute_force_count():
     for t in g.used_tensors():
         touches = [o for o in range(n) if t in g.ops[o].inputs or t in g.ops[o].outputs]
         first, last = min(touches), max(touches)
-        if gi.role[t] == 2:        # kept params live the whole iteration
-            first, last = 0, n - 1
+        if gi.role[t] in (ROLE_KEEP, ROLE_KEEP_OLD):    # kept params live from the start,
+            first = 0
+        if gi.role[t] in (ROLE_KEEP, ROLE_KEEP_NEW):    # kept ones and kept updates to the end
+            last = n - 1
         live[cls[gi.size_idx[t]], first:last + 1] += 1
     assert list(space.demand(cls)) == list(live.max(axis=1))
 

@@ -20,8 +20,8 @@ DEV = get_device("v100-16gb")
 S = 1 << 20
 
 
-def plan_of(g, limit, alloc_name="minimal_pool", schedule=None):
-    gi = GraphIndex.build(g)
+def plan_of(g, limit, alloc_name="minimal_pool", schedule=None, keep_updated=True):
+    gi = GraphIndex.build(g, keep_updated=keep_updated)
     space = AllocationSpace(gi, limit)
     alloc = getattr(space, alloc_name)()
     sched = gi.default_schedule() if schedule is None else np.asarray(schedule)
@@ -64,7 +64,7 @@ def test_plans_verify_for_random_schedules_and_limits(seed, kind, frac, order_se
         g = random_dag(seed, n_ops=20, update_prob=0.5 if kind == "dag" else 0.0, locality=10)
     lim = limits(g)
     limit = lim["min"] + int((lim["100%"] - lim["min"]) * frac)
-    gi = GraphIndex.build(g)
+    gi = GraphIndex.build(g, keep_updated=True)
     space = AllocationSpace(gi, limit)
     rng = np.random.default_rng(seed)
     sched = np.array(random_topological_order(g, order_seed))
@@ -159,12 +159,55 @@ def test_kept_params_under_pressure_still_repeat():
         assert verify_plan(g, plan, limit) == []
 
 
-def test_updated_params_are_swapped_out_not_kept():
+def test_updated_params_stay_on_the_device_when_everything_fits():
     g = random_training_graph(3, n_layers=5, momentum=True)
     plan, _, _ = plan_of(g, limits(g)["100%"], "exact_sizes")
+    assert verify_plan(g, plan) == []
+    olds = set(g.updates.values())
+    assert {t for t, _ in plan.initial_residents} == {t for t in g.used_tensors() if g.is_persistent(t)}
+    assert olds <= {t for t, _ in plan.initial_residents}
+    # no param traffic: nothing persistent comes in, no update goes out
+    assert not any(a.kind == "swap_in" and g.is_persistent(a.tensor) for a in plan.actions)
+    assert not any(a.kind == "swap_out" and a.tensor in g.updates for a in plan.actions)
+    # each update ends in another object of its param's class: the runtime must rename objects
+    assert plan.next_object_map(g) != list(range(plan.pool.num_objects))
+
+
+def test_old_rule_swaps_updates_out_and_keeps_objects():
+    g = random_training_graph(3, n_layers=5, momentum=True)
+    gi = GraphIndex.build(g, keep_updated=False)
+    space = AllocationSpace(gi, limits(g)["100%"])
+    plan = plan_swaps(gi, space, gi.default_schedule(), space.exact_sizes()).to_plan(g, "t", space.mem_limit, DEV)
+    assert verify_plan(g, plan) == []
     assert plan.initial_residents == []
     outs = {a.tensor for a in plan.actions if a.kind == "swap_out"}
     assert set(g.updates) <= outs
+    assert plan.next_object_map(g) == list(range(plan.pool.num_objects))
+
+
+@pytest.mark.parametrize("which", ["50%", "min"])
+def test_a_kept_param_read_from_the_host_has_its_update_swapped_out(which):
+    # the host copy a swap-in reads must be last iteration's update, so that update goes out every iteration
+    checked = 0
+    for seed in range(8):
+        g = random_training_graph(seed, n_layers=6, momentum=seed % 2 == 0)
+        limit = limits(g)[which]
+        for alloc in ("minimal_pool", "exact_sizes", "single_class"):
+            plan, _, _ = plan_of(g, limit, alloc)
+            assert verify_plan(g, plan, limit) == []
+            init = {t for t, _ in plan.initial_residents}
+            new_of = {old: new for new, old in g.updates.items()}
+            ins = {a.tensor for a in plan.actions if a.kind == "swap_in"}
+            outs = {a.tensor for a in plan.actions if a.kind == "swap_out"}
+            for p in init & ins & set(new_of):
+                assert new_of[p] in outs
+                checked += 1
+            # an update not resident at the end reaches the host
+            end_init = init & set(new_of)
+            for p, new in new_of.items():
+                if p not in end_init:
+                    assert new in outs
+    assert checked > 0
 
 
 def test_scorer_matches_the_built_plan_exactly():
@@ -172,7 +215,7 @@ def test_scorer_matches_the_built_plan_exactly():
         ot = random_op_times(g)
         for which in ("50%", "min"):
             limit = limits(g)[which]
-            gi = GraphIndex.build(g)
+            gi = GraphIndex.build(g, keep_updated=True)
             space = AllocationSpace(gi, limit)
             scorer = SwapPlanScorer(gi, space, ot, DEV)
             sched = np.array(random_topological_order(g, 3))

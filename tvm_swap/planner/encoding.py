@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import InfeasibleLimitError
 from .feasibility import MinimalPool, minimal_pool
-from .graphindex import ROLE_KEEP, GraphIndex
+from .graphindex import ROLE_KEEP, ROLE_KEEP_NEW, ROLE_KEEP_OLD, GraphIndex
 
 
 # ============================================================== schedule genome
@@ -298,9 +298,11 @@ class AllocationSpace:
         np.minimum.at(first, gi.op_tensors, touch_pos)
         np.maximum.at(last, gi.op_tensors, touch_pos)
         used = np.flatnonzero(gi.used)
-        keep = gi.role[used] == ROLE_KEEP          # kept params live the whole iteration
-        f = np.where(keep, 0, first[used])
-        l_ = np.where(keep, n - 1, last[used])
+        role = gi.role[used]
+        keep = role == ROLE_KEEP                   # kept params live the whole iteration,
+        # an updated one from the start to its last use and its update from production to the end
+        f = np.where(keep | (role == ROLE_KEEP_OLD), 0, first[used])
+        l_ = np.where(keep | (role == ROLE_KEEP_NEW), n - 1, last[used])
         ev_pos = np.concatenate((f * 2, l_ * 2 + 1))  # a tensor ending at i frees after one starting at i
         ev_val = np.concatenate((np.ones(len(used), np.int64), -np.ones(len(used), np.int64)))
         ev_size = np.concatenate((gi.size_idx[used], gi.size_idx[used]))

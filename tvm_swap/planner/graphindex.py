@@ -16,6 +16,16 @@ ROLE_TEMP = 0        # activation/gradient: dead after its last use
 ROLE_TO_HOST = 1     # graph output or update: must reach the host (swap out) before it is dropped
 ROLE_KEEP = 2        # persistent tensor nothing updates: worth keeping on the device for the next iteration
 ROLE_HOST_ONLY = 3   # input, or a persistent tensor replaced by its update: host has it, dead after last use
+# An updated persistent tensor p whose update p_new has p's size (so p's class under every allocation):
+# periodicity is per size class, so p may start resident and p_new stay resident at the end in another
+# object of that class (it plays p's object next iteration, see Plan.next_object_map).
+ROLE_KEEP_OLD = 4    # such a p: may be an initial resident, host has it, dead after its last use
+ROLE_KEEP_NEW = 5    # its p_new: stays resident (next use: p's first use next iteration); swap out if evicted
+
+# False: the old rule (every updated persistent tensor is host-only, its update is swapped out, each kept
+# tensor ends in its own object), so no plan needs the runtime to rename objects between iterations.
+# Off until the runtime renames objects (Plan.next_object_map) between calls.
+KEEP_UPDATED = False
 
 
 def aligned_size(nbytes, alignment: int):
@@ -39,6 +49,7 @@ class GraphIndex:
     op_nin: np.ndarray        # int64 per op: how many of its CSR entries are inputs
     produced: np.ndarray      # bool per tensor: some op writes it (so it has no host copy at first)
     role: np.ndarray          # int8 per tensor, ROLE_*
+    old_of: np.ndarray        # int64 per tensor: for a ROLE_KEEP_NEW tensor the one it replaces, else -1
     workspace: int            # aligned bytes of the largest op workspace (0 if none)
     # (op, size index) pairs with multiplicity, sorted by op then size: what `need` reduces over
     pair_op: np.ndarray
@@ -50,9 +61,10 @@ class GraphIndex:
     # readers of each tensor, CSR over tensors (op ids ascending)
     reader_ptr: np.ndarray
     readers: np.ndarray
+    keep_updated: bool = True  # ROLE_KEEP_* in use, and periodicity per class (False: per object, the old rule)
 
     @classmethod
-    def build(cls, graph: DataflowGraph, alignment: int = 256) -> "GraphIndex":
+    def build(cls, graph: DataflowGraph, alignment: int = 256, keep_updated: bool | None = None) -> "GraphIndex":
         n_t = graph.num_tensors
         ptr = [0]
         flat: list[int] = []
@@ -85,6 +97,16 @@ class GraphIndex:
         for t in list(graph.outputs) + list(graph.updates):
             if produced[t]:
                 role[t] = ROLE_TO_HOST
+        old_of = np.full(n_t, -1, dtype=np.int64)
+        keep_updated = KEEP_UPDATED if keep_updated is None else bool(keep_updated)
+        if keep_updated:
+            for new, old in graph.updates.items():
+                # same aligned size: same class whatever the allocation; p used: p_new has a next use
+                if produced[new] and not produced[old] and used[old] and used[new] and size[new] == size[old] \
+                        and graph.is_persistent(old):
+                    role[old] = ROLE_KEEP_OLD
+                    role[new] = ROLE_KEEP_NEW
+                    old_of[new] = old
 
         ws = max((op.workspace for op in graph.ops), default=0)
         workspace = int(aligned_size(ws, alignment)) if ws > 0 else 0
@@ -104,8 +126,8 @@ class GraphIndex:
         reader_ptr = np.zeros(n_t + 1, dtype=np.int64)
         np.cumsum(np.bincount(rd_t, minlength=n_t), out=reader_ptr[1:])
         return cls(graph, int(alignment), graph.num_ops, n_t, size, used, ts, size_idx, op_ptr, op_tensors,
-                   np.asarray(nin, dtype=np.int64), produced, role, workspace, pair_op[order], pair_size[order],
-                   succ_ptr, succ, indeg, reader_ptr, rd_op[o2])
+                   np.asarray(nin, dtype=np.int64), produced, role, old_of, workspace, pair_op[order], pair_size[order],
+                   succ_ptr, succ, indeg, reader_ptr, rd_op[o2], keep_updated)
 
     @property
     def num_sizes(self) -> int:

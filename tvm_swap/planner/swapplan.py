@@ -47,7 +47,7 @@ from .builder import ActionBuilder
 from .packed_builder import pack_decisions
 from .simulator import simulate_time
 from .encoding import Allocation, AllocationSpace
-from .graphindex import ROLE_KEEP, ROLE_TO_HOST, GraphIndex
+from .graphindex import ROLE_KEEP, ROLE_KEEP_NEW, ROLE_KEEP_OLD, ROLE_TO_HOST, GraphIndex
 
 _NEVER = 1 << 62   # next use of a dead tensor
 
@@ -94,6 +94,9 @@ class _Walk:
             is_last = np.append(~same, True)
             keep_last = is_last & (gi.role[st] == ROLE_KEEP)
             nxt_sorted[keep_last] = n + first_pos[st[keep_last]]
+            # a kept update's next use is the first use next iteration of the tensor it replaces
+            new_last = is_last & (gi.role[st] == ROLE_KEEP_NEW)
+            nxt_sorted[new_last] = n + first_pos[gi.old_of[st[new_last]]]
         else:
             first_pos = np.full(gi.n_tensors, _NEVER, dtype=np.int64)
         nxt = np.empty(len(order), dtype=np.int64)
@@ -104,6 +107,8 @@ class _Walk:
         self.op_ptr = gi.op_ptr.tolist()
         self.op_nin = gi.op_nin.tolist()
         self.role = gi.role.tolist()
+        self.old_of = gi.old_of.tolist()
+        self.new_of = {o: t for t, o in enumerate(self.old_of) if o >= 0}
         self.produced = gi.produced.tolist()
         self.tclass = tclass.tolist()
         self.tclass_array = tclass
@@ -233,29 +238,68 @@ class _Walk:
                 else:
                     heappush(evict_heap[tclass[t]], (-nu, t))
         end_residents = [(t, o) for o, t in enumerate(tenant) if t >= 0]
-        self.state = (loc, last, host_ready, tenant, obj_free_slot)
+        self.state = (loc, last, host_ready, tenant, obj_free_slot, prod_slot)
         return out_objs, swap_outs, drops, swap_ins, end_residents
 
-    def close_period(self, initial, drops, swap_ins):
-        """Make the end state equal `initial` (pass 2): drop other tenants after their last use, swap evicted
-        or moved initial residents back into their objects once those are free for good."""
-        loc, last, host_ready, tenant, obj_free_slot = self.state
+    def close_period(self, initial, drops, swap_ins, swap_outs, exact: bool = False):
+        """Make the end state repeat `initial` (pass 2), per size class: a tenant stays if it is an initial
+        resident or the update of one (any object of its class will do: the runtime renames objects between
+        iterations); other tenants are dropped after their last use (a kept update without a host copy is
+        swapped out first); an initial resident with no such tenant is swapped back in (itself, or its
+        update, swapped out when evicted) once an object of its class is free for good. With `exact` the
+        old rule: each initial resident back in its own object."""
+        loc, last, host_ready, tenant, obj_free_slot, prod_slot = self.state
+        old_of, tclass = self.old_of, self.tclass
         want = {o: t for t, o in initial}
+        init_t = set(want.values())
+        stays = set()
         for o, t in enumerate(tenant):
-            if t >= 0 and want.get(o) != t:
-                drops.append((last[t], t, o))     # kept tensors have host copies: dropping is free
-                if host_ready[t] < last[t]:
-                    host_ready[t] = last[t]
-                obj_free_slot[o] = last[t]
-                loc[t] = -1
-                tenant[o] = -1
+            if t < 0:
+                continue
+            plays = old_of[t] if old_of[t] >= 0 else t
+            if (want.get(o) == t) if exact else (plays in init_t and plays not in stays):
+                stays.add(plays)
+                continue
+            if host_ready[t] == -2:               # a kept update never copied out: its value must survive
+                swap_outs.append((prod_slot[t], t))
+            drops.append((last[t], t, o))         # kept tensors have host copies: dropping is free
+            if host_ready[t] < last[t]:
+                host_ready[t] = last[t]
+            obj_free_slot[o] = last[t]
+            loc[t] = -1
+            tenant[o] = -1
+        free_by_class: dict[int, list] = {}
+        for o, t in enumerate(tenant):
+            if t < 0:
+                free_by_class.setdefault(self.obj_class(o), []).append((obj_free_slot[o], o))
+        for fl in free_by_class.values():
+            fl.sort(reverse=True)                 # pop() gives the longest-free object
         back = []
         for t, o in initial:
-            if tenant[o] != t:
-                q = max(obj_free_slot[o], host_ready[t])
-                back.append((q, t, o))
+            if t in stays:
+                continue
+            src = self.new_of.get(t, t)           # an updated one comes back as its update
+            if not exact:
+                _, o = free_by_class[tclass[t]].pop()
+            q = max(obj_free_slot[o], host_ready[src])
+            back.append((q, src, o))
         back.sort()
         swap_ins.extend(back)
+
+    def obj_class(self, o: int) -> int:
+        return int(np.searchsorted(self.first_obj, o, side="right")) - 1
+
+    def host_copies_for_next(self, initial, swap_outs, swap_ins) -> None:
+        """An initial resident swapped in this iteration reads its host copy, which must then hold last
+        iteration's update: give every such kept update a swap-out (right after it is made)."""
+        loc, last, host_ready, tenant, obj_free_slot, prod_slot = self.state
+        init_t = {t for t, _ in initial}
+        read_from_host = {t for _, t, _ in swap_ins if t in init_t and t in self.new_of}
+        out = {t for _, t in swap_outs}
+        for p in sorted(read_from_host):
+            new = self.new_of[p]
+            if new not in out:
+                swap_outs.append((prod_slot[new], new))
 
 
 @dataclass
@@ -319,13 +363,23 @@ def _decide(gi: GraphIndex, space: AllocationSpace, schedule, alloc: Allocation,
     walk = _Walk(gi, schedule, tclass, alloc.cnt)
     out_objs, swap_outs, drops, swap_ins, end = walk.run([])
     initial: list[tuple[int, int]] = []
+    exact = not gi.keep_updated
     if two_pass and end:
-        initial = sorted(end)
-        out_objs, swap_outs, drops, swap_ins, _ = walk.run(initial)
-        walk.close_period(initial, drops, swap_ins)
+        # kept updates at pass 1's end start pass 2 as the tensors they replace
+        initial = sorted((walk.old_of[t] if walk.old_of[t] >= 0 else t, o) for t, o in end)
+        out_objs, swap_outs, drops, swap_ins, end2 = walk.run(initial)
+        if not exact:
+            # initial residents pass 2 could not keep to its end would be swapped back in for nothing
+            # (and, updated, their update copied out too): start a last pass without them
+            kept = {walk.old_of[t] if walk.old_of[t] >= 0 else t for t, _ in end2}
+            if len(kept) < len(initial):
+                initial = [(t, o) for t, o in initial if t in kept]
+                out_objs, swap_outs, drops, swap_ins, _ = walk.run(initial)
+        walk.close_period(initial, drops, swap_ins, swap_outs, exact)
+        walk.host_copies_for_next(initial, swap_outs, swap_ins)
     elif end:
         # a single pass must also end empty: kept tensors still resident leave after their last use
-        walk.close_period([], drops, swap_ins)
+        walk.close_period([], drops, swap_ins, swap_outs, exact)
     return _Decisions(walk, initial, out_objs, swap_outs, drops, swap_ins)
 
 
