@@ -17,6 +17,7 @@ arch and for every arch of FATBIN_ARCHS above it ("cuda" on a GPU-less machine: 
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -31,6 +32,7 @@ FATBIN_ARCHS = (80, 90)           # SASS carried for these when the codegen arch
 ARCHS_ENV = "TVM_SWAP_CUDA_ARCHS"
 CALLBACK = "tvm_callback_cuda_compile"
 _TARGET_OPTION = re.compile(r"^-{1,2}([A-Za-z_][\w]*)=(\S+)$")
+_FATBIN_CACHE: dict = {}          # (sha256 of the CUDA source, nvcc arch flags) -> fatbin, per process
 
 
 class CudaBuildError(TvmSwapError):
@@ -134,8 +136,8 @@ def find_nvcc() -> str:
 def fatbin_codegen(target):
     """While active, TVM's CUDA codegen compiles every module to one fatbin for `fatbin_archs(target)`.
 
-    Yields a dict that counts the compiles ("calls", "seconds", "bytes", "archs"); restores the previous
-    callback and environment afterwards.
+    Yields a dict that counts the compiles ("calls", "cached": served from this process's cache of identical
+    sources, "seconds", "bytes", "archs"); restores the previous callback and environment afterwards.
     """
     import tvm_ffi
 
@@ -146,12 +148,17 @@ def fatbin_codegen(target):
     own = arch_number(target)
     nvcc_bin = find_nvcc()
     cuda_offline.ensure_codegen_runtime()
-    stats = {"calls": 0, "seconds": 0.0, "bytes": 0, "archs": archs, "error": None}
+    stats = {"calls": 0, "cached": 0, "seconds": 0.0, "bytes": 0, "archs": archs, "error": None}
     flags = nvcc_arch_flags(archs, own)
 
     def compile_fatbin(code):
         from tvm.support import nvcc
 
+        key = (hashlib.sha256(code.encode()).hexdigest(), tuple(flags))
+        if key in _FATBIN_CACHE:      # the same kernels built again (another plan of one model): no nvcc
+            stats["calls"] += 1
+            stats["cached"] += 1
+            return _FATBIN_CACHE[key]
         t0 = time.perf_counter()
         try:
             with target:   # tvm's nvcc helper reads the current target's arch even when flags are given
@@ -164,6 +171,7 @@ def fatbin_codegen(target):
         stats["calls"] += 1
         stats["seconds"] += time.perf_counter() - t0
         stats["bytes"] += len(data)
+        _FATBIN_CACHE[key] = data
         return data
 
     prev = tvm_ffi.get_global_func(CALLBACK, allow_missing=True)

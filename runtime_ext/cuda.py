@@ -112,6 +112,17 @@ def _check(rt, result, what: str):
     return values[0] if len(values) == 1 else values
 
 
+def release_cached_device_memory() -> None:
+    """Free the blocks TVM's pooled VM allocator keeps after earlier modules freed them. Without this a
+    module's own allocations could be served from that cache, invisible to cudaMemGetInfo. Blocks in use
+    are not touched (PooledAllocator::ReleaseAll frees only its free lists)."""
+    import tvm_ffi
+
+    clear = tvm_ffi.get_global_func("vm.builtin.memory_manager.clear", allow_missing=True)
+    if clear is not None:
+        clear()
+
+
 def _nbytes(t) -> int:
     import tvm_ffi
 
@@ -139,16 +150,25 @@ class _PinnedBuffer:
 class CudaBackend(Backend):
     name = "cuda"
 
-    def __init__(self, device_id: int = 0):
-        ok, why = gpu_status()
-        if not ok:
-            raise TvmSwapError(f"no CUDA GPU to run on: {why}. Build for target='llvm' to run on the CPU "
-                               f"(emulated backend), or use tvm_swap.build.compile_model to compile only")
+    def __init__(self, device_id: int = 0, *, runtime=None, device=None):
+        """runtime / device: stand-ins for cuda.bindings.runtime and tvm.cuda(device_id), so tests can drive
+        this backend's logic on a CPU with a fake runtime (tests/cuda_fake.py); never needed otherwise."""
         import tvm
-        from cuda.bindings import runtime as rt
 
+        if runtime is None:
+            ok, why = gpu_status()
+            if not ok:
+                raise TvmSwapError(f"no CUDA GPU to run on: {why}. Build for target='llvm' to run on the CPU "
+                                   f"(emulated backend), or use tvm_swap.build.compile_model to compile only")
+            from cuda.bindings import runtime as rt
+        else:
+            rt = runtime
         self._rt = rt
-        self._dev = tvm.cuda(int(device_id))
+        self._dev = device if device is not None else tvm.cuda(int(device_id))
+        try:
+            self.device_label = self._dev.device_name or str(self._dev)
+        except Exception:  # a device without the attribute (the CPU stand-in of tests)
+            self.device_label = str(self._dev)
         self.device_id = int(device_id)
         _check(rt, rt.cudaSetDevice(self.device_id), f"cudaSetDevice({device_id})")
         _check(rt, rt.cudaFree(0), "creating the CUDA context")       # before the memory baseline
@@ -168,6 +188,8 @@ class CudaBackend(Backend):
         self.measured_peak_bytes = 0
         self.samples = 0
         self._closed = False
+        release_cached_device_memory()
+        self.baseline_free_bytes, _ = self._mem_info()
         self.begin_call()
 
     # ---- memory ----
@@ -322,7 +344,7 @@ class CudaBackend(Backend):
             rt.cudaStreamDestroy(h)
 
     def stats(self) -> dict:
-        return {"backend": self.name, "device": self._dev.device_name, "device_total_bytes": self.total_bytes,
+        return {"backend": self.name, "device": self.device_label, "device_total_bytes": self.total_bytes,
                 "device_baseline_used_bytes": self.total_bytes - self.baseline_free_bytes,
                 "allocated_device_bytes": self.allocated_device_bytes,
                 "measured_after_alloc_bytes": self.measured_after_alloc_bytes,
