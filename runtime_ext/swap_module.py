@@ -293,6 +293,23 @@ def _read_manifest(vm) -> Manifest:
     return Manifest.from_json(text)
 
 
+def _load_with_cuda_runtime(path: str):
+    """A library with CUDA code, where TVM did not load its CUDA runtime itself (runtime-only TVM)."""
+    import tvm
+
+    from .cuda_libs import ensure_runtime
+
+    try:
+        ensure_runtime()
+    except OSError as e:
+        raise TvmSwapError(f"cannot load {path!r}: it contains CUDA code and TVM's CUDA runtime does not load "
+                           f"here ({str(e).splitlines()[0]})") from None
+    try:
+        return tvm.runtime.load_module(path)
+    except Exception as e:
+        raise TvmSwapError(f"cannot load {path!r}: {str(e).splitlines()[0]}") from None
+
+
 def load(path, params=None, bandwidth=None, debug_poison: bool = False) -> SwapModule:
     """Load a library written by SwapModule.export_library; params default to the saved `.params.npz`."""
     import tvm
@@ -303,7 +320,9 @@ def load(path, params=None, bandwidth=None, debug_poison: bool = False) -> SwapM
     try:
         lib = tvm.runtime.load_module(path)
     except Exception as e:  # TVM raises its own error types for unreadable libraries
-        raise TvmSwapError(f"cannot load {path!r}: {str(e).splitlines()[0]}") from None
+        if "load_from_bytes.cuda" not in str(e):
+            raise TvmSwapError(f"cannot load {path!r}: {str(e).splitlines()[0]}") from None
+        lib = _load_with_cuda_runtime(path)
     if params is None:
         pfile = Path(path + PARAMS_SUFFIX)
         if pfile.exists():

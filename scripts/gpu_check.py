@@ -241,8 +241,12 @@ def _calibrated(entry, build_dir, plan, unlimited_s, link, base_device):
     return float(simulate(graph, plan, op_time, dev).time_s)
 
 
-def run(build_dir: Path, man: dict, steps: int, budget_s: float, models=None) -> dict:
+def run(build_dir: Path, man: dict, steps: int, budget_s: float, models=None, save=None) -> dict:
+    """Run every prepared build; `save(report)` is called after each one (partial results survive a
+    time limit)."""
     from runtime_ext.reference import PlainRunner
+
+    save = save or (lambda rep: None)
 
     t_start = time.perf_counter()
     kind = man["target_kind"]
@@ -279,6 +283,7 @@ def run(build_dir: Path, man: dict, steps: int, budget_s: float, models=None) ->
         res["builds"]["unlimited"] = {"time_s": unlimited_s, "mean_time_s": rs["mean_time_s"],
                                       "measured_peak_bytes": rs["measured_peak_bytes"]}
         log(f"{name} unlimited: {unlimited_s * 1e3:.1f} ms")
+        save(report)
         for label, b in entry["builds"].items():
             if label == "unlimited":
                 continue
@@ -292,6 +297,7 @@ def run(build_dir: Path, man: dict, steps: int, budget_s: float, models=None) ->
                 continue
             res["builds"][label] = _run_swapped(build_dir, b, params, inputs, entry, want, steps, unlimited_s,
                                                 report["link"], kind)
+            save(report)
             r = res["builds"][label]
             peak = r["measured_peak_bytes"] if r["measured_peak_bytes"] is not None else r["books_peak_bytes"]
             log(f"{name} {label}: {r['time_s'] * 1e3:.1f} ms, bitwise {r['bitwise_equal']}, "
@@ -445,10 +451,14 @@ def main(argv=None) -> int:
         log(table(rep))
         return 1 if problems else 0
     man = read_manifest(a.build_dir)
-    rep = run(a.build_dir, man, a.steps, a.budget_s, models)
-    if a.json:
-        a.json.parent.mkdir(parents=True, exist_ok=True)
-        a.json.write_text(json.dumps(rep, indent=1, default=str))
+
+    def save(rep):
+        if a.json:
+            a.json.parent.mkdir(parents=True, exist_ok=True)
+            a.json.write_text(json.dumps(rep, indent=1, default=str))
+
+    rep = run(a.build_dir, man, a.steps, a.budget_s, models, save)
+    save(rep)
     if "error" in rep:
         log(f"gpu_check: {rep['error']}")
         return 2

@@ -90,6 +90,6 @@ say "running (${LEFT} s left of ${BUDGET_S} s)"
 timeout --signal=INT "$LEFT" "$PY" scripts/gpu_check.py --run --build-dir "$BUILD" --json "$OUT/gpu_check.json" \
     --budget-s $(( LEFT > 60 ? LEFT - 45 : LEFT ))
 rc=$?
-[ $rc -eq 124 ] && say "stopped at the time limit; partial results are not written"
+[ $rc -eq 124 ] && say "stopped at the time limit; the JSON has the builds finished by then"
 say "done in $(( $(date +%s) - START )) s, exit $rc; JSON: $OUT/gpu_check.json"
 exit $rc

@@ -195,6 +195,25 @@ def test_loading_a_cuda_library_without_gpu_says_why(cuda_libs):
         load(path, params=ex.params)
 
 
+@needs_nvcc
+def test_loading_a_cuda_library_in_a_process_without_cuda_runtime_is_a_clear_error(cuda_libs):
+    """A fresh process (no stand-in driver): TVM cannot even read the library; the error says why."""
+    import os
+    import sys
+
+    from runtime_ext.cuda import gpu_available
+
+    if gpu_available():
+        pytest.skip("a GPU is present")
+    _, path = cuda_libs["mlp"]
+    code = ("from runtime_ext.swap_module import load\n"
+            "try:\n    load(%r)\nexcept Exception as e:\n    print(type(e).__name__, e)\n" % str(path))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": root}).stdout
+    assert "TvmSwapError" in out and "contains CUDA code" in out, out
+
+
 def test_cuda_backend_refuses_to_start_without_gpu():
     from runtime_ext.cuda import CudaBackend, gpu_available
 
