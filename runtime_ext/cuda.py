@@ -179,17 +179,14 @@ class CudaBackend(Backend):
         self._callbacks: queue.Queue | None = None
         self._watcher: threading.Thread | None = None
         self._callback_error: BaseException | None = None
-        free, total = self._mem_info()
-        self.total_bytes = total
-        self.baseline_free_bytes = free        # everything below is measured against this
+        release_cached_device_memory()
+        self.baseline_free_bytes, self.total_bytes = self._mem_info()   # everything is measured against this
         self.allocated_device_bytes = 0        # what alloc_device was asked for (the pool)
         self.measured_after_alloc_bytes = 0    # device memory used once the pool was allocated
         self.measured_used_bytes = 0           # at the latest sample
         self.measured_peak_bytes = 0
         self.samples = 0
         self._closed = False
-        release_cached_device_memory()
-        self.baseline_free_bytes, _ = self._mem_info()
         self.begin_call()
 
     # ---- memory ----

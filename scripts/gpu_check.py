@@ -351,21 +351,23 @@ def _ms(t) -> str:
 
 
 def table(report: dict) -> str:
-    head = ["model", "limit", "bytes", "pool", "peak (meas.)", "peak<=limit", "bitwise", "step ms", "x unlim.",
-            "pred. ms", "calib. ms", "swapped in/out"]
+    head = ["model", "limit", "bytes", "pool", "alloc. extra", "peak (meas.)", "peak<=limit", "bitwise", "step ms",
+            "x unlim.", "pred. ms", "calib. ms", "swapped in/out"]
     rows = [head]
     for name, res in report["models"].items():
         for label, r in res["builds"].items():
             if label == "unlimited":
-                rows.append([name, "unlimited", "-", "-", _gib(r.get("measured_peak_bytes")), "-", "ref",
+                rows.append([name, "unlimited", "-", "-", "-", _gib(r.get("measured_peak_bytes")), "-", "ref",
                              _ms(r.get("time_s")), "1.00", "-", "-", "-"])
                 continue
             if "lib" not in r and "time_s" not in r:
                 why = "infeasible" if r.get("infeasible") else r.get("skipped", r.get("dry_run", "?"))
-                rows.append([name, label, _gib(r.get("mem_limit_bytes")), _gib(r.get("pool_bytes")), "-", "-",
+                rows.append([name, label, _gib(r.get("mem_limit_bytes")), _gib(r.get("pool_bytes")), "-", "-", "-",
                              "-", why, "-", _ms(r.get("predicted_time_s")), "-", "-"])
                 continue
+            extra = (r["measured_pool_bytes"] - r["pool_bytes"]) if r.get("measured_pool_bytes") is not None else None
             rows.append([name, label, _gib(r["mem_limit_bytes"]), _gib(r["pool_bytes"]),
+                         "-" if extra is None else ("-" if extra < 0 else "+") + _gib(abs(extra)),
                          _gib(r.get("measured_peak_bytes") if r.get("measured_peak_bytes") is not None
                               else r.get("books_peak_bytes")),
                          "yes" if r["peak_within_limit"] else "NO", "yes" if r["bitwise_equal"] else "NO",
@@ -374,6 +376,9 @@ def table(report: dict) -> str:
                          f"{_gib(r['swap_in_bytes'])} / {_gib(r['swap_out_bytes'])}"])
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
+    lines.append("alloc. extra: device memory taken once the pool was allocated, beyond the pool's bytes (cudaMalloc's "
+                 "2 MiB pages, the program's constants); peak (meas.): cudaMemGetInfo over the module's life (adds the "
+                 "kernels the first call loads)")
     lk = report.get("link")
     if lk:
         lines.append(f"link (pinned, {lk['bytes'] >> 20} MiB): h2d {lk['h2d_bytes_per_s'] / 1e9:.1f} GB/s, d2h "
