@@ -13,12 +13,14 @@ class HostStore:
     def __init__(self, alloc_host):
         self._alloc = alloc_host
         self._buf: dict[int, object] = {}
+        self._spec: dict[int, tuple] = {}       # tensor -> (shape, dtype, nbytes) of its buffer
         self.allocated_bytes = 0
 
     def ensure(self, t: int, shape, dtype: str, nbytes: int):
         """The host buffer of tensor `t`, allocated on first use."""
         b = self._buf.get(t)
         if b is None:
+            self._spec[t] = (tuple(shape), dtype, int(nbytes))
             raw = self._alloc(max(1, int(nbytes)))
             self.allocated_bytes += max(1, int(nbytes))
             b = raw._create_view(tuple(shape), dtype, 0)
@@ -35,10 +37,12 @@ class HostStore:
         self.ensure(t, shape, dtype, nbytes).copyfrom(np.asarray(value, dtype=dtype, order="C").reshape(shape))
 
     def rename(self, new: int, old: int) -> None:
-        """`new`'s buffer now holds `old`'s value (an update); `old`'s former buffer becomes `new`'s."""
-        a, b = self._buf.get(new), self._buf.get(old)
+        """`new`'s buffer now holds `old`'s value (an update); `old`'s former buffer becomes `new`'s (a fresh
+        one if `old` had none, so the next call can swap `new` out again)."""
+        a, b = self._buf.pop(new), self._buf.get(old)
         self._buf[old] = a
+        self._spec[old] = self._spec[new]
         if b is not None:
             self._buf[new] = b
         else:
-            del self._buf[new]
+            self.ensure(new, *self._spec[new])

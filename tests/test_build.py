@@ -149,3 +149,28 @@ def test_cuda_compiles_without_a_gpu_and_build_says_why_it_cannot_run(models, tm
     assert (tmp_path / "mlp_cuda.so").stat().st_size > 0
     with pytest.raises(TvmSwapError, match="no CUDA GPU"):
         tvm_swap.build(ex.mod, target="cuda", mem_limit="50%", params=ex.params, **FAST)
+
+
+@pytest.mark.parametrize("limit", ["100%", "40%"])
+@pytest.mark.parametrize("optimizer", ["momentum", "adam"])
+def test_optimizer_state_chains_over_three_steps(optimizer, limit):
+    """Optimizer state (kept on the device, never read from the host) and its updates, over chained steps."""
+    from tvm_swap.examples import models
+    from tvm_swap.training import train_step
+
+    ex = models.mlp(batch=32, in_features=64, hidden=(128,) * 6, classes=10)
+    mod, params = train_step(ex.mod, ex.params, optimizer=optimizer, lr=0.01)
+    f = mod["main"]
+    rng = np.random.default_rng(0)
+    inputs = []
+    for p in f.params[:int(f.attrs["num_input"])]:
+        shape, dt = [int(d) for d in p.ty.shape.values], str(p.ty.dtype.dtype)
+        inputs.append(rng.integers(0, 10, shape).astype(dt) if "int" in dt else rng.standard_normal(shape).astype(dt))
+    ref = Unlimited(mod)
+    m = tvm_swap.build(mod, mem_limit=limit, params=params, **FAST)
+    state = list(params.values())
+    for step in range(3):
+        want = ref(inputs, state)
+        assert bitwise_equal(flat(m(*inputs)), want), f"{optimizer} step {step} differs"
+        state = want[1:]
+    assert bitwise_equal(list(m.params().values()), state)

@@ -338,3 +338,14 @@ def test_updated_weights_stay_on_the_device_across_calls():
     s = m.stats()
     assert s["swap_in_count"] == len(ex.inputs) and s["swap_out_count"] == 1   # only inputs in, loss out
     assert s["unplanned_d2h_bytes"] == 0
+
+
+def test_host_store_rename_gives_new_a_fresh_buffer_when_old_had_none():
+    be = EmulatedBackend()
+    hs = HostStore(be.alloc_host)
+    new = hs.ensure(2, (4,), "float32", 16)
+    hs.rename(2, 1)                                          # 1 (an on-device param) had no host copy
+    assert hs.get(1) is new and hs.has(2) and hs.get(2) is not new
+    hs.rename(2, 1)                                          # the next call's update renames again
+    assert hs.get(2) is new
+    be.close()
