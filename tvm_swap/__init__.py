@@ -29,8 +29,8 @@ def build(mod, target="llvm", mem_limit=None, params=None, **kw):
     return _build(mod, target=target, mem_limit=mem_limit, params=params, **kw)
 
 
-def load(path):
-    """Load a module exported by SwapModule.export_library."""
+def load(path, params=None, bandwidth=None, debug_poison=False):
+    """Load a module exported by SwapModule.export_library (params default to the saved ones)."""
     from runtime_ext.swap_module import load as _load
 
-    return _load(path)
+    return _load(path, params=params, bandwidth=bandwidth, debug_poison=debug_poison)

@@ -87,11 +87,9 @@ def run_unlimited(library: str, args: list[np.ndarray], func_name: str) -> tuple
 def run_library(library: str, inputs=None, compare_unlimited: bool = False, bandwidth=None, repeat: int = 3) -> dict:
     import tvm_swap
 
-    from runtime_ext.swap_module import load
-
     if not Path(library).exists():
         raise TvmSwapError(f"library {library!r} does not exist; build one with `tvm-swap compile`")
-    m = load(library, bandwidth=bandwidth) if bandwidth else tvm_swap.load(library)
+    m = tvm_swap.load(library, bandwidth=bandwidth)
     feeds = _read_inputs(library, inputs, m.input_names)
     ordered = [feeds[n] for n in m.input_names]
     initial_params = m.params()
