@@ -24,8 +24,8 @@ ROLE_KEEP_NEW = 5    # its p_new: stays resident (next use: p's first use next i
 
 # False: the old rule (every updated persistent tensor is host-only, its update is swapped out, each kept
 # tensor ends in its own object), so no plan needs the runtime to rename objects between iterations.
-# Off until the runtime renames objects (Plan.next_object_map) between calls.
-KEEP_UPDATED = False
+# The runtime renames objects between calls (runtime_ext.pool.DevicePool.rename).
+KEEP_UPDATED = True
 
 
 def aligned_size(nbytes, alignment: int):
