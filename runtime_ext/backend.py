@@ -40,6 +40,10 @@ class Backend(ABC):
     def alloc_device(self, nbytes: int):
         """A uint8 device tensor of `nbytes` (one pool object: its own storage, offset 0)."""
 
+    def alloc_pool(self, sizes) -> list:
+        """Every pool object at once (called once per module). Default: one allocation per object."""
+        return [self.alloc_device(b) for b in sizes]
+
     @abstractmethod
     def alloc_host(self, nbytes: int):
         """A uint8 host tensor of `nbytes` for swapped-out copies and host-resident params (pinned on CUDA)."""
@@ -95,3 +99,24 @@ class Backend(ABC):
 
     def stats(self) -> dict:
         return {}
+
+
+def arena_objects(arena, sizes) -> list:
+    """Pool objects as back-to-back uint8 views of one arena tensor.
+
+    Object sizes are multiples of the plan's alignment (256), so every view starts aligned; the views keep
+    the arena alive. One arena avoids the driver rounding each object up on its own (cudaMalloc: 2 MiB)."""
+    import tvm
+
+    # kernels reject a non-zero byte_offset: fold it into the data pointer (zero-copy when 64-byte aligned)
+    fold = tvm.get_global_func("vm.builtin.ensure_zero_offset")
+    objects, offset = [], 0
+    for b in sizes:
+        obj = fold(arena._create_view((int(b),), "uint8", offset))
+        if obj.data_ptr() != arena.data_ptr() + offset:
+            raise RuntimeError(f"pool object at arena offset {offset} was copied, not aliased: sizes must be "
+                               f"multiples of 64 bytes")
+        objects.append(obj)
+        offset += int(b)
+    return objects
+

@@ -92,7 +92,8 @@ class PlanExecutor:
         self.stream_actions = [i for i, a in enumerate(self.actions)
                                if a.kind in ("swap_out", "swap_in") or (a.kind == "drop" and self.poison)]
         self._early = False
-        self.pool = DevicePool(plan.pool, backend.alloc_device, plan.mem_limit, names=self._name)
+        self.pool = DevicePool(plan.pool, backend.alloc_device, plan.mem_limit, names=self._name,
+                               alloc_all=backend.alloc_pool)
         if self.poison:
             for obj in self.pool.objects:
                 backend.fill("compute", obj)

@@ -24,8 +24,9 @@ class PoolError(PlanError):
 
 
 class DevicePool:
-    def __init__(self, pool: Pool, alloc, mem_limit: int | None = None, names=None):
-        """`alloc(nbytes)` makes one object; `names(t)` gives a tensor's name for messages."""
+    def __init__(self, pool: Pool, alloc, mem_limit: int | None = None, names=None, alloc_all=None):
+        """`alloc(nbytes)` makes one object, or `alloc_all(sizes)` makes them all at once (an arena);
+        `names(t)` gives a tensor's name for messages."""
         self.plan_pool = pool
         self.object_bytes = [int(b) for b in pool.object_bytes()]
         self.object_class = [int(c) for c in pool.object_class()]
@@ -34,7 +35,7 @@ class DevicePool:
         if mem_limit is not None and self.allocated_bytes + self.workspace_bytes > int(mem_limit):
             raise PoolError(f"the plan's pool needs {format_bytes(self.allocated_bytes + self.workspace_bytes)} "
                             f"but its memory limit is {format_bytes(mem_limit)}: the plan is corrupt; re-plan")
-        self.objects = [alloc(b) for b in self.object_bytes]      # the buffers, by storage index
+        self.objects = alloc_all(self.object_bytes) if alloc_all else [alloc(b) for b in self.object_bytes]      # the buffers, by storage index
         self.storage_of = list(range(len(self.objects)))           # object id -> storage index (renamed)
         self._names = names or (lambda t: f"tensor {t}")
         self._views: dict = {}
