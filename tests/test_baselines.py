@@ -186,6 +186,18 @@ def test_noswap_moves_only_inputs_and_results_when_params_are_fixed():
     assert {t for t, _ in plan.initial_residents} == {t.id for t in g.tensors if t.kind == "param"}
 
 
+def test_noswap_keeps_updated_params_on_the_device():
+    # periodicity per size class: each update ends in another object of its param's class, no param traffic
+    g = random_training_graph(2, n_layers=12, momentum=True)
+    plan = plan_noswap(ctx_for(g, noswap_need(g, A)))
+    check_plan(g, plan)
+    persistent = {t for t in g.used_tensors() if g.is_persistent(t)}
+    assert {t for t, _ in plan.initial_residents} == persistent
+    assert not any(a.kind == "swap_in" and a.tensor in persistent for a in plan.actions)
+    assert not any(a.kind == "swap_out" and a.tensor in g.updates for a in plan.actions)
+    assert plan.next_object_map(g) != list(range(plan.pool.num_objects))
+
+
 def test_noswap_names_its_need():
     g = training_graph(0, layers=8)
     need = noswap_need(g, A)

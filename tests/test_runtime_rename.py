@@ -37,3 +37,18 @@ def test_three_steps_with_renamed_objects_match_the_unlimited_build(name, limit)
     assert m.stats()["unplanned_d2h_bytes"] == 0                 # kept params read from the host get their update out
     if limit == "100%":
         assert 2 * len(kept) >= len(olds)                        # most params stay (a 1-generation search)
+
+
+def test_noswap_keeps_updated_params_and_matches_the_unlimited_build():
+    ex = MODELS["mlp-train"]()
+    m = tvm_swap.build(ex.mod, target="llvm", mem_limit="200%", params=ex.params, planner="noswap")
+    assert m.executor.next_backing != list(range(len(m.executor.next_backing)))
+    ref = Unlimited(ex.mod)
+    inputs, params = list(ex.inputs.values()), list(ex.params.values())
+    for step in range(3):
+        want = ref(inputs, params)
+        assert bitwise_equal(flat(m(*inputs)), want), f"step {step} differs"
+        params = want[1:]
+    assert bitwise_equal([np.asarray(v) for v in m.params().values()], params)
+    s = m.stats()
+    assert s["swap_in_count"] == len(ex.inputs) and s["unplanned_d2h_bytes"] == 0   # no param traffic

@@ -6,10 +6,10 @@ freed after its last use. As when TVM runs the function: its arguments (params, 
 are on the device for the whole call, and its results (outputs, updates) from when they are produced to
 the end. Each storage becomes one pool object; storages of equal size form a class.
 
-Across iterations: params nothing updates stay on the device (the initial residents); the rest of the
-arguments are copied in once at the start and results are copied out when produced. (A param that is
-updated cannot stay: see baseline_common on periodicity.) Kept successors take only storages of exactly
-their size, so they stay in their param's size class.
+Across iterations: params stay on the device (the initial residents), updated ones too when their update
+has their size (periodicity is per size class, see baseline_common); the rest of the arguments are copied
+in once at the start and results are copied out when produced. Kept successors take only storages of
+exactly their size, so they stay in their param's size class.
 """
 from __future__ import annotations
 
