@@ -15,15 +15,20 @@ Phase A (decide) walks the schedule over symbolic objects, one class at a time b
 - dead tensors are dropped right after their last use; graph outputs and updates are swapped out right after
   they are produced (the host must receive them), so dropping them later is free;
 - persistent tensors nothing updates ("kept": e.g. frozen weights) have a cyclic next use (their first use
-  next iteration) and stay resident unless pressure evicts them.
-Updated params and optimizer state are not kept resident across iterations: the op that writes the update
-still reads the old value, so the update can never land in the old value's object, and with exact-object
-periodicity (the Plan contract) keeping it would cost the same copies as swapping it (see baseline_common).
+  next iteration) and stay resident unless pressure evicts them;
+- an updated persistent tensor p whose update p_new has its size (ROLE_KEEP_OLD / ROLE_KEEP_NEW) may start
+  resident and is dropped after its last use (free: the host has it); p_new is written into another object
+  of p's class and stays resident, its next use being p's first use next iteration (periodicity is per size
+  class: the runtime renames objects between iterations, Plan.next_object_map). An evicted p_new is swapped
+  out right after it was made. With graphindex.KEEP_UPDATED off, the old rule: p is host-only, p_new goes out.
 
-Periodicity (two passes): pass 1 starts empty; the kept tensors resident at its end become pass 2's
-initial residents. At pass 2's end any object that held an initial resident must hold it again: other
-tenants are dropped after their last use and evicted initial residents are swapped back in (for the next
-iteration) as soon as their object is free for good.
+Periodicity (passes): pass 1 starts empty; the kept tensors (and kept updates, as the tensors they replace)
+resident at its end become pass 2's initial residents; those pass 2 cannot keep to its end are left out of
+a third pass. At the last pass's end each initial resident's successor must be resident in an object of its
+class: other tenants are dropped after their last use (a kept update without a host copy is swapped out
+first) and evicted successors are swapped back in (for the next iteration) as soon as an object of their
+class is free for good. An initial resident swapped in during the iteration reads its host copy, so its
+update is swapped out too.
 
 Phase B (emit) issues everything through ActionBuilder (which derives the deps) in one list:
 after compute i come the swap-outs, drops and swap-ins placed "after i". Swap-outs are in production order;
