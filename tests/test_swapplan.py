@@ -249,3 +249,17 @@ def test_allocation_below_need_is_refused_clearly():
 
     with pytest.raises(PlanError, match="fewer than op"):
         plan_swaps(gi, space, gi.default_schedule(), Allocation(np.zeros(1, np.int64), np.array([2])))
+
+
+def test_swapadvisor_keeps_updated_params_when_that_is_faster_and_on_request():
+    from tvm_swap.planner.api import plan_graph
+
+    g = random_training_graph(4, n_layers=8, momentum=True)
+    ot = random_op_times(g)
+    olds = set(g.updates.values())
+    kw = dict(op_time=ot, planner="swapadvisor", generations=1, workers=1)
+    free = plan_graph(g, "100%", **kw)          # plenty of memory: keeping them saves every param copy
+    assert olds <= {t for t, _ in free.initial_residents}
+    off = plan_graph(g, "100%", keep_updated=False, **kw)
+    assert not olds & {t for t, _ in off.initial_residents}
+    assert free.predicted["time_s"] <= off.predicted["time_s"]

@@ -34,8 +34,12 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
         settings = GASettings.from_options(ctx.options)
     except (TypeError, ValueError) as e:
         raise TvmSwapError(f"bad swapadvisor option: {e}") from None
-    search = GeneticSearch(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed, settings)
-    res = search.run(budget_s=ctx.budget_s, generations=ctx.generations, workers=ctx.workers,
+    t0 = time.perf_counter()
+    ev = _keep_updated_or_not(ctx)
+    budget = max(0.1 * ctx.budget_s, ctx.budget_s - (time.perf_counter() - t0))
+    search = GeneticSearch(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed, settings,
+                           evaluator=ev)
+    res = search.run(budget_s=budget, generations=ctx.generations, workers=ctx.workers,
                      progress=ctx.progress)
     sp = plan_swaps(search.gi, search.space, res.best.schedule, res.best.alloc)
     plan = sp.to_plan(ctx.graph, "swapadvisor", ctx.mem_limit, ctx.device)
@@ -45,6 +49,26 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
         "seed_times_s": res.seed_times,
     }
     return plan
+
+
+def _keep_updated_or_not(ctx: PlanningContext):
+    """The GA's evaluator, keeping updated params on the device (graphindex.ROLE_KEEP_*) or not, whichever
+    gives the faster best seed genome: keeping them saves their copies when memory allows, but under
+    pressure the kept ones can crowd out activations (e.g. BERT-large at 16 GB)."""
+    from .ga import Evaluator
+    from .graphindex import KEEP_UPDATED
+
+    forced = ctx.options.get("keep_updated")           # planner option: skip the choice
+    modes = (bool(forced),) if forced is not None else (True, False) if KEEP_UPDATED else (False,)
+    evs = [Evaluator(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, k) for k in modes]
+    if len(evs) == 1 or not evs[0].gi.old_of.max(initial=-1) >= 0:
+        return evs[-1] if len(evs) == 1 else evs[0]
+    best = []
+    for ev in evs:
+        seeds = GeneticSearch(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed,
+                              evaluator=ev).seed_genomes()
+        best.append(min(ev.time_of(g.schedule, g.alloc) for _, g in seeds))
+    return evs[0] if best[0] <= best[1] else evs[1]
 
 
 def plan_swapadvisor_nosearch(ctx: PlanningContext) -> Plan:

@@ -83,11 +83,11 @@ class Evaluator:
     """Genome -> simulated iteration time. Built once per process."""
 
     def __init__(self, graph: DataflowGraph, op_time: np.ndarray, device: DeviceSpec, mem_limit: int,
-                 alignment: int):
+                 alignment: int, keep_updated: bool | None = None):
         self.graph = graph
         self.op_time = np.asarray(op_time, dtype=np.float64)
         self.device = device
-        self.gi = GraphIndex.build(graph, alignment)
+        self.gi = GraphIndex.build(graph, alignment, keep_updated)
         self.space = AllocationSpace(self.gi, mem_limit)
         self.scorer = SwapPlanScorer(self.gi, self.space, self.op_time, device)
 
@@ -101,10 +101,10 @@ class Evaluator:
 _WORKER: Evaluator | None = None
 
 
-def _init_worker(graph, op_time, device, mem_limit, alignment) -> None:
+def _init_worker(graph, op_time, device, mem_limit, alignment, keep_updated=None) -> None:
     global _WORKER
     gc.disable()        # evaluations make no reference cycles; collections would only rescan the graph
-    _WORKER = Evaluator(graph, op_time, device, mem_limit, alignment)
+    _WORKER = Evaluator(graph, op_time, device, mem_limit, alignment, keep_updated)
 
 
 def _evaluate_in_worker(task) -> float:
@@ -132,7 +132,8 @@ class _Pool:
         if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
             self.exe = ProcessPoolExecutor(
                 max_workers=workers, mp_context=multiprocessing.get_context("fork"), initializer=_init_worker,
-                initargs=(evaluator.graph, evaluator.op_time, evaluator.device, mem_limit, alignment))
+                initargs=(evaluator.graph, evaluator.op_time, evaluator.device, mem_limit, alignment,
+                          evaluator.gi.keep_updated))
 
     def submit(self, g: Genome):
         if self.exe is None:
