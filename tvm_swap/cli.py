@@ -9,7 +9,6 @@ import json
 import sys
 
 from .errors import InfeasibleLimitError, TvmSwapError
-from .units import format_bytes, format_seconds
 
 PLANNER_CHOICES = ["swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap"]
 
@@ -144,7 +143,7 @@ def _fail(args, message: str, payload: dict) -> None:
     print(f"tvm-swap: error: {message}", file=sys.stderr)
 
 
-__all__ = ["main", "build_parser", "format_bytes", "format_seconds"]
+__all__ = ["main", "build_parser"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -27,10 +27,7 @@ def is_model_spec(spec: str) -> bool:
         return True
     if ":" in spec and not spec.startswith("zoo:") and not Path(spec).exists():
         return True  # module:factory
-    try:
-        return spec in example_names()
-    except ImportError:
-        return False
+    return spec in _safe_example_names()
 
 
 def _random_inputs(shapes: dict, dtypes: dict | None = None, seed: int = 0) -> dict[str, np.ndarray]:

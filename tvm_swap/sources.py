@@ -5,10 +5,9 @@ or a model file that the frontends import (MXNet `-symbol.json`, `.onnx`, `modul
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from .errors import GraphError, TvmSwapError
+from .errors import TvmSwapError
 from .graph import DataflowGraph
 
 
@@ -59,9 +58,3 @@ def parse_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]]:
             raise TvmSwapError(f"--shape {item!r}: dimensions must be integers") from None
     return shapes
 
-
-def read_json(path: str) -> dict:
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise GraphError(f"cannot read {path!r}: {e}") from None
