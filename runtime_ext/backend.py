@@ -40,9 +40,14 @@ class Backend(ABC):
     def alloc_device(self, nbytes: int):
         """A uint8 device tensor of `nbytes` (one pool object: its own storage, offset 0)."""
 
-    def alloc_pool(self, sizes) -> list:
-        """Every pool object at once (called once per module). Default: one allocation per object."""
-        return [self.alloc_device(b) for b in sizes]
+    def alloc_pool(self, sizes, offsets=None, region_bytes=None) -> list:
+        """Every pool object at once (called once per module). Size classes (no `offsets`): one allocation
+        per object. An arena plan: one allocation of `region_bytes`, object k a view at offsets[k] (objects
+        may overlap: they alias the same bytes, as the plan intends)."""
+        if offsets is None:
+            return [self.alloc_device(b) for b in sizes]
+        region = self.alloc_device(max(1, int(region_bytes)))
+        return arena_objects(region, sizes, offsets)
 
     @abstractmethod
     def alloc_host(self, nbytes: int):
@@ -101,22 +106,26 @@ class Backend(ABC):
         return {}
 
 
-def arena_objects(arena, sizes) -> list:
-    """Pool objects as back-to-back uint8 views of one arena tensor.
+def arena_objects(arena, sizes, offsets=None) -> list:
+    """Pool objects as uint8 views of one arena tensor: back to back (size classes), or at `offsets`.
 
-    Object sizes are multiples of the plan's alignment (256), so every view starts aligned; the views keep
+    Offsets and sizes are multiples of the plan's alignment (256), so every view starts aligned; the views keep
     the arena alive. One arena avoids the driver rounding each object up on its own (cudaMalloc: 2 MiB)."""
     import tvm
 
     # kernels reject a non-zero byte_offset: fold it into the data pointer (zero-copy when 64-byte aligned)
     fold = tvm.get_global_func("vm.builtin.ensure_zero_offset")
-    objects, offset = [], 0
-    for b in sizes:
-        obj = fold(arena._create_view((int(b),), "uint8", offset))
-        if obj.data_ptr() != arena.data_ptr() + offset:
-            raise RuntimeError(f"pool object at arena offset {offset} was copied, not aliased: sizes must be "
+    if offsets is None:
+        offsets, at = [], 0
+        for b in sizes:
+            offsets.append(at)
+            at += int(b)
+    objects = []
+    for b, offset in zip(sizes, offsets):
+        obj = fold(arena._create_view((int(b),), "uint8", int(offset)))
+        if obj.data_ptr() != arena.data_ptr() + int(offset):
+            raise RuntimeError(f"pool object at arena offset {offset} was copied, not aliased: offsets must be "
                                f"multiples of 64 bytes")
         objects.append(obj)
-        offset += int(b)
     return objects
 

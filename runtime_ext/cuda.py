@@ -215,18 +215,19 @@ class CudaBackend(Backend):
         self.measured_after_alloc_bytes = self.sample_memory()
         return t
 
-    def alloc_pool(self, sizes) -> list:
-        """The whole pool as ONE cudaMalloc, cut into aligned objects: per-object allocations would each be
-        rounded up by the driver (2 MiB pages) and the measured peak would overshoot the limit."""
+    def alloc_pool(self, sizes, offsets=None, region_bytes=None) -> list:
+        """The whole pool as ONE cudaMalloc, cut into aligned objects (back to back, or at an arena plan's
+        offsets): per-object allocations would each be rounded up by the driver (2 MiB pages) and the
+        measured peak would overshoot the limit."""
         import tvm
 
         from .backend import arena_objects
 
-        total = int(sum(int(b) for b in sizes))
+        total = int(sum(int(b) for b in sizes)) if offsets is None else int(region_bytes)
         self._arena = tvm.runtime.empty((max(1, total),), "uint8", self._dev)
         self.allocated_device_bytes += total
         self.measured_after_alloc_bytes = self.sample_memory()
-        return arena_objects(self._arena, sizes)
+        return arena_objects(self._arena, sizes, offsets)
 
     def alloc_host(self, nbytes: int):
         import numpy as np

@@ -9,8 +9,15 @@ a tensor that does not hold it.
 Objects of one size class are interchangeable, so between calls the pool can rename them (`rename`): object k of
 the next call is backed by the buffer of object backing[k] of this one (tvm_swap.plan.Plan.next_object_map),
 which lets an updated weight stay on the device in whatever object its update was written to.
+
+An arena plan (tvm_swap.plan.Arena) has one region and objects at byte offsets in it, which may overlap: the
+pool then also refuses to give a tenant an object that overlaps one still held (two live tensors sharing
+bytes), and never renames (arena plans end with every kept tensor where it started).
 """
+
 from __future__ import annotations
+
+from bisect import bisect_left, insort
 
 from tvm_swap.errors import PlanError
 from tvm_swap.plan import Pool
@@ -30,12 +37,23 @@ class DevicePool:
         self.plan_pool = pool
         self.object_bytes = [int(b) for b in pool.object_bytes()]
         self.object_class = [int(c) for c in pool.object_class()]
-        self.allocated_bytes = int(sum(self.object_bytes))
+        self.arena = getattr(pool, "kind", "size-classes") == "arena"
+        self.object_offset = [int(o) for o in pool.object_offset()]
+        self.allocated_bytes = int(pool.region_bytes)
         self.workspace_bytes = int(pool.workspace_bytes)
         if mem_limit is not None and self.allocated_bytes + self.workspace_bytes > int(mem_limit):
             raise PoolError(f"the plan's pool needs {format_bytes(self.allocated_bytes + self.workspace_bytes)} "
                             f"but its memory limit is {format_bytes(mem_limit)}: the plan is corrupt; re-plan")
-        self.objects = alloc_all(self.object_bytes) if alloc_all else [alloc(b) for b in self.object_bytes]      # the buffers, by storage index
+        if self.arena:
+            if any(o < 0 or o + b > self.allocated_bytes for o, b in zip(self.object_offset, self.object_bytes)):
+                raise PoolError("an arena object lies outside the arena: the plan is corrupt; re-plan")
+            if alloc_all is None:
+                raise PoolError("this backend cannot allocate an arena (it has no alloc_pool)")
+            self.objects = alloc_all(self.object_bytes, self.object_offset, self.allocated_bytes)
+        else:
+            self.objects = alloc_all(self.object_bytes) if alloc_all else [alloc(b) for b in self.object_bytes]
+        self._live_starts: list[int] = []      # arena: start offsets of the held objects' ranges (disjoint)
+        self._live_at: dict[int, tuple] = {}   # start -> (end, object)
         self.storage_of = list(range(len(self.objects)))           # object id -> storage index (renamed)
         self._names = names or (lambda t: f"tensor {t}")
         self._views: dict = {}
@@ -63,6 +81,8 @@ class DevicePool:
 
     def rename(self, backing) -> None:
         """Between calls: object k is backed next by the buffer object backing[k] has now (same class)."""
+        if self.arena and list(backing) != list(range(len(self.objects))):
+            raise PoolError("an arena plan cannot rename objects between calls; the plan is corrupt")
         if sorted(backing) != list(range(len(self.objects))) or \
                 any(self.object_class[b] != self.object_class[k] for k, b in enumerate(backing)):
             raise PoolError("object renaming must be a permutation within each size class; the plan is corrupt")
@@ -88,6 +108,8 @@ class DevicePool:
         if held != FREE:
             raise PoolError(f"object {obj} is given to {self._names(t)} while {self._names(held)} still holds it "
                             f"(two live tensors in one object); the plan is corrupt: verify and re-plan")
+        if self.arena:
+            self._hold_range(obj, t)
         self.tenant[obj] = t
         self.in_use_bytes += self.object_bytes[obj]
         if self.in_use_bytes > self.peak_in_use_bytes:
@@ -101,6 +123,25 @@ class DevicePool:
                             f"{'is free' if held == FREE else 'holds ' + self._names(held)}; the plan is corrupt")
         self.tenant[obj] = FREE
         self.in_use_bytes -= self.object_bytes[obj]
+        if self.arena:
+            lo = self.object_offset[obj]
+            del self._live_starts[bisect_left(self._live_starts, lo)]
+            del self._live_at[lo]
+
+    def _hold_range(self, obj: int, t: int) -> None:
+        """Arena: object `obj`'s bytes must not overlap any held object's."""
+        lo = self.object_offset[obj]
+        hi = lo + self.object_bytes[obj]
+        k = bisect_left(self._live_starts, hi)      # held ranges starting before hi
+        if k > 0:
+            s = self._live_starts[k - 1]
+            end, other = self._live_at[s]
+            if end > lo:
+                raise PoolError(f"arena object {obj} [{lo}, {hi}) is given to {self._names(t)} while "
+                                f"{self._names(self.tenant[other])} still holds overlapping object {other} "
+                                f"[{s}, {end}); the plan is corrupt: verify and re-plan")
+        insort(self._live_starts, lo)
+        self._live_at[lo] = (hi, obj)
 
     def holds(self, obj: int, t: int) -> bool:
         return 0 <= obj < len(self.tenant) and self.tenant[obj] == t
@@ -109,6 +150,7 @@ class DevicePool:
         """Start of a call: only the (tensor, object) residents are held."""
         self.tenant = [FREE] * len(self.objects)
         self.in_use_bytes = 0
+        self._live_starts, self._live_at = [], {}
         for t, obj in residents:
             self.occupy(obj, t)
 

@@ -225,7 +225,7 @@ class SwapModule:
         """Plan facts for reports and the CLI (no run needed)."""
         p = self.plan.predicted
         counts = {k: sum(1 for a in self.plan.actions if a.kind == k) for k in ("swap_out", "swap_in")}
-        return {"planner": self.plan.planner, "mem_limit_bytes": int(self.plan.mem_limit),
+        return {"planner": self.plan.planner, "pool": self.plan.pool.kind, "mem_limit_bytes": int(self.plan.mem_limit),
                 "pool_bytes": int(self.plan.pool.total_bytes()), "predicted_time_s": self.predicted_time_s,
                 "swap_out_count": counts["swap_out"], "swap_in_count": counts["swap_in"],
                 "swap_out_bytes": p.get("swap_out_bytes"), "swap_in_bytes": p.get("swap_in_bytes"),

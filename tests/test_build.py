@@ -60,14 +60,19 @@ def test_outputs_bitwise_equal_under_limit(models, name, frac):
         assert bitwise_equal(list(m.params().values()), want2[1:])
 
 
-def test_limit_below_feasible_minimum_is_refused_with_the_number(models):
+@pytest.mark.parametrize("pool", ["arena", "size-classes"])
+def test_limit_below_feasible_minimum_is_refused_with_the_number(models, pool):
+    from tvm_swap.planner.api import feasible_floor
+
     ex, _, _ = models["mlp"]
     m = tvm_swap.build(ex.mod, mem_limit=None, params=ex.params, **FAST)
-    _, _, floor = _graph_facts(m)
+    floor, _ = feasible_floor(m.compiled.graph, pool)
     with pytest.raises(InfeasibleLimitError) as info:
-        tvm_swap.build(ex.mod, mem_limit=floor - 1, params=ex.params, **FAST)
+        tvm_swap.build(ex.mod, mem_limit=floor - 1, params=ex.params, pool=pool, **FAST)
     assert info.value.min_feasible == floor
     assert str(floor) in str(info.value)
+    m = tvm_swap.build(ex.mod, mem_limit=floor, params=ex.params, pool=pool, **FAST)   # the min itself plans
+    assert m.plan.pool.kind == pool
 
 
 def test_no_limit_is_the_noswap_plan(models):

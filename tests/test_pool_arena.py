@@ -24,9 +24,10 @@ def test_training_step_in_an_arena_pool_is_bitwise_equal(monkeypatch, limit):
     import tvm
     from tvm import relax
 
-    def alloc_pool(self, sizes):
-        self._arena = tvm.runtime.empty((int(sum(sizes)),), "uint8", self.device)
-        return arena_objects(self._arena, sizes)
+    def alloc_pool(self, sizes, offsets=None, region_bytes=None):
+        total = int(sum(sizes)) if offsets is None else int(region_bytes)
+        self._arena = tvm.runtime.empty((total,), "uint8", self.device)
+        return arena_objects(self._arena, sizes, offsets)
 
     monkeypatch.setattr(EmulatedBackend, "alloc_pool", alloc_pool)
     ex = EXAMPLES["mlp-train"]()

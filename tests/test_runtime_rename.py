@@ -18,7 +18,7 @@ FAST = dict(planner="swapadvisor", generations=1, workers=1, keep_updated=True) 
 @pytest.mark.parametrize("name", ["mlp-train", "cnn-train"])
 def test_three_steps_with_renamed_objects_match_the_unlimited_build(name, limit):
     ex = MODELS[name]()
-    m = tvm_swap.build(ex.mod, target="llvm", mem_limit=limit, params=ex.params, **FAST)
+    m = tvm_swap.build(ex.mod, target="llvm", mem_limit=limit, params=ex.params, pool="size-classes", **FAST)
     backing = m.executor.next_backing
     assert backing != list(range(len(backing))), "the plan keeps no update on the device"
     olds = {p.tensor for p in m.manifest.persistent}

@@ -185,6 +185,11 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     graph = graph_from_relax(lowered, func_name, target=str(target))
     times["lower_s"] = time.perf_counter() - t0
     spec = _device_spec(device, kind, bandwidth)
+    if mem_limit is not None:
+        # a limit no plan can meet is refused now, before any kernel is profiled
+        from .planner.api import check_feasible, resolve_limit, resolve_pool
+
+        check_feasible(graph, resolve_limit(graph, mem_limit), resolve_pool(planner, planner_options.get("pool")))
     t1 = time.perf_counter()
     if op_time is None:
         op_time, cost_source = _op_times(lowered, graph, target, spec, profile, cost_cache, params,

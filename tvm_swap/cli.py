@@ -39,6 +39,9 @@ def _add_planner_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, metavar="NAME",
                    help="device spec for the cost model and the simulator (v100-16gb, h200, h100, cpu)")
     p.add_argument("--planner", default="swapadvisor", choices=PLANNER_CHOICES)
+    p.add_argument("--pool", default=None, choices=("arena", "size-classes"),
+                   help="device memory model: one arena with a byte offset per stay (default for swapadvisor) or "
+                        "the paper's size classes (the baselines' only model)")
     p.add_argument("--budget-s", type=float, default=60.0, metavar="S", help="search time budget in seconds")
     p.add_argument("--generations", type=int, default=None, metavar="N",
                    help="stop after N generations (with --seed: reproducible plans)")

@@ -24,6 +24,7 @@ def plan_summary(plan) -> dict:
     lb = p.get("lower_bound_s")
     return {
         "planner": plan.planner,
+        "pool": plan.pool.kind,
         "graph": plan.graph_name,
         "device": plan.device.get("name"),
         "mem_limit_bytes": int(plan.mem_limit),
@@ -77,7 +78,8 @@ def cmd_plan(args) -> int:
     _say(args, f"graph {graph.summary()}")
     plan = plan_graph(graph, mem_limit=args.mem_limit, device=get_device(args.device or "v100-16gb"),
                       planner=args.planner, budget_s=args.budget_s, seed=args.seed,
-                      generations=args.generations, workers=args.workers, progress=_progress(args))
+                      generations=args.generations, workers=args.workers, progress=_progress(args),
+                      pool=args.pool)
     plan.search["graph_spec"] = args.graph   # so `tvm-swap report plan.json` finds the graph again
     summary = plan_summary(plan)
     if args.output:
@@ -132,7 +134,7 @@ def cmd_report(args) -> int:
 
 def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%", shapes=None, params=None,
                        device=None, planner="swapadvisor", budget_s=10.0, seed=0, generations=None,
-                       fuse_max_depth=None, progress=False) -> dict:
+                       fuse_max_depth=None, progress=False, pool=None) -> dict:
     """Build MODEL under the limit and write OUTPUT plus its sidecars (params, example inputs, unlimited build)."""
     import time
 
@@ -146,7 +148,7 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
     mod, prm, example_inputs = load_model_for_build(model, shapes=shapes, params=params)
     m = tvm_swap.build(mod, target=target, mem_limit=mem_limit, params=prm, device=device, planner=planner,
                        budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
-                       progress=progress)
+                       progress=progress, pool=pool)
     m.export_library(output)
     if example_inputs:
         save_inputs(output, dict(example_inputs))
@@ -161,7 +163,7 @@ def cmd_compile(args) -> int:
                               shapes=parse_shapes(args.shape), params=args.params, device=args.device,
                               planner=args.planner, budget_s=args.budget_s, seed=args.seed,
                               generations=args.generations, fuse_max_depth=args.fuse_max_depth,
-                              progress=_progress(args))
+                              progress=_progress(args), pool=args.pool)
     if args.json:
         print(json.dumps(info))
     else:

@@ -9,8 +9,10 @@ A plan is an *augmented graph*: a list of actions in issue order. Each action ru
     swap_in    h2d       copy tensor `tensor` from host into object `obj` (which must be free)
     drop       (none)    release object `obj` held by `tensor`; completes when its deps complete
 
-`deps` name earlier actions by index (these are the events the runtime waits on). Pool objects are
-numbered class-major: class 0's objects first. `initial_residents` are (tensor, object) pairs of
+`deps` name earlier actions by index (these are the events the runtime waits on). The memory model is
+`plan.pool`: a `Pool` of size classes (the paper's; objects numbered class-major, class 0's first, laid
+back to back) or an `Arena` (one region; each object is an aligned byte range in it, and objects may
+overlap in address because the plan never uses two overlapping ones at overlapping times). `initial_residents` are (tensor, object) pairs of
 persistent tensors (params, optimizer state) that are on the device when an iteration starts; the
 plan must leave the same tensors (through `DataflowGraph.updates`) in objects of the same size class
 when it ends, so it repeats. Objects of a class are interchangeable: between iterations the runtime
@@ -28,7 +30,9 @@ import numpy as np
 from .errors import PlanError
 
 PLAN_FORMAT = "tvm_swap.plan"
-PLAN_VERSION = 1
+PLAN_VERSION = 2          # 2: pool kinds ("size-classes" | "arena"); version-1 plans (size classes) still load
+SUPPORTED_VERSIONS = (1, 2)
+POOL_KINDS = ("arena", "size-classes")
 ACTION_KINDS = ("compute", "swap_out", "swap_in", "drop")
 STREAM_OF = {"compute": "compute", "swap_out": "d2h", "swap_in": "h2d", "drop": None}
 DEFAULT_ALIGNMENT = 256  # cudaMalloc's alignment; also keeps CPU kernels' 64-byte requirement
@@ -68,11 +72,22 @@ class Action:
 
 @dataclass
 class Pool:
-    """Size classes, each with `count` objects of `bytes` (already aligned)."""
+    """Size classes, each with `count` objects of `bytes` (already aligned), laid back to back."""
     class_bytes: list[int]
     class_count: list[int]
     alignment: int = DEFAULT_ALIGNMENT
     workspace_bytes: int = 0
+    kind = "size-classes"
+
+    def object_offset(self) -> np.ndarray:
+        """Byte offset of each object in the one device allocation (objects back to back)."""
+        b = self.object_bytes()
+        return np.concatenate(([0], np.cumsum(b)[:-1])).astype(np.int64) if len(b) else np.zeros(0, np.int64)
+
+    @property
+    def region_bytes(self) -> int:
+        """Bytes of the one device allocation that holds every object (workspace not included)."""
+        return int(self.object_bytes().sum())
 
     @property
     def num_objects(self) -> int:
@@ -92,14 +107,76 @@ class Pool:
         return int(sum(b * c for b, c in zip(self.class_bytes, self.class_count))) + int(self.workspace_bytes)
 
     def to_json(self) -> dict:
-        return {"alignment": self.alignment, "workspace_bytes": self.workspace_bytes,
+        return {"kind": self.kind, "alignment": self.alignment, "workspace_bytes": self.workspace_bytes,
                 "classes": [[int(b), int(c)] for b, c in zip(self.class_bytes, self.class_count)]}
 
     @classmethod
-    def from_json(cls, d: dict) -> "Pool":
+    def from_json(cls, d: dict) -> "Pool | Arena":
+        kind = d.get("kind", "size-classes")
+        if kind == "arena":
+            return Arena.from_json(d)
+        if kind != "size-classes":
+            raise PlanError(f"unknown pool kind {kind!r}; expected one of {', '.join(POOL_KINDS)}")
         cl = d["classes"]
         return cls([int(b) for b, _ in cl], [int(c) for _, c in cl], int(d.get("alignment", DEFAULT_ALIGNMENT)),
                    int(d.get("workspace_bytes", 0)))
+
+
+@dataclass
+class Arena:
+    """One device region of `arena_bytes`; object k is the byte range [offsets[k], offsets[k] + sizes[k]).
+
+    Each object is one stay of a tensor on the device (or several stays at the same place). Objects may
+    overlap in address: the verifier checks that two tenants of overlapping objects are never live at once
+    (the later one's arrival waits for the earlier one's drop). Offsets and sizes are multiples of
+    `alignment` (>= 64), so TVM views every object with zero copy (`ensure_zero_offset`). All objects are
+    "class 0" for the parts of the code that speak of classes; periodicity is per object (an initial
+    resident ends where it started)."""
+    arena_bytes: int
+    offsets: list[int]
+    sizes: list[int]
+    alignment: int = DEFAULT_ALIGNMENT
+    workspace_bytes: int = 0
+    kind = "arena"
+
+    @property
+    def num_objects(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def class_count(self) -> list[int]:
+        return [self.num_objects]
+
+    @property
+    def class_bytes(self) -> list[int]:
+        return [max(self.sizes, default=0)]
+
+    @property
+    def region_bytes(self) -> int:
+        return int(self.arena_bytes)
+
+    def object_class(self) -> np.ndarray:
+        return np.zeros(self.num_objects, dtype=np.int64)
+
+    def object_bytes(self) -> np.ndarray:
+        return np.asarray(self.sizes, dtype=np.int64)
+
+    def object_offset(self) -> np.ndarray:
+        return np.asarray(self.offsets, dtype=np.int64)
+
+    def total_bytes(self) -> int:
+        return int(self.arena_bytes) + int(self.workspace_bytes)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "alignment": self.alignment, "workspace_bytes": self.workspace_bytes,
+                "arena_bytes": int(self.arena_bytes),
+                "objects": [[int(o), int(b)] for o, b in zip(self.offsets, self.sizes)]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Arena":
+        objs = d["objects"]
+        return cls(int(d["arena_bytes"]), [int(o) for o, _ in objs], [int(b) for _, b in objs],
+                   int(d.get("alignment", DEFAULT_ALIGNMENT)), int(d.get("workspace_bytes", 0)))
 
 
 @dataclass
@@ -110,7 +187,7 @@ class Plan:
     mem_limit: int
     device: dict
     schedule: list[int]
-    pool: Pool
+    pool: "Pool | Arena"
     tensor_class: list[int]              # per tensor: its size class, -1 if it never lives on the device
     initial_residents: list[tuple[int, int]]
     actions: list[Action]
@@ -132,8 +209,12 @@ class Plan:
         """backing[k] = this iteration's object whose buffer plays object k in the next iteration.
 
         Each initial resident's object is backed by the object its (updated) value ends in; the other
-        objects of each class take the class's remaining buffers in index order."""
+        objects of each class take the class's remaining buffers in index order. In an arena every
+        initial resident ends in its own object (the verifier checks it), so the map is the identity."""
         from collections import defaultdict
+
+        if self.pool.kind == "arena":
+            return list(range(self.pool.num_objects))
 
         new_of = {old: new for new, old in graph.updates.items()}
         where = dict(self.initial_residents)       # replay tenancy: tensor -> object at the end
@@ -180,8 +261,9 @@ class Plan:
     def from_dict(cls, d: dict) -> "Plan":
         if not isinstance(d, dict) or d.get("format") != PLAN_FORMAT:
             raise PlanError(f"not a tvm_swap plan (expected \"format\": \"{PLAN_FORMAT}\")")
-        if d.get("version") != PLAN_VERSION:
-            raise PlanError(f"plan version {d.get('version')} is not supported (this is version {PLAN_VERSION}); re-plan")
+        if d.get("version") not in SUPPORTED_VERSIONS:
+            raise PlanError(f"plan version {d.get('version')} is not supported (this reads versions "
+                            f"{', '.join(map(str, SUPPORTED_VERSIONS))}); re-plan")
         try:
             return cls(
                 graph_name=str(d["graph"]["name"]), graph_fingerprint=str(d["graph"]["fingerprint"]),

@@ -20,12 +20,18 @@ Invariants checked (DESIGN.md):
 - a swap_out copies a resident tensor after it arrived; a swap_in brings a tensor that has a host copy
   made before it (a param, optimizer state or input, or a completed swap_out of it);
 - graph outputs reach the host; updates end resident or swapped out;
+- arena pools: every object is an aligned byte range inside the arena; a tenant arriving in a range
+  finds no live tenant in any overlapping range, and waits for the drops that last freed each of its
+  bytes (so stays that overlap in time never overlap in address); an initial resident ends in its own
+  object;
 - periodicity: the end residents mapped through graph.updates are exactly the initial residents,
   each in an object of the same size class (the runtime renames objects within a class between
   iterations, see Plan.next_object_map), and the initial residents are persistent tensors; an
   updated tensor's stale old value does not stay; every other tensor is dropped by the end.
 """
 from __future__ import annotations
+
+import bisect
 
 from .errors import VerificationError
 from .graph import DataflowGraph
@@ -72,7 +78,10 @@ def _check_structure(graph: DataflowGraph, plan: Plan, mem_limit, r: _Report) ->
                     r.add(f"schedule is not topological: op {graph.ops[o].name!r} (position {pos[o]}) "
                           f"reads an output of op {graph.ops[p].name!r} scheduled later (position {pos[p]})")
     pool = plan.pool
-    if len(pool.class_bytes) != len(pool.class_count) or any(c < 0 for c in pool.class_count) \
+    if getattr(pool, "kind", "size-classes") == "arena":
+        if not _check_arena(pool, r):
+            return False
+    elif len(pool.class_bytes) != len(pool.class_count) or any(c < 0 for c in pool.class_count) \
             or any(b < 0 for b in pool.class_bytes) or pool.alignment <= 0:
         r.add("pool is malformed: classes need one byte size and one non-negative count each, alignment > 0")
         return False
@@ -156,6 +165,53 @@ def _check_structure(graph: DataflowGraph, plan: Plan, mem_limit, r: _Report) ->
     return ok
 
 
+def _check_arena(arena, r: _Report) -> bool:
+    """Every object a non-empty, aligned range inside the arena (TVM views it with zero copy only at
+    offsets that are multiples of 64 bytes)."""
+    a = arena.alignment
+    if a <= 0 or a % 64 or len(arena.offsets) != len(arena.sizes) or arena.arena_bytes < 0:
+        r.add("arena is malformed: alignment must be a positive multiple of 64 and every object needs an "
+              "offset and a size")
+        return False
+    ok = True
+    for k, (off, size) in enumerate(zip(arena.offsets, arena.sizes)):
+        if off % a or size % a or size <= 0 or off < 0:
+            r.add(f"arena object {k} at offset {off} of {size} bytes is not aligned to {a} bytes")
+            ok = False
+        if off + size > arena.arena_bytes:
+            r.add(f"arena object {k} ends at byte {off + size}, past the arena's {arena.arena_bytes} bytes")
+            ok = False
+    return ok
+
+
+class _ByteMap:
+    """For each byte of the arena, a value (its live tenant, or the drop that last freed it), kept as
+    sorted segment starts `xs` and values `vs` (segment k is [xs[k], xs[k+1]))."""
+
+    def __init__(self, value):
+        self.xs, self.vs = [0], [value]
+
+    def _cut(self, x: int) -> int:
+        k = bisect.bisect_right(self.xs, x) - 1
+        if self.xs[k] < x:
+            self.xs.insert(k + 1, x)
+            self.vs.insert(k + 1, self.vs[k])
+            k += 1
+        return k
+
+    def get(self, lo: int, hi: int) -> set:
+        k = bisect.bisect_right(self.xs, lo) - 1
+        out = set()
+        while k < len(self.xs) and self.xs[k] < hi:
+            out.add(self.vs[k])
+            k += 1
+        return out
+
+    def set(self, lo: int, hi: int, value) -> None:
+        i, j = self._cut(lo), self._cut(hi)
+        self.xs[i:j], self.vs[i:j] = [lo], [value]
+
+
 def _vector_clocks(actions):
     """Per action: stream, 1-based position in it (0 for drops) and the three clock components."""
     n = len(actions)
@@ -203,6 +259,12 @@ class _Replay:
         self.aligned_bytes = [max(a, (t.nbytes + a - 1) // a * a) for t in graph.tensors]
         self.tenant = [-1] * plan.pool.num_objects
         self.last_drop = [-1] * plan.pool.num_objects
+        self.arena = getattr(plan.pool, "kind", "") == "arena"
+        if self.arena:
+            self.obj_lo = plan.pool.object_offset().tolist()
+            self.obj_hi = [lo + b for lo, b in zip(self.obj_lo, self.obj_bytes)]
+            self.byte_tenant = _ByteMap(-1)      # live tenant of each byte
+            self.byte_freed = _ByteMap(-1)       # the drop that last freed each byte
         self.where: dict[int, int] = {}
         self.arrival: dict[int, int] = {}
         self.readers: dict[int, list[int]] = {}
@@ -260,11 +322,31 @@ class _Replay:
         if i >= 0 and not self.hb(self.last_drop[obj], i):
             r.add(f"{self.what(i)} {how} tensor {self.name(t)} into object {obj} without waiting for the "
                   f"drop of its previous tenant (action {self.last_drop[obj]})")
+        if self.arena:
+            self._place_bytes(i, t, obj, how)
         self.tenant[obj] = t
         self.where[t] = obj
         self.arrival[t] = i
         self.readers[t] = []
         self.outs_in_tenancy[t] = []
+
+    def _place_bytes(self, i: int, t: int, obj: int, how: str) -> None:
+        lo, hi = self.obj_lo[obj], self.obj_hi[obj]
+        live = sorted(x for x in self.byte_tenant.get(lo, hi) if x >= 0 and x != t)
+        if live:
+            self.r.add(f"{self.what(i)} {how} tensor {self.name(t)} into arena bytes [{lo}, {hi}), which overlap "
+                       f"live tensor {self.name(live[0])}: stays that overlap in time must not overlap in address")
+        if i >= 0:
+            for d in sorted(self.byte_freed.get(lo, hi)):
+                if not self.hb(d, i):
+                    self.r.add(f"{self.what(i)} {how} tensor {self.name(t)} into arena bytes [{lo}, {hi}) without "
+                               f"waiting for {self.what(d)}, which freed some of them")
+        self.byte_tenant.set(lo, hi, t)
+
+    def _free_bytes(self, i: int, obj: int) -> None:
+        lo, hi = self.obj_lo[obj], self.obj_hi[obj]
+        self.byte_tenant.set(lo, hi, -1)
+        self.byte_freed.set(lo, hi, i)
 
     def resident_in(self, i: int, t: int, obj: int, doing: str) -> bool:
         if self.where.get(t) != obj:
@@ -322,6 +404,8 @@ class _Replay:
                 del self.where[t]
                 self.tenant[a.obj] = -1
                 self.last_drop[a.obj] = i
+                if self.arena:
+                    self._free_bytes(i, a.obj)
 
     def check_end(self) -> None:
         g, r = self.g, self.r
@@ -347,6 +431,14 @@ class _Replay:
             else:
                 end.add((int(updates.get(t, t)), int(obj_class[o])))
         start = {(int(t), int(obj_class[o])) for t, o in self.plan.initial_residents}
+        if self.arena:
+            # an arena does not rename: each initial resident (or its update) must end in its own object
+            init = dict(self.plan.initial_residents)
+            for t, o in sorted(self.where.items()):
+                plays = int(updates.get(t, t))
+                if plays in init and init[plays] != o:
+                    r.add(f"{self.name(t)} ends in arena object {o}, but {self.name(plays)} starts the iteration "
+                          f"in object {init[plays]}: in an arena a kept tensor must end where it started")
         if end != start:
             extra, lack = sorted(end - start), sorted(start - end)
             parts = []

@@ -24,7 +24,11 @@ from .encoding import AllocationSpace
 from .feasibility import min_feasible_limit
 from .ga import GASettings, GeneticSearch
 from .graphindex import GraphIndex
+from .arena import arena_min_limit, plan_arena
 from .swapplan import plan_swaps
+
+POOL_KINDS = ("arena", "size-classes")
+SEARCH_PLANNERS = ("swapadvisor", "swapadvisor-nosearch")   # the planners with an arena mode
 
 
 # ---------------------------------------------------------------- the SwapAdvisor planners
@@ -35,13 +39,21 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
     except (TypeError, ValueError) as e:
         raise TvmSwapError(f"bad swapadvisor option: {e}") from None
     t0 = time.perf_counter()
-    ev = _keep_updated_or_not(ctx)
+    if ctx.pool == "arena":
+        from .ga import Evaluator
+
+        ev = Evaluator(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, pool="arena")
+    else:
+        ev = _keep_updated_or_not(ctx)
     budget = max(0.1 * ctx.budget_s, ctx.budget_s - (time.perf_counter() - t0))
     search = GeneticSearch(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed, settings,
                            evaluator=ev)
     res = search.run(budget_s=budget, generations=ctx.generations, workers=ctx.workers,
                      progress=ctx.progress)
-    sp = plan_swaps(search.gi, search.space, res.best.schedule, res.best.alloc)
+    if ctx.pool == "arena":
+        sp = plan_arena(search.gi, res.best.schedule, ctx.mem_limit, res.best.alloc)
+    else:
+        sp = plan_swaps(search.gi, search.space, res.best.schedule, res.best.alloc)
     plan = sp.to_plan(ctx.graph, "swapadvisor", ctx.mem_limit, ctx.device)
     plan.search = {
         "search_s": round(res.search_s, 4), "generations": res.generations, "evaluations": res.evaluations,
@@ -72,7 +84,11 @@ def _keep_updated_or_not(ctx: PlanningContext):
 
 
 def plan_swapadvisor_nosearch(ctx: PlanningContext) -> Plan:
-    """The swap planner on the default (graph) schedule and a single-class pool."""
+    """The swap planner on the default (graph) schedule and a single-class pool (arena: Belady, no headroom)."""
+    if ctx.pool == "arena":
+        gi = GraphIndex.build(ctx.graph, ctx.alignment, keep_updated=False)
+        return plan_arena(gi, gi.default_schedule(), ctx.mem_limit).to_plan(
+            ctx.graph, "swapadvisor-nosearch", ctx.mem_limit, ctx.device)
     gi = GraphIndex.build(ctx.graph, ctx.alignment)
     space = AllocationSpace(gi, ctx.mem_limit)
     sp = plan_swaps(gi, space, gi.default_schedule(), space.single_class())
@@ -99,6 +115,37 @@ PLANNERS = {
 
 
 # ---------------------------------------------------------------- inputs
+def resolve_pool(planner: str, pool: str | None) -> str:
+    """The memory model for `planner`: arena by default for the swapadvisor planners, size classes for the
+    paper's baselines (which model only that pool)."""
+    if pool is None:
+        return "arena" if planner in SEARCH_PLANNERS else "size-classes"
+    if pool not in POOL_KINDS:
+        raise TvmSwapError(f"unknown pool {pool!r}; choose one of {', '.join(POOL_KINDS)}")
+    if pool == "arena" and planner not in SEARCH_PLANNERS:
+        raise TvmSwapError(f"planner {planner!r} models the paper's size-class pool only; use pool='size-classes' "
+                           f"(--pool size-classes) or one of {', '.join(SEARCH_PLANNERS)}")
+    return pool
+
+
+def feasible_floor(graph: DataflowGraph, pool: str, alignment: int = 256) -> tuple[int, str]:
+    """(smallest feasible limit, why) for a memory model; needs no op times, so it runs before profiling."""
+    if pool == "arena":
+        gi = GraphIndex.build(graph, alignment, keep_updated=False)
+        return arena_min_limit(gi), ("in an arena the largest op's inputs, outputs and workspace must fit at "
+                                     "once, plus the fragmentation placement cannot avoid")
+    return min_feasible_limit(graph, alignment), (
+        "the size-class pool needs, per class, as many objects as one op uses at once (sum over classes of "
+        "class size x that count) plus the workspace; an arena (--pool arena) needs less")
+
+
+def check_feasible(graph: DataflowGraph, limit: int, pool: str, alignment: int = 256) -> None:
+    floor, why = feasible_floor(graph, pool, alignment)
+    if limit < floor:
+        raise InfeasibleLimitError(limit, floor, why)
+
+
+
 def resolve_limit(graph: DataflowGraph, mem_limit, alignment: int = 256) -> int:
     """Bytes from an int, '16GB' / '512MiB', or a percentage of the no-swap peak ('25%')."""
     ref = None
@@ -143,7 +190,7 @@ def resolve_op_time(graph: DataflowGraph, device: DeviceSpec, op_time) -> np.nda
 # ---------------------------------------------------------------- the entry point
 def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None, planner: str = "swapadvisor",
                budget_s: float = 60.0, seed: int = 0, generations: int | None = None, workers: int | None = None,
-               progress: bool = False, alignment: int = 256, **options) -> Plan:
+               progress: bool = False, alignment: int = 256, pool: str | None = None, **options) -> Plan:
     """Plan one iteration of `graph` under `mem_limit`; returns a verified Plan with `predicted` filled.
 
     mem_limit: bytes, '16GB', '512MiB' or '25%' (of the no-swap peak, see the module docstring).
@@ -152,6 +199,8 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     GA generations (reproducible: same seed + generations = same plan) and budget_s is ignored.
     workers: processes for the search (None: all cores; 1: in-process). options: planner knobs
     (swapadvisor: population, temperature, schedule_mutation, max_pick_rate, cls_flip, cnt_redraw, cnt_sigma).
+    pool: the device memory model, "arena" (one region, a byte offset per stay; the default of the
+    swapadvisor planners) or "size-classes" (the paper's pool; the only one the baselines model).
     Raises InfeasibleLimitError (with the smallest feasible limit) when no plan can meet the limit.
     """
     from ..verify import check_plan
@@ -168,14 +217,14 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
         raise TvmSwapError(f"generations must be a non-negative integer or None, got {generations!r}")
     if generations is None and not budget_s > 0:
         raise TvmSwapError(f"budget_s must be positive seconds, got {budget_s!r}")
+    pool = resolve_pool(planner, pool)
     dev = get_device(device)
     limit = resolve_limit(graph, mem_limit, alignment)
-    floor = min_feasible_limit(graph, alignment)
-    if limit < floor:
-        raise InfeasibleLimitError(limit, floor, "the largest op's inputs, outputs and workspace must fit at once")
+    check_feasible(graph, limit, pool, alignment)
     times = resolve_op_time(graph, dev, op_time)
     ctx = PlanningContext(graph, times, dev, limit, alignment, int(seed), float(budget_s),
-                          None if generations is None else int(generations), workers, bool(progress), dict(options))
+                          None if generations is None else int(generations), workers, bool(progress), dict(options),
+                          pool)
     plan = PLANNERS[planner](ctx)
     check_plan(graph, plan, limit)
     plan.predicted = predict(graph, plan, times, dev)

@@ -81,7 +81,7 @@ class ActionBuilder:
                 raise RuntimeError(f"planner bug: op {op_id} reads tensor {t} that is not resident")
             deps.append(self.arrival[t])
         for o in out_objs:
-            deps.append(self.obj_free_event[o])
+            deps.extend(self._free_deps(o))
         idx = self._emit(Action("compute", op=op_id, deps=tuple(deps), out_objs=tuple(out_objs)))
         for t in op.inputs:
             self.last_reader[t] = idx
@@ -101,16 +101,24 @@ class ActionBuilder:
         deps = (self.last_reader.get(t, self.arrival[t]), self.tenancy_swap_out.get(t, -1))
         idx = self._emit(Action("drop", tensor=t, obj=obj, deps=deps))
         self.obj_tenant[obj] = -1
-        self.obj_free_event[obj] = idx
+        self._mark_free(obj, idx)
         return idx
 
     def swap_in(self, t: int, obj: int) -> int:
         if not self.has_host_copy(t):
             raise RuntimeError(f"planner bug: tensor {t} has no host copy to swap in")
-        deps = (self.obj_free_event[obj], self.host_copy.get(t, -1))
+        deps = (*self._free_deps(obj), self.host_copy.get(t, -1))
         idx = self._emit(Action("swap_in", tensor=t, obj=obj, deps=deps))
         self._occupy(t, obj, arrival=idx)
         return idx
+
+    # ---- where memory becomes free (an arena overrides these: objects there are overlapping byte ranges)
+    def _free_deps(self, obj: int) -> list[int]:
+        """The drops a new tenant of `obj` must wait for."""
+        return [self.obj_free_event[obj]]
+
+    def _mark_free(self, obj: int, drop_action: int) -> None:
+        self.obj_free_event[obj] = drop_action
 
     def residents(self) -> list[tuple[int, int]]:
         return sorted(self.where.items())

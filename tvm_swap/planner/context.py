@@ -23,6 +23,7 @@ class PlanningContext:
     workers: int | None = None     # processes for parallel evaluation; None = all cores
     progress: bool = False         # show a progress bar on a terminal
     options: dict = field(default_factory=dict)  # planner-specific knobs
+    pool: str = "size-classes"     # device memory model: "arena" or "size-classes"
 
     def aligned(self, nbytes: int) -> int:
         a = self.alignment

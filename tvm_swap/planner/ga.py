@@ -31,6 +31,7 @@ import numpy as np
 from ..devices import DeviceSpec
 from ..errors import PlanError
 from ..graph import DataflowGraph
+from .arena import ArenaScorer, ArenaSpace
 from .encoding import Allocation, AllocationSpace, crossover_schedules, locality_schedule, mutate_schedule
 from .graphindex import GraphIndex
 from .swapplan import SwapPlanScorer
@@ -63,9 +64,10 @@ class Genome:
 
     def key(self) -> bytes:
         h = hashlib.blake2b(self.schedule.tobytes(), digest_size=16)
-        h.update(self.alloc.cls.tobytes())
-        h.update(b"|")
-        h.update(self.alloc.cnt.tobytes())
+        k = self.alloc.key()
+        for part in (k if isinstance(k, tuple) else (k,)):
+            h.update(part)
+            h.update(b"|")
         return h.digest()
 
 
@@ -80,16 +82,23 @@ class SearchResult:
 
 
 class Evaluator:
-    """Genome -> simulated iteration time. Built once per process."""
+    """Genome -> simulated iteration time. Built once per process. `pool`: "size-classes" (the memory genome
+    is the paper's CLS/CNT Allocation) or "arena" (arena.ArenaGenes)."""
 
     def __init__(self, graph: DataflowGraph, op_time: np.ndarray, device: DeviceSpec, mem_limit: int,
-                 alignment: int, keep_updated: bool | None = None):
+                 alignment: int, keep_updated: bool | None = None, pool: str = "size-classes"):
         self.graph = graph
         self.op_time = np.asarray(op_time, dtype=np.float64)
         self.device = device
-        self.gi = GraphIndex.build(graph, alignment, keep_updated)
-        self.space = AllocationSpace(self.gi, mem_limit)
-        self.scorer = SwapPlanScorer(self.gi, self.space, self.op_time, device)
+        self.pool = pool
+        if pool == "arena":
+            self.gi = GraphIndex.build(graph, alignment, keep_updated=False)
+            self.space = ArenaSpace(self.gi, mem_limit)
+            self.scorer = ArenaScorer(self.gi, mem_limit, self.op_time, device)
+        else:
+            self.gi = GraphIndex.build(graph, alignment, keep_updated)
+            self.space = AllocationSpace(self.gi, mem_limit)
+            self.scorer = SwapPlanScorer(self.gi, self.space, self.op_time, device)
 
     def time_of(self, schedule: np.ndarray, alloc: Allocation) -> float:
         try:
@@ -101,15 +110,15 @@ class Evaluator:
 _WORKER: Evaluator | None = None
 
 
-def _init_worker(graph, op_time, device, mem_limit, alignment, keep_updated=None) -> None:
+def _init_worker(graph, op_time, device, mem_limit, alignment, keep_updated=None, pool="size-classes") -> None:
     global _WORKER
     gc.disable()        # evaluations make no reference cycles; collections would only rescan the graph
-    _WORKER = Evaluator(graph, op_time, device, mem_limit, alignment, keep_updated)
+    _WORKER = Evaluator(graph, op_time, device, mem_limit, alignment, keep_updated, pool)
 
 
 def _evaluate_in_worker(task) -> float:
-    schedule, cls, cnt = task
-    return _WORKER.time_of(schedule, Allocation(cls, cnt))
+    schedule, alloc = task
+    return _WORKER.time_of(schedule, alloc)
 
 
 class _Done:
@@ -133,12 +142,12 @@ class _Pool:
             self.exe = ProcessPoolExecutor(
                 max_workers=workers, mp_context=multiprocessing.get_context("fork"), initializer=_init_worker,
                 initargs=(evaluator.graph, evaluator.op_time, evaluator.device, mem_limit, alignment,
-                          evaluator.gi.keep_updated))
+                          evaluator.gi.keep_updated, evaluator.pool))
 
     def submit(self, g: Genome):
         if self.exe is None:
             return _Done(self.ev.time_of(g.schedule, g.alloc))
-        return self.exe.submit(_evaluate_in_worker, (g.schedule, g.alloc.cls, g.alloc.cnt))
+        return self.exe.submit(_evaluate_in_worker, (g.schedule, g.alloc))
 
     def close(self) -> None:
         if self.exe is not None:
@@ -169,6 +178,13 @@ class GeneticSearch:
         then two memory-greedy schedules (encoding.locality_schedule) with the three best-grouped pools."""
         sched = self.gi.default_schedule()
         sp = self.space
+        if self.ev.pool == "arena":
+            named = sp.seeds()
+            out = [(name, Genome(sched.copy(), a)) for name, a in named]
+            for sname, frac in (("hot", 1.0), ("free", 0.25)):
+                s = locality_schedule(self.gi, sched, frac * self.mem_limit, net=sname == "free")
+                out += [(f"{sname}+{name}", Genome(s.copy(), a.copy())) for name, a in named]
+            return out
         allocs = [("nosearch", sp.single_class()), ("minimal_pool", sp.minimal_pool()),
                   ("exact_sizes", sp.exact_sizes()), ("geometric2", sp.geometric(2.0)),
                   ("geometric8", sp.geometric(8.0))]
@@ -193,10 +209,13 @@ class GeneticSearch:
     def children(self, a: Genome, b: Genome) -> list[Genome]:
         """One crossover: 2 schedules x 2 allocations, each child mutated."""
         rng, s, sp = self.rng, self.s, self.space
-        n, m = self.gi.n_ops, sp.m
+        n, m = self.gi.n_ops, getattr(sp, "m", 0)
         cut = int(rng.integers(1, n)) if n > 1 else 0
         scheds = [crossover_schedules(a.schedule, b.schedule, cut), crossover_schedules(b.schedule, a.schedule, cut)]
-        if m > 1:
+        arena = self.ev.pool == "arena"
+        if arena:
+            allocs = list(sp.crossover(a.alloc, b.alloc, rng))
+        elif m > 1:
             allocs = list(sp.crossover(a.alloc, b.alloc, int(rng.integers(1, m))))
         else:
             allocs = [a.alloc.copy(), b.alloc.copy()]
@@ -204,7 +223,7 @@ class GeneticSearch:
         for sc in scheds:
             for al in allocs:
                 child_s = self._mutated_schedule(sc) if rng.random() < s.schedule_mutation else sc.copy()
-                child_a = sp.mutate(al, rng, s.cls_flip, s.cnt_redraw, s.cnt_sigma)
+                child_a = sp.mutate(al, rng) if arena else sp.mutate(al, rng, s.cls_flip, s.cnt_redraw, s.cnt_sigma)
                 kids.append(Genome(child_s, child_a))
         return kids
 
