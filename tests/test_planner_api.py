@@ -65,11 +65,12 @@ def test_infeasible_limit_raises_with_the_smallest_feasible_one():
     ot = random_op_times(g)
     floor = brute_min_feasible(g)
     with pytest.raises(InfeasibleLimitError) as e:
-        plan_graph(g, floor - 1, op_time=ot, generations=1, population=4, workers=1)
+        plan_graph(g, floor - 1, op_time=ot, generations=1, population=4, workers=1, pool="size-classes")
     assert e.value.min_feasible == floor
     assert str(floor) in str(e.value)
     for planner in ("swapadvisor", "swapadvisor-nosearch"):
-        p = plan_graph(g, floor, op_time=ot, planner=planner, generations=2, population=4, workers=1)
+        p = plan_graph(g, floor, op_time=ot, planner=planner, generations=2, population=4, workers=1,
+                      pool="size-classes")
         assert p.verified and p.pool.total_bytes() <= floor
 
 

@@ -84,13 +84,19 @@ def _stem(plan) -> str:
 
 
 def write_report(graph, plan, directory, op_time=None) -> list[Path]:
-    """Write NAME.png, NAME.svg and NAME.html of `plan` into `directory`; returns the three paths."""
+    """Write NAME.png, NAME.svg and NAME.html of `plan` into `directory` (and NAME-layout.png, the address
+    layout over time, for an arena plan); returns the paths."""
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise TvmSwapError(f"--report {str(directory)!r} is a file; give a directory to write the pictures into")
     r = _Rendered(graph, plan, op_time)
     stem = _stem(plan)
-    return [r.write(directory / f"{stem}{ext}", ext) for ext in EXTENSIONS]
+    out = [r.write(directory / f"{stem}{ext}", ext) for ext in EXTENSIONS]
+    if getattr(plan.pool, "kind", "") == "arena":     # and where each stay sits in the arena
+        from .report_layout import write_layout_png
+
+        out.append(write_layout_png(graph, plan, directory / f"{stem}-layout.png", op_time))
+    return out
 
 
 __all__ = ["write_report_file", "write_report", "EXTENSIONS"]

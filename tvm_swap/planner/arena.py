@@ -532,7 +532,8 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
     bias = genes.bias.tolist()
     tried = []
     for rnd in range(MAX_ROUNDS + 1):
-        if rnd == MAX_ROUNDS or capacity < floor:
+        last_try = rnd == MAX_ROUNDS or capacity < floor
+        if last_try:
             if floor in tried or floor > arena_bytes:
                 break
             capacity = floor                    # last try: nothing but the largest working set planned
@@ -541,7 +542,8 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
         first = _floored_firsts(d)
         sizes = [walk.size[t] for t in d.stay_t]
         offsets, need = place_stays(first, d.stay_last, sizes)
-        if need > arena_bytes:
+        if need > arena_bytes and (last_try or capacity - (need - arena_bytes) < floor):
+            # the sweep fragments near the floor; greedy by size packs tighter (and costs more)
             offsets2, need2 = place_by_size(first, d.stay_last, sizes)
             if need2 < need:
                 offsets, need = offsets2, need2
