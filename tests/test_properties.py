@@ -81,8 +81,10 @@ def test_every_plan_verifies_fits_and_respects_the_bound(planner, seed, training
 
 @pytest.mark.parametrize("planner", PLANNERS)
 def test_below_the_smallest_feasible_limit_is_refused_with_that_limit(planner):
+    from tvm_swap.planner.api import feasible_floor, resolve_pool
+
     g = random_training_graph(3, n_layers=4)
-    lo = min_feasible_limit(g)
+    lo, _ = feasible_floor(g, resolve_pool(planner, None))
     with pytest.raises(InfeasibleLimitError) as e:
         plan_graph(g, lo - 1, device=DEV, op_time=random_op_times(g, 3), planner=planner, budget_s=0.5,
                    seed=0, generations=2, workers=1, progress=False)

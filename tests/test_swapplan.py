@@ -257,7 +257,7 @@ def test_swapadvisor_keeps_updated_params_when_that_is_faster_and_on_request():
     g = random_training_graph(4, n_layers=8, momentum=True)
     ot = random_op_times(g)
     olds = set(g.updates.values())
-    kw = dict(op_time=ot, planner="swapadvisor", generations=1, workers=1)
+    kw = dict(op_time=ot, planner="swapadvisor", generations=1, workers=1, pool="size-classes")
     free = plan_graph(g, "100%", **kw)          # plenty of memory: keeping them saves every param copy
     assert olds <= {t for t, _ in free.initial_residents}
     off = plan_graph(g, "100%", keep_updated=False, **kw)

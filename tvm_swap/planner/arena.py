@@ -95,7 +95,7 @@ class ArenaSpace:
         return ArenaGenes(float(headroom), np.zeros(self.n_t, dtype=np.int64))
 
     def seeds(self) -> list[tuple[str, ArenaGenes]]:
-        return [("belady", self.zero()), ("headroom2", self.zero(0.02)), ("headroom6", self.zero(0.06))]
+        return [("nosearch", self.zero()), ("headroom2", self.zero(0.02)), ("headroom6", self.zero(0.06))]
 
     def random(self, rng: np.random.Generator) -> ArenaGenes:
         g = self.zero(float(rng.uniform(0, self.MAX_HEADROOM / 2)))
