@@ -186,7 +186,7 @@ class PlanExecutor:
             wanted.add(s)
             if s not in ends:
                 problems.append(f"{self._name(s)} should stay on the device (it plays {self._name(p)} next call)")
-            elif self.plan.pool.kind == "arena" and ends[s] != o:
+            elif self.plan.pool.kind == "arena" and ends[s] != o and self.plan.pool.partner().get(o) != ends[s]:
                 problems.append(f"{self._name(s)} ends in arena object {ends[s]}, but {self._name(p)} starts in "
                                 f"object {o} (an arena plan keeps tensors where they are)")
             elif cls[ends[s]] != cls[o]:

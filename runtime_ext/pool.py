@@ -81,8 +81,10 @@ class DevicePool:
 
     def rename(self, backing) -> None:
         """Between calls: object k is backed next by the buffer object backing[k] has now (same class)."""
-        if self.arena and list(backing) != list(range(len(self.objects))):
-            raise PoolError("an arena plan cannot rename objects between calls; the plan is corrupt")
+        if self.arena:
+            partner = self.plan_pool.partner()
+            if any(b != k and partner.get(k) != b for k, b in enumerate(backing)):
+                raise PoolError("an arena plan renames only its ping-pong pairs between calls; the plan is corrupt")
         if sorted(backing) != list(range(len(self.objects))) or \
                 any(self.object_class[b] != self.object_class[k] for k, b in enumerate(backing)):
             raise PoolError("object renaming must be a permutation within each size class; the plan is corrupt")

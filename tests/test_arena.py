@@ -97,10 +97,17 @@ def test_search_in_arena_mode_is_reproducible_and_no_worse_than_nosearch():
 
 def test_limit_below_the_arena_floor_is_refused_before_planning():
     g = random_training_graph(7)
+    gi = GraphIndex.build(g, 256, keep_updated=False)
     floor, _ = feasible_floor(g, "arena")
-    with pytest.raises(InfeasibleLimitError) as e:
-        plan_graph(g, floor - 1, DEV, planner="swapadvisor")
+    lowest = working_set_floor(gi) + gi.workspace
+    with pytest.raises(InfeasibleLimitError) as e:          # below any op's own bytes: never plannable
+        plan_graph(g, lowest - 1, DEV, planner="swapadvisor")
     assert e.value.min_feasible == floor and "arena" in str(e.value)
+    assert plan_graph(g, floor, DEV, planner="swapadvisor-nosearch").verified   # the reported min plans
+    try:            # between the two, placement decides: a refusal names the same min, a plan is verified
+        assert plan_graph(g, (lowest + floor) // 2, DEV, planner="swapadvisor-nosearch").verified
+    except InfeasibleLimitError as e2:
+        assert e2.min_feasible == floor
 
 
 def test_baselines_refuse_the_arena_explicitly():
@@ -216,3 +223,59 @@ def test_device_pool_refuses_overlapping_tenants():
     pool.occupy(3, 8)
     with pytest.raises(PoolError):
         pool.rename([1, 0, 2, 3])
+
+
+# ---------------------------------------------------------------- kept updates: ping-pong pairs
+def test_roomy_training_arena_keeps_updated_params_with_no_param_traffic():
+    g = random_training_graph(21, n_layers=4, momentum=True)
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    lim = 3 * noswap_peak(g)
+    p = plan_arena(gi, gi.default_schedule(), lim, ArenaGenes(0.0, np.zeros(gi.n_tensors, np.int64), 1.0))
+    plan = p.to_plan(g, "t", lim, DEV)
+    assert verify_plan(g, plan) == []
+    assert len(p.arena.swaps) == len(g.updates)                 # every update stays, ping-pong
+    moved = {g.tensors[a.tensor].kind for a in plan.actions if a.kind in ("swap_in", "swap_out")}
+    assert moved <= {"input", "output"}
+    backing = plan.next_object_map(g)
+    assert sorted(backing) == list(range(plan.pool.num_objects)) and backing != list(range(plan.pool.num_objects))
+    # the search takes the kept seed when memory allows it
+    best = plan_graph(g, lim, DEV, planner="swapadvisor", generations=0, workers=1)
+    assert best.pool.swaps and best.predicted["time_s"] <= plan_graph(
+        g, lim, DEV, planner="swapadvisor-nosearch").predicted["time_s"]
+
+
+def test_verifier_catches_a_pair_that_is_not_exclusive():
+    g = random_training_graph(21, n_layers=4, momentum=True)
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    lim = 3 * noswap_peak(g)
+    plan = plan_arena(gi, gi.default_schedule(), lim, ArenaGenes(0.0, np.zeros(gi.n_tensors, np.int64), 1.0)) \
+        .to_plan(g, "t", lim, DEV)
+    q = copy.deepcopy(plan)
+    a, b = q.pool.swaps[0]
+    other = next(k for k in range(q.pool.num_objects) if all(k not in pr for pr in q.pool.swaps))
+    q.pool.offsets[other] = q.pool.offsets[a]                    # another object now shares a pair's bytes
+    q.pool.sizes[other] = q.pool.sizes[a]
+    assert any("must be exclusive" in x for x in verify_plan(g, q))
+
+
+def test_three_training_steps_with_ping_pong_pairs_match_the_unlimited_build():
+    import tvm_swap
+    from tvm_swap.examples import EXAMPLES
+    from relay_passes.lower import lower_unlimited_build
+    import tvm
+    from tvm import relax
+
+    ex = EXAMPLES["mlp-train"]()
+    m = tvm_swap.build(ex.mod, target="llvm", mem_limit="150%", params=ex.params, generations=0, workers=1)
+    assert m.plan.pool.kind == "arena" and m.plan.pool.swaps, "the roomy plan keeps its updates on the device"
+    vm = relax.VirtualMachine(lower_unlimited_build(ex.mod, "llvm"), tvm.cpu())
+    args = [tvm.runtime.tensor(a) for a in ex.args()]
+    n_in = len(ex.inputs)
+    for step in range(3):
+        got = m(*ex.inputs.values())
+        ref = [r.numpy() for r in vm["main"](*args)]
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(got, ref)), f"step {step} differs"
+        args = args[:n_in] + [tvm.runtime.tensor(r) for r in ref[1:]]
+    kept = len(m.plan.pool.swaps)
+    updates = len(m.compiled.graph.updates)
+    assert m.stats()["swap_in_count"] <= n_in + updates - kept      # a kept param is never read from the host

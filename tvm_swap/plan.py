@@ -131,12 +131,18 @@ class Arena:
     (the later one's arrival waits for the earlier one's drop). Offsets and sizes are multiples of
     `alignment` (>= 64), so TVM views every object with zero copy (`ensure_zero_offset`). All objects are
     "class 0" for the parts of the code that speak of classes; periodicity is per object (an initial
-    resident ends where it started)."""
+    resident ends where it started, or in the partner of its object in `swaps`).
+
+    `swaps`: pairs of objects whose buffers trade places between iterations (ping-pong): a kept param starts
+    in one, its update is written into the other, and next iteration the update plays the param. Both
+    objects of a pair are exclusive (no other object overlaps them) and of equal size, so trading their
+    bytes changes nothing else."""
     arena_bytes: int
     offsets: list[int]
     sizes: list[int]
     alignment: int = DEFAULT_ALIGNMENT
     workspace_bytes: int = 0
+    swaps: list = field(default_factory=list)
     kind = "arena"
 
     @property
@@ -170,13 +176,22 @@ class Arena:
     def to_json(self) -> dict:
         return {"kind": self.kind, "alignment": self.alignment, "workspace_bytes": self.workspace_bytes,
                 "arena_bytes": int(self.arena_bytes),
-                "objects": [[int(o), int(b)] for o, b in zip(self.offsets, self.sizes)]}
+                "objects": [[int(o), int(b)] for o, b in zip(self.offsets, self.sizes)],
+                "swaps": [[int(a), int(b)] for a, b in self.swaps]}
 
     @classmethod
     def from_json(cls, d: dict) -> "Arena":
         objs = d["objects"]
         return cls(int(d["arena_bytes"]), [int(o) for o, _ in objs], [int(b) for _, b in objs],
-                   int(d.get("alignment", DEFAULT_ALIGNMENT)), int(d.get("workspace_bytes", 0)))
+                   int(d.get("alignment", DEFAULT_ALIGNMENT)), int(d.get("workspace_bytes", 0)),
+                   [(int(a), int(b)) for a, b in d.get("swaps", [])])
+
+    def partner(self) -> dict:
+        """object -> the object it trades buffers with between iterations (pairs in `swaps`)."""
+        out = {}
+        for a, b in self.swaps:
+            out[a], out[b] = b, a
+        return out
 
 
 @dataclass
@@ -210,11 +225,15 @@ class Plan:
 
         Each initial resident's object is backed by the object its (updated) value ends in; the other
         objects of each class take the class's remaining buffers in index order. In an arena every
-        initial resident ends in its own object (the verifier checks it), so the map is the identity."""
+        initial resident ends in its own object or its ping-pong partner (the verifier checks it), so the map
+        swaps the pairs in `pool.swaps` and is the identity elsewhere."""
         from collections import defaultdict
 
         if self.pool.kind == "arena":
-            return list(range(self.pool.num_objects))
+            backing = list(range(self.pool.num_objects))
+            for k, j in self.pool.partner().items():
+                backing[k] = j
+            return backing
 
         new_of = {old: new for new, old in graph.updates.items()}
         where = dict(self.initial_residents)       # replay tenancy: tensor -> object at the end

@@ -181,6 +181,30 @@ def _check_arena(arena, r: _Report) -> bool:
         if off + size > arena.arena_bytes:
             r.add(f"arena object {k} ends at byte {off + size}, past the arena's {arena.arena_bytes} bytes")
             ok = False
+    n = len(arena.offsets)
+    in_pair = set()
+    for a_, b_ in arena.swaps:
+        if not (0 <= a_ < n and 0 <= b_ < n) or a_ == b_ or a_ in in_pair or b_ in in_pair:
+            r.add(f"arena swap pair ({a_}, {b_}) names missing, equal or already paired objects")
+            ok = False
+            continue
+        in_pair |= {a_, b_}
+        if arena.sizes[a_] != arena.sizes[b_]:
+            r.add(f"arena swap pair ({a_}, {b_}) has objects of {arena.sizes[a_]} and {arena.sizes[b_]} bytes: "
+                  f"buffers that trade places must be the same size")
+            ok = False
+    if ok and in_pair:
+        # a pair's objects must be exclusive: no other object shares their bytes (sweep over sorted ranges)
+        order = sorted(range(n), key=lambda k: (arena.offsets[k], -arena.sizes[k]))
+        reach, owner = -1, -1
+        for k in order:
+            lo, hi = arena.offsets[k], arena.offsets[k] + arena.sizes[k]
+            if lo < reach and (k in in_pair or owner in in_pair):
+                r.add(f"arena objects {owner} and {k} overlap, but one of them trades buffers between iterations "
+                      f"(swaps) and must be exclusive")
+                ok = False
+            if hi > reach:
+                reach, owner = hi, k
     return ok
 
 
@@ -434,11 +458,13 @@ class _Replay:
         if self.arena:
             # an arena does not rename: each initial resident (or its update) must end in its own object
             init = dict(self.plan.initial_residents)
+            partner = self.plan.pool.partner()
             for t, o in sorted(self.where.items()):
                 plays = int(updates.get(t, t))
-                if plays in init and init[plays] != o:
+                if plays in init and init[plays] != o and partner.get(init[plays]) != o:
                     r.add(f"{self.name(t)} ends in arena object {o}, but {self.name(plays)} starts the iteration "
-                          f"in object {init[plays]}: in an arena a kept tensor must end where it started")
+                          f"in object {init[plays]}: in an arena a kept tensor must end where it started (or in that object's "
+                          f"ping-pong partner)")
         if end != start:
             extra, lack = sorted(end - start), sorted(start - end)
             parts = []

@@ -140,6 +140,13 @@ def feasible_floor(graph: DataflowGraph, pool: str, alignment: int = 256) -> tup
 
 
 def check_feasible(graph: DataflowGraph, limit: int, pool: str, alignment: int = 256) -> None:
+    if pool == "arena":
+        # one plan at the limit settles most cases; the min feasible limit (a search) only for a refusal
+        from .arena import arena_fits, working_set_floor
+
+        gi = GraphIndex.build(graph, alignment, keep_updated=False)
+        if limit >= working_set_floor(gi) + gi.workspace and arena_fits(gi, limit):
+            return
     floor, why = feasible_floor(graph, pool, alignment)
     if limit < floor:
         raise InfeasibleLimitError(limit, floor, why)

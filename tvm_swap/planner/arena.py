@@ -61,16 +61,19 @@ class ArenaGenes:
     """What the genetic search tunes besides the schedule (see ArenaSpace for why these two).
 
     headroom: fraction of the arena the walk leaves unplanned (placement slack; fewer retries and
-    fewer copies cut short by fragmentation). bias: per tensor, slots added to its next use when
+    fewer copies cut short by fragmentation). keep: the share of the arena given to updated params that stay
+    on the device between iterations (each kept one costs twice its bytes for the whole iteration: see
+    "Periodicity" in the module docstring); 0 reads every updated param from the host. bias: per tensor, slots added to its next use when
     choosing a victim (> 0: evicted sooner, < 0: kept longer); all zeros is Belady."""
     headroom: float
     bias: np.ndarray
+    keep: float = 0.0      # share of the arena for kept updated params (ping-pong pairs, 2x their bytes)
 
     def key(self) -> bytes:
-        return np.float64(self.headroom).tobytes() + self.bias.tobytes()
+        return np.float64(self.headroom).tobytes() + np.float64(self.keep).tobytes() + self.bias.tobytes()
 
     def copy(self) -> "ArenaGenes":
-        return ArenaGenes(float(self.headroom), self.bias.copy())
+        return ArenaGenes(float(self.headroom), self.bias.copy(), float(self.keep))
 
 
 class ArenaSpace:
@@ -90,23 +93,27 @@ class ArenaSpace:
         self.mem_limit = int(mem_limit)
         self.n_t = gi.n_tensors
         self.scale = max(1, gi.n_ops // 8)       # a bias moves a next use by up to ~1/8 of the iteration
+        self.has_pairs = bool(pair_candidates(gi))
 
-    def zero(self, headroom: float = 0.0) -> ArenaGenes:
-        return ArenaGenes(float(headroom), np.zeros(self.n_t, dtype=np.int64))
+    def zero(self, headroom: float = 0.0, keep: float = 0.0) -> ArenaGenes:
+        return ArenaGenes(float(headroom), np.zeros(self.n_t, dtype=np.int64), float(keep))
 
     def seeds(self) -> list[tuple[str, ArenaGenes]]:
-        return [("nosearch", self.zero()), ("headroom2", self.zero(0.02)), ("headroom6", self.zero(0.06))]
+        out = [("nosearch", self.zero()), ("headroom2", self.zero(0.02)), ("headroom6", self.zero(0.06))]
+        if self.has_pairs:
+            out += [("keep25", self.zero(0.0, 0.25)), ("keep50", self.zero(0.0, 0.5)), ("keepall", self.zero(0.0, 1.0))]
+        return out
 
     def random(self, rng: np.random.Generator) -> ArenaGenes:
-        g = self.zero(float(rng.uniform(0, self.MAX_HEADROOM / 2)))
+        g = self.zero(float(rng.uniform(0, self.MAX_HEADROOM / 2)), float(rng.uniform(0, 1)) if self.has_pairs else 0.0)
         pick = rng.random(self.n_t) < float(rng.uniform(0.0, 0.2))
         g.bias[pick] = rng.integers(-self.scale, self.scale + 1, size=int(pick.sum()))
         return g
 
     def crossover(self, a: ArenaGenes, b: ArenaGenes, rng: np.random.Generator) -> tuple[ArenaGenes, ArenaGenes]:
         cut = int(rng.integers(0, self.n_t + 1))
-        k1 = ArenaGenes(a.headroom, np.concatenate((a.bias[:cut], b.bias[cut:])))
-        k2 = ArenaGenes(b.headroom, np.concatenate((b.bias[:cut], a.bias[cut:])))
+        k1 = ArenaGenes(a.headroom, np.concatenate((a.bias[:cut], b.bias[cut:])), b.keep)
+        k2 = ArenaGenes(b.headroom, np.concatenate((b.bias[:cut], a.bias[cut:])), a.keep)
         return k1, k2
 
     def mutate(self, a: ArenaGenes, rng: np.random.Generator, p_bias: float = 0.02, p_head: float = 0.3,
@@ -120,7 +127,45 @@ class ArenaSpace:
             g.bias[pick] = draw
         if rng.random() < p_head:
             g.headroom = float(np.clip(rng.normal(g.headroom, sigma), 0.0, self.MAX_HEADROOM))
+        if self.has_pairs and rng.random() < p_head:
+            g.keep = float(np.clip(rng.normal(g.keep, 0.15), 0.0, 1.0))
         return g
+
+
+# ============================================================== kept updates (ping-pong pairs)
+def pair_candidates(gi: GraphIndex) -> list[tuple[int, int]]:
+    """(param, its update) pairs that may stay on the device: a persistent tensor read from the host whose
+    update has the same aligned size."""
+    g = gi.graph
+    out = []
+    for new, old in g.updates.items():
+        if gi.produced[new] and not gi.produced[old] and gi.used[old] and gi.used[new] \
+                and gi.size[new] == gi.size[old] and g.is_persistent(old):
+            out.append((int(old), int(new)))
+    return sorted(out)
+
+
+def choose_pairs(gi: GraphIndex, schedule: np.ndarray, arena_bytes: int, keep: float) -> list[tuple[int, int]]:
+    """The pairs kept under `keep` (share of the arena, 2x bytes each), those first used earliest first: their
+    copies would sit at the start of the iteration, where nothing overlaps them."""
+    cands = pair_candidates(gi)
+    if not cands or keep <= 0:
+        return []
+    pos = np.empty(gi.n_ops, dtype=np.int64)
+    pos[schedule] = np.arange(gi.n_ops)
+    first = {}
+    for o in range(gi.n_ops):
+        for t in gi.op_tensors[gi.op_ptr[o]:gi.op_ptr[o] + gi.op_nin[o]].tolist():
+            first[t] = min(first.get(t, gi.n_ops), int(pos[o]))
+    budget = keep * arena_bytes
+    out, used = [], 0
+    for old, new in sorted(cands, key=lambda pr: (first.get(pr[0], gi.n_ops), pr[0])):
+        need = 2 * int(gi.size[old])
+        if used + need > budget:
+            continue
+        out.append((old, new))
+        used += need
+    return out
 
 
 # ============================================================== byte ranges
@@ -265,8 +310,9 @@ class _Decisions:
     stay_t: list
     stay_first: list
     stay_last: list
-    pinned: list                    # (tensor, stay) initial residents, resident all iteration
+    pinned: list                    # (tensor, stay) initial residents (kept pairs' old values included)
     evicted: int = 0
+    pairs: list = field(default_factory=list)   # (param, update) kept on the device, ping-pong
 
 
 class _ArenaWalk:
@@ -300,7 +346,7 @@ class _ArenaWalk:
         self.produced = gi.produced.tolist()
         self.size = gi.size.tolist()
 
-    def run(self, capacity: int, bias: list, pinned_tensors=()) -> _Decisions:
+    def run(self, capacity: int, bias: list, pinned_tensors=(), pairs=()) -> _Decisions:
         n, gi = self.n, self.gi
         n_t = gi.n_tensors
         size, role, produced = self.size, self.role, self.produced
@@ -317,7 +363,18 @@ class _ArenaWalk:
         heap: list = []
         pin = set(pinned_tensors)
         pinned = []
+        # kept pairs live outside the budget (their bytes are reserved): the old value is resident from the
+        # start and dropped after its last read, the update stays from its production to the end
+        pair_old = {p for p, _ in pairs}
+        pair_new = {q for _, q in pairs}
+        reserved = pair_old | pair_new
         resident = 0
+        for p, _ in pairs:
+            loc[p] = len(stay_t)
+            pinned.append((p, loc[p]))
+            stay_t.append(p)
+            stay_first.append(-1)
+            stay_last.append(-2)
         for t in sorted(pin):
             loc[t] = len(stay_t)
             pinned.append((t, loc[t]))
@@ -395,7 +452,7 @@ class _ArenaWalk:
                 swap_ins.append((q, t, sid))
             for k in range(k_out, b):
                 t = touch_t[k]
-                need = size[t]
+                need = 0 if t in reserved else size[t]
                 make_room(need, i)
                 sid = len(stay_t)
                 stay_t.append(t)
@@ -413,10 +470,12 @@ class _ArenaWalk:
                 nu = touch_next[k]
                 last[t] = i
                 nxt[t] = nu
-                if k >= k_out and role[t] == ROLE_TO_HOST:
+                if k >= k_out and role[t] == ROLE_TO_HOST and t not in pair_new:
                     swap_outs.append((i, t))
                     host_ready[t] = i
-                if t in pin:
+                if t in pin or t in pair_new:
+                    continue
+                if nu != _NEVER and t in pair_old:    # reserved bytes: evicting it would free nothing
                     continue
                 if nu == _NEVER:
                     sid = loc[t]
@@ -425,21 +484,25 @@ class _ArenaWalk:
                     if host_ready[t] != -2 and host_ready[t] < i:
                         host_ready[t] = i
                     loc[t] = -1
-                    resident -= size[t]
+                    if t not in reserved:
+                        resident -= size[t]
                 else:
                     heappush(heap, (-(nu + bias[t]), nu, t))
         # the end: what is still resident and not pinned leaves after its last use (kept tensors have host
         # copies; anything else still here has a next use only in the next iteration)
+        for t in pair_new:
+            stay_last[loc[t]] = n
         for t in range(n_t):
             sid = loc[t]
-            if sid < 0 or t in pin:
+            if sid < 0 or t in pin or t in reserved:
                 continue
             if host_ready[t] == -2:
                 swap_outs.append((prod_slot[t], t))
             drops.append((last[t], t, sid))
             stay_last[sid] = last[t]
         self.end_kept = [t for t in range(n_t) if loc[t] >= 0 and role[t] == ROLE_KEEP]
-        return _Decisions(out_stays, swap_outs, drops, swap_ins, stay_t, stay_first, stay_last, pinned, evicted)
+        return _Decisions(out_stays, swap_outs, drops, swap_ins, stay_t, stay_first, stay_last, pinned, evicted,
+                          list(pairs))
 
 
 def _emit(walk: _ArenaWalk, d: _Decisions, arena: Arena, stay_obj: list[int]):
@@ -523,30 +586,60 @@ def working_set_floor(gi: GraphIndex) -> int:
     return int(per_op.max(initial=0))
 
 
+def _place_with_pairs(d: _Decisions, first, sizes, arena_bytes: int, tight):
+    """Kept pairs at the bottom, each in two exclusive ranges (old value, update); the other stays above.
+    Returns (offsets, bytes needed). `tight(overflow)`: whether greedy by size is worth trying after the
+    sweep overflowed by that much (near the floor, where the sweep fragments)."""
+    n_st = len(sizes)
+    offsets = [0] * n_st
+    base = 0
+    pair_stay = {}
+    for k, t in enumerate(d.stay_t):
+        pair_stay.setdefault(t, k)
+    for p, q in d.pairs:
+        offsets[pair_stay[p]] = base
+        offsets[pair_stay[q]] = base + sizes[pair_stay[p]]
+        base += 2 * sizes[pair_stay[p]]
+    rest = [k for k in range(n_st) if not (d.stay_t[k] in d.pair_set)]
+    sub_first = [first[k] for k in rest]
+    sub_last = [d.stay_last[k] for k in rest]
+    sub_size = [sizes[k] for k in rest]
+    offs, need = place_stays(sub_first, sub_last, sub_size)
+    if need > arena_bytes - base:
+        offs2, need2 = place_by_size(sub_first, sub_last, sub_size) if tight(need - (arena_bytes - base)) \
+            else (offs, need)
+        if need2 < need:
+            offs, need = offs2, need2
+    for k, o in zip(rest, offs):
+        offsets[k] = base + o
+    return offsets, base + need
+
+
 def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pinned=()):
     """Decide at a capacity, place, lower the capacity by the overflow until the placement fits."""
     a = walk.gi.alignment
-    capacity = int(arena_bytes * (1.0 - genes.headroom)) // a * a
+    pairs = choose_pairs(walk.gi, np.asarray(walk.sched, dtype=np.int64), arena_bytes, genes.keep)
+    reserved = 2 * sum(int(walk.gi.size[p]) for p, _ in pairs)
+    room = arena_bytes - reserved
+    capacity = int(room * (1.0 - genes.headroom)) // a * a
     floor = working_set_floor(walk.gi)
-    capacity = max(capacity, min(floor, arena_bytes))
+    capacity = max(capacity, min(floor, room))
     bias = genes.bias.tolist()
     tried = []
     for rnd in range(MAX_ROUNDS + 1):
         last_try = rnd == MAX_ROUNDS or capacity < floor
         if last_try:
-            if floor in tried or floor > arena_bytes:
+            if floor in tried or floor > room:
                 break
             capacity = floor                    # last try: nothing but the largest working set planned
         tried.append(capacity)
-        d = walk.run(capacity, bias, pinned)
+        d = walk.run(capacity, bias, pinned, pairs)
+        d.pair_set = {t for pr in pairs for t in pr}
         first = _floored_firsts(d)
         sizes = [walk.size[t] for t in d.stay_t]
-        offsets, need = place_stays(first, d.stay_last, sizes)
-        if need > arena_bytes and (last_try or capacity - (need - arena_bytes) < floor):
-            # the sweep fragments near the floor; greedy by size packs tighter (and costs more)
-            offsets2, need2 = place_by_size(first, d.stay_last, sizes)
-            if need2 < need:
-                offsets, need = offsets2, need2
+        # the sweep fragments near the floor; greedy by size packs tighter (and costs more)
+        offsets, need = _place_with_pairs(d, first, sizes, arena_bytes,
+                                          lambda over, c=capacity, lt=last_try: lt or c - over < floor)
         if need <= arena_bytes:
             return d, offsets, sizes, capacity, rnd + 1
         over = need - arena_bytes
@@ -588,7 +681,11 @@ def plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | Non
     for off, sz in zip(offsets, sizes):
         stay_obj.append(obj_of.setdefault((off, sz), len(obj_of)))
     objs = sorted(obj_of, key=obj_of.get)
-    arena = Arena(arena_bytes, [o for o, _ in objs], [s for _, s in objs], gi.alignment, gi.workspace)
+    stay_of = {}
+    for k, t in enumerate(d.stay_t):
+        stay_of.setdefault(t, k)
+    swaps = [(stay_obj[stay_of[p]], stay_obj[stay_of[q]]) for p, q in d.pairs]
+    arena = Arena(arena_bytes, [o for o, _ in objs], [s for _, s in objs], gi.alignment, gi.workspace, swaps)
     b = _emit(walk, d, arena, stay_obj)
     tclass = np.where(gi.used, 0, -1).astype(np.int64)
     stats = {"capacity_bytes": int(capacity), "rounds": int(rounds), "placed_bytes": int(max(
@@ -625,6 +722,16 @@ class ArenaScorer:
 
 
 # ============================================================== feasibility
+def arena_fits(gi: GraphIndex, limit: int) -> bool:
+    """Whether the default schedule gets an arena plan under `limit` (one decide/place, no op times)."""
+    try:
+        _decide_and_place(_ArenaWalk(gi, gi.default_schedule()), arena_bytes_for(gi, limit),
+                          ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64)))
+        return True
+    except PlanError:
+        return False
+
+
 def arena_min_limit(gi: GraphIndex, max_steps: int = 40) -> int:
     """The smallest limit (bytes) at which the default schedule gets an arena plan: the largest op's working
     set plus the workspace reserve, raised past whatever fragmentation the placement cannot avoid. Needs no
