@@ -53,6 +53,7 @@ from .simulator import pack_actions, simulate_time
 _NEVER = 1 << 62
 MAX_ROUNDS = 12          # decide/place rounds before giving up on a capacity
 PREFETCH_WINDOW = 4096   # slots a swap-in may start before its use (bounds the per-swap-in slice)
+BY_SIZE_MAX_STAYS = 4000  # greedy-by-size placement is quadratic in stays: only below this many
 
 
 # ============================================================== the memory-side genome
@@ -606,8 +607,8 @@ def _place_with_pairs(d: _Decisions, first, sizes, arena_bytes: int, tight):
     sub_size = [sizes[k] for k in rest]
     offs, need = place_stays(sub_first, sub_last, sub_size)
     if need > arena_bytes - base:
-        offs2, need2 = place_by_size(sub_first, sub_last, sub_size) if tight(need - (arena_bytes - base)) \
-            else (offs, need)
+        worth = len(sub_size) <= BY_SIZE_MAX_STAYS and tight(need - (arena_bytes - base))
+        offs2, need2 = place_by_size(sub_first, sub_last, sub_size) if worth else (offs, need)
         if need2 < need:
             offs, need = offs2, need2
     for k, o in zip(rest, offs):
@@ -618,11 +619,12 @@ def _place_with_pairs(d: _Decisions, first, sizes, arena_bytes: int, tight):
 def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pinned=()):
     """Decide at a capacity, place, lower the capacity by the overflow until the placement fits."""
     a = walk.gi.alignment
-    pairs = choose_pairs(walk.gi, np.asarray(walk.sched, dtype=np.int64), arena_bytes, genes.keep)
+    floor = working_set_floor(walk.gi)
+    # pairs share what the largest working set leaves: "keep 1" keeps as many as can be kept at all
+    pairs = choose_pairs(walk.gi, np.asarray(walk.sched, dtype=np.int64), max(0, arena_bytes - floor), genes.keep)
     reserved = 2 * sum(int(walk.gi.size[p]) for p, _ in pairs)
     room = arena_bytes - reserved
     capacity = int(room * (1.0 - genes.headroom)) // a * a
-    floor = working_set_floor(walk.gi)
     capacity = max(capacity, min(floor, room))
     bias = genes.bias.tolist()
     tried = []
