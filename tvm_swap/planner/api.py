@@ -20,11 +20,11 @@ from ..graph import DataflowGraph
 from ..plan import Plan
 from ..units import parse_limit
 from .context import PlanningContext
-from .encoding import AllocationSpace
+from .swapadvisor.encoding import AllocationSpace
 from .feasibility import min_feasible_limit
-from .ga import GASettings, GeneticSearch
+from .swapadvisor.ga import GASettings, GeneticSearch
 from .graphindex import GraphIndex
-from .swapplan import plan_swaps
+from .swapadvisor.swapplan import plan_swaps
 
 
 # ---------------------------------------------------------------- the SwapAdvisor planners
@@ -55,7 +55,7 @@ def _keep_updated_or_not(ctx: PlanningContext):
     """The GA's evaluator, keeping updated params on the device (graphindex.ROLE_KEEP_*) or not, whichever
     gives the faster best seed genome: keeping them saves their copies when memory allows, but under
     pressure the kept ones can crowd out activations (e.g. BERT-large at 16 GB)."""
-    from .ga import Evaluator
+    from .swapadvisor.ga import Evaluator
     from .graphindex import KEEP_UPDATED
 
     forced = ctx.options.get("keep_updated")           # planner option: skip the choice
@@ -159,7 +159,7 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     t0 = time.perf_counter()
     if not isinstance(graph, DataflowGraph):
         raise TvmSwapError(f"plan_graph needs a DataflowGraph, got {type(graph).__name__}; "
-                           f"load one with DataflowGraph.load(path) or tvm_swap.sources.load_graph")
+                           f"load one with DataflowGraph.load(path) or tvm_swap.frontends.sources.load_graph")
     if planner not in PLANNERS:
         raise TvmSwapError(f"unknown planner {planner!r}; choose one of {', '.join(PLANNERS)}")
     if not isinstance(alignment, int) or alignment <= 0:
