@@ -294,7 +294,7 @@ def check_plan_fits(graph: DataflowGraph, plan: Plan) -> None:
 
 # ---------------------------------------------------------------- manifest
 def build_manifest(prog: Program, graph: DataflowGraph, tob: dict, func_name: str, target_kind: str):
-    from runtime_ext.manifest import Manifest, OutputSpec, ParamSpec, TensorSpec
+    from tvm_swap.manifest import Manifest, OutputSpec, ParamSpec, TensorSpec
 
     func = prog.func
     num_input = func.attrs.get("num_input") if func.attrs is not None else None

@@ -66,13 +66,13 @@ def _imported_driver_symbols() -> list[str]:
 
 
 def _sidecar_path() -> Path:
-    from runtime_ext.cuda_libs import sidecar_path
+    from tvm_swap.cuda_env import sidecar_path
 
     return sidecar_path()
 
 
 def _load_sidecar() -> None:
-    from runtime_ext.cuda_libs import load_sidecar
+    from tvm_swap.cuda_env import load_sidecar
 
     load_sidecar()
 

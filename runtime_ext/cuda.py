@@ -26,7 +26,7 @@ during a run), so anything the program allocates besides the pool is still held 
 where it is sampled. stats() reports the measured figures next to the pool's own books.
 
 Everything that needs a GPU sits behind `gpu_available()` (the one switch; `why_no_gpu()` says why not):
-cuda-bindings importable, a driver and a device, TVM's CUDA runtime loaded (runtime_ext.cuda_libs loads it
+cuda-bindings importable, a driver and a device, TVM's CUDA runtime loaded (tvm_swap.cuda_env loads it
 by hand for a runtime-only TVM), and TVM seeing the device. A stand-in driver (relay_passes.cuda_offline)
 fails the first check that reaches the driver, so builds on a GPU-less machine never think they have one.
 """
@@ -58,10 +58,10 @@ def _probe() -> tuple[bool, str]:
         return False, f"no usable CUDA driver or device ({_error_text(rt, err)})"
     if count < 1:
         return False, "the CUDA driver reports no device"
-    from . import cuda_libs
+    from tvm_swap import cuda_env
 
     try:
-        cuda_libs.ensure_runtime()
+        cuda_env.ensure_runtime()
     except OSError as e:
         return False, f"TVM's CUDA runtime does not load: {str(e).splitlines()[0]}"
     import tvm
@@ -159,7 +159,7 @@ class CudaBackend(Backend):
             ok, why = gpu_status()
             if not ok:
                 raise TvmSwapError(f"no CUDA GPU to run on: {why}. Build for target='llvm' to run on the CPU "
-                                   f"(emulated backend), or use tvm_swap.build.compile_model to compile only")
+                                   f"(emulated backend), or use tvm_swap.pipeline.compile_model to compile only")
             from cuda.bindings import runtime as rt
         else:
             rt = runtime

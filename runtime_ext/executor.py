@@ -21,11 +21,11 @@ import time
 import numpy as np
 
 from tvm_swap.errors import PlanError
+from tvm_swap.manifest import Manifest
 from tvm_swap.plan import STREAM_OF, Plan
 
 from .backend import Backend
 from .host_store import HostStore
-from .manifest import Manifest
 from .pool import DevicePool, PoolError
 
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from tvm_swap.errors import PlanError, TvmSwapError
+from tvm_swap.manifest import Manifest
 from tvm_swap.plan import Plan
 
 from . import builtins  # noqa: F401  (registers tvm_swap.* before any VM links the program's calls)
-from .manifest import Manifest
 
 PARAMS_SUFFIX = ".params.npz"
 PLAN_FUNC = "tvm_swap_plan"
@@ -297,7 +297,7 @@ def _load_with_cuda_runtime(path: str):
     """A library with CUDA code, where TVM did not load its CUDA runtime itself (runtime-only TVM)."""
     import tvm
 
-    from .cuda_libs import ensure_runtime
+    from tvm_swap.cuda_env import ensure_runtime
 
     try:
         ensure_runtime()

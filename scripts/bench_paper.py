@@ -134,7 +134,7 @@ def _noswap_needs(r: dict, planner: str, need: int) -> None:
 
 def noswap_need(graph) -> int:
     from tvm_swap.plan import DEFAULT_ALIGNMENT
-    from tvm_swap.planner.baseline_noswap import noswap_need as need
+    from tvm_swap.planner.baselines.noswap import noswap_need as need
 
     return int(need(graph, DEFAULT_ALIGNMENT))
 
@@ -429,7 +429,7 @@ def main(argv=None) -> int:
                 keep = {"key": (name, batch), **ctx}
             save()
     if not args.no_picture and keep.get("plans"):
-        from tvm_swap.report import write_report
+        from tvm_swap.report.write import write_report
 
         plan = keep["plans"].get("swapadvisor") or next(iter(keep["plans"].values()))
         paths = write_report(keep["graph"], plan, out)

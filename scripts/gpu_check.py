@@ -86,7 +86,7 @@ def dir_bytes(path: Path) -> int:
 def prepare(build_dir: Path, models, fractions, target: str, scale: float, budget_s: float,
             tiny: bool = False) -> dict:
     from relay_passes.cuda_build import build_unlimited, fatbin_archs, resolve_target
-    from tvm_swap.build import compile_model
+    from tvm_swap.pipeline import compile_model
     from tvm_swap.errors import InfeasibleLimitError
     from tvm_swap.examples.large import MODELS, TINY
     from tvm_swap.planner.bounds import noswap_peak

@@ -24,7 +24,7 @@ def plan(graph, mem_limit, **kw):
 
 def build(mod, target="llvm", mem_limit=None, params=None, **kw):
     """Lower, plan, verify, apply and build a Relax module; returns a SwapModule."""
-    from .build import build as _build
+    from .pipeline import build as _build
 
     return _build(mod, target=target, mem_limit=mem_limit, params=params, **kw)
 

@@ -110,7 +110,7 @@ def transformer_train(scale: float = 1.0, seed: int = 0, **overrides) -> Example
     """An SGD step of a transformer encoder with per-token cross-entropy; `scale` multiplies the batch.
 
     main(tokens, labels, *params) -> (loss, *new_params)."""
-    from tvm_swap.training import train_step
+    from tvm_swap.training.step import train_step
 
     kw = {**TRANSFORMER, **overrides}
     kw["batch"] = _batch(kw["batch"], scale)

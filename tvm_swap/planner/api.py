@@ -20,12 +20,12 @@ from ..graph import DataflowGraph
 from ..plan import Plan
 from ..units import parse_limit
 from .context import PlanningContext
-from .encoding import AllocationSpace
+from .swapadvisor.encoding import AllocationSpace
 from .feasibility import min_feasible_limit
-from .ga import GASettings, GeneticSearch
+from .swapadvisor.ga import GASettings, GeneticSearch
 from .graphindex import GraphIndex
-from .arena import arena_min_limit, plan_arena
-from .swapplan import plan_swaps
+from .swapadvisor.arena import arena_min_limit, plan_arena
+from .swapadvisor.swapplan import plan_swaps
 
 POOL_KINDS = ("arena", "size-classes")
 SEARCH_PLANNERS = ("swapadvisor", "swapadvisor-nosearch")   # the planners with an arena mode
@@ -40,7 +40,7 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
         raise TvmSwapError(f"bad swapadvisor option: {e}") from None
     t0 = time.perf_counter()
     if ctx.pool == "arena":
-        from .ga import Evaluator
+        from .swapadvisor.ga import Evaluator
 
         ev = Evaluator(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, pool="arena")
     else:
@@ -67,7 +67,7 @@ def _keep_updated_or_not(ctx: PlanningContext):
     """The GA's evaluator, keeping updated params on the device (graphindex.ROLE_KEEP_*) or not, whichever
     gives the faster best seed genome: keeping them saves their copies when memory allows, but under
     pressure the kept ones can crowd out activations (e.g. BERT-large at 16 GB)."""
-    from .ga import Evaluator
+    from .swapadvisor.ga import Evaluator
     from .graphindex import KEEP_UPDATED
 
     forced = ctx.options.get("keep_updated")           # planner option: skip the choice
@@ -142,7 +142,7 @@ def feasible_floor(graph: DataflowGraph, pool: str, alignment: int = 256) -> tup
 def check_feasible(graph: DataflowGraph, limit: int, pool: str, alignment: int = 256) -> None:
     if pool == "arena":
         # one plan at the limit settles most cases; the min feasible limit (a search) only for a refusal
-        from .arena import arena_fits, working_set_floor
+        from .swapadvisor.arena import arena_fits, working_set_floor
 
         gi = GraphIndex.build(graph, alignment, keep_updated=False)
         if limit >= working_set_floor(gi) + gi.workspace and arena_fits(gi, limit):
@@ -215,7 +215,7 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     t0 = time.perf_counter()
     if not isinstance(graph, DataflowGraph):
         raise TvmSwapError(f"plan_graph needs a DataflowGraph, got {type(graph).__name__}; "
-                           f"load one with DataflowGraph.load(path) or tvm_swap.sources.load_graph")
+                           f"load one with DataflowGraph.load(path) or tvm_swap.frontends.sources.load_graph")
     if planner not in PLANNERS:
         raise TvmSwapError(f"unknown planner {planner!r}; choose one of {', '.join(PLANNERS)}")
     if not isinstance(alignment, int) or alignment <= 0:

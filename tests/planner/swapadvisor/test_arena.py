@@ -1,0 +1,281 @@
+"""The arena memory model: placement, plans, the verifier's address checks, feasibility and the pool."""
+import copy
+
+import numpy as np
+import pytest
+
+from tvm_swap.devices import get_device
+from tvm_swap.errors import InfeasibleLimitError, PlanError
+from tvm_swap.plan import Arena, Plan, Pool
+from tvm_swap.planner.api import feasible_floor, plan_graph
+from tvm_swap.planner.swapadvisor.arena import (ArenaGenes, IntervalPaint, arena_min_limit, place_by_size, place_stays,
+                                    plan_arena, working_set_floor)
+from tvm_swap.planner.bounds import noswap_peak
+from tvm_swap.planner.graphindex import GraphIndex
+from tvm_swap.testing import random_dag, random_training_graph
+from tvm_swap.verify import verify_plan
+
+DEV = get_device("v100-16gb")
+
+
+def _graph(seed):
+    return random_training_graph(seed) if seed % 2 else random_dag(seed)
+
+
+def _disjoint_when_overlapping(first, last, size, off):
+    for a in range(len(first)):
+        for b in range(a + 1, len(first)):
+            if first[a] <= last[b] and first[b] <= last[a]:
+                if off[a] < off[b] + size[b] and off[b] < off[a] + size[a]:
+                    return False
+    return True
+
+
+@pytest.mark.parametrize("place", [place_stays, place_by_size])
+def test_placement_never_overlaps_stays_that_overlap_in_time(place):
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        m = int(rng.integers(1, 40))
+        first = rng.integers(-1, 20, size=m).tolist()
+        last = [f + int(rng.integers(0, 8)) for f in first]
+        size = (rng.integers(1, 9, size=m) * 256).tolist()
+        off, need = place(first, last, size)
+        assert _disjoint_when_overlapping(first, last, size, off)
+        assert need == max(o + s for o, s in zip(off, size))
+        # never below the most bytes alive at one slot
+        load = max(sum(s for f, l_, s in zip(first, last, size) if f <= t <= l_) for t in range(-1, 30))
+        assert need >= load
+
+
+def test_interval_paint_keeps_the_last_value_per_byte():
+    p = IntervalPaint(-1)
+    p.paint(0, 100, 1)
+    p.paint(50, 150, 2)
+    assert p.values(0, 10) == [1] and p.values(40, 60) == [1, 2] and p.values(140, 300) == [2, -1]
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_arena_plans_verify_from_the_min_limit_up(seed):
+    g = _graph(seed)
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    lo = arena_min_limit(gi)
+    assert lo >= working_set_floor(gi) + gi.workspace
+    top = max(lo, noswap_peak(g))
+    for lim in (lo, (lo + top) // 2, int(1.3 * top)):
+        p = plan_arena(gi, gi.default_schedule(), lim).to_plan(g, "t", lim, DEV)
+        assert p.pool.kind == "arena" and p.pool.total_bytes() <= lim
+        assert verify_plan(g, p, lim) == []
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_arena_needs_no_more_than_size_classes(seed):
+    g = _graph(seed)
+    arena, _ = feasible_floor(g, "arena")
+    classes, _ = feasible_floor(g, "size-classes")
+    assert arena <= classes
+
+
+def test_no_swaps_when_everything_fits():
+    g = random_training_graph(3)
+    lim = 2 * noswap_peak(g)
+    p = plan_graph(g, lim, DEV, planner="swapadvisor-nosearch", pool="arena")
+    kinds = {g.tensors[a.tensor].kind for a in p.actions if a.kind == "swap_out"}
+    assert kinds <= {"output", "param", "optimizer_state"}      # only what must reach the host
+    assert p.predicted["peak_bytes"] <= lim
+
+
+def test_search_in_arena_mode_is_reproducible_and_no_worse_than_nosearch():
+    g = random_training_graph(5)
+    lim = (feasible_floor(g, "arena")[0] + noswap_peak(g)) // 2
+    a = plan_graph(g, lim, DEV, planner="swapadvisor", generations=3, seed=1, workers=1)
+    b = plan_graph(g, lim, DEV, planner="swapadvisor", generations=3, seed=1, workers=1)
+    n = plan_graph(g, lim, DEV, planner="swapadvisor-nosearch")
+    strip = lambda p: {k: v for k, v in p.to_dict().items() if k != "search"}   # noqa: E731 (timings)
+    assert a.pool.kind == "arena" and strip(a) == strip(b)
+    assert a.predicted["time_s"] <= n.predicted["time_s"] * (1 + 1e-9)
+
+
+def test_limit_below_the_arena_floor_is_refused_before_planning():
+    g = random_training_graph(7)
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    floor, _ = feasible_floor(g, "arena")
+    lowest = working_set_floor(gi) + gi.workspace
+    with pytest.raises(InfeasibleLimitError) as e:          # below any op's own bytes: never plannable
+        plan_graph(g, lowest - 1, DEV, planner="swapadvisor")
+    assert e.value.min_feasible == floor and "arena" in str(e.value)
+    assert plan_graph(g, floor, DEV, planner="swapadvisor-nosearch").verified   # the reported min plans
+    try:            # between the two, placement decides: a refusal names the same min, a plan is verified
+        assert plan_graph(g, (lowest + floor) // 2, DEV, planner="swapadvisor-nosearch").verified
+    except InfeasibleLimitError as e2:
+        assert e2.min_feasible == floor
+
+
+def test_baselines_refuse_the_arena_explicitly():
+    with pytest.raises(Exception, match="size-class pool only"):
+        plan_graph(random_dag(1), "80%", DEV, planner="odswap", pool="arena")
+
+
+def test_plan_json_round_trip_and_version_1_still_loads():
+    g = random_training_graph(9)
+    p = plan_graph(g, "100%", DEV, planner="swapadvisor-nosearch")
+    q = Plan.from_json(p.to_json())
+    assert isinstance(q.pool, Arena) and q.pool.offsets == p.pool.offsets and q.to_json() == p.to_json()
+    old = plan_graph(g, "100%", DEV, planner="swapadvisor-nosearch", pool="size-classes").to_dict()
+    old["version"] = 1
+    del old["pool"]["kind"]
+    assert isinstance(Plan.from_dict(old).pool, Pool)
+
+
+# ---------------------------------------------------------------- the verifier's arena invariants
+@pytest.fixture(scope="module")
+def arena_plan():
+    g = random_training_graph(11)
+    lim = (feasible_floor(g, "arena")[0] + noswap_peak(g)) // 2
+    p = plan_graph(g, lim, DEV, planner="swapadvisor-nosearch")
+    assert p.verified and p.pool.kind == "arena"
+    return g, p
+
+
+def _touching_objects(p):
+    """Two objects whose ranges differ, used by stays of different tensors."""
+    return [o for o in range(p.pool.num_objects)]
+
+
+def test_verifier_catches_overlapping_stays(arena_plan):
+    g, p = arena_plan
+    q = copy.deepcopy(p)
+    # move every object to offset 0: stays that overlap in time now share bytes
+    q.pool.offsets = [0] * q.pool.num_objects
+    v = verify_plan(g, q)
+    assert any("overlap live tensor" in x or "without waiting" in x for x in v), v[:3]
+
+
+def test_verifier_catches_a_stay_past_the_arena_end(arena_plan):
+    g, p = arena_plan
+    q = copy.deepcopy(p)
+    k = int(np.argmax(q.pool.sizes))
+    q.pool.offsets[k] = q.pool.arena_bytes - q.pool.sizes[k] + q.pool.alignment
+    assert any("past the arena" in x for x in verify_plan(g, q))
+
+
+def test_verifier_catches_a_misaligned_offset(arena_plan):
+    g, p = arena_plan
+    q = copy.deepcopy(p)
+    q.pool.offsets[0] += 32
+    assert any("not aligned" in x for x in verify_plan(g, q))
+
+
+def test_verifier_catches_a_moved_resident():
+    g = random_dag(12)                   # inference: frozen params, which a roomy arena keeps
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    lim = 2 * noswap_peak(g)
+    p = plan_arena(gi, gi.default_schedule(), lim).to_plan(g, "t", lim, DEV)
+    assert p.initial_residents, "a roomy arena keeps frozen params on the device"
+    assert verify_plan(g, p) == []
+    q = copy.deepcopy(p)
+    t, o = q.initial_residents[0]
+    q.pool.offsets.append(q.pool.arena_bytes - q.pool.sizes[o])   # a second home for it
+    q.pool.sizes.append(q.pool.sizes[o])
+    last_compute = max(i for i, a in enumerate(q.actions) if a.kind == "compute")
+    Action = type(q.actions[0])
+    q.actions.append(Action("drop", tensor=t, obj=o, deps=(last_compute,)))
+    q.actions.append(Action("swap_in", tensor=t, obj=len(q.pool.offsets) - 1, deps=(len(q.actions) - 1,)))
+    v = verify_plan(g, q)
+    assert any("must end where it started" in x for x in v), v[:3]
+
+
+def test_verifier_catches_an_arrival_that_does_not_wait_for_the_bytes_it_takes(arena_plan):
+    g, p = arena_plan
+    found = False
+    for i, a in enumerate(p.actions):
+        drops = [d for d in a.deps if p.actions[d].kind == "drop"]
+        if a.kind == "swap_in" and drops:
+            q = copy.deepcopy(p)
+            q.actions[i] = type(a)(a.kind, a.op, a.tensor, a.obj, tuple(d for d in a.deps if d not in drops))
+            v = verify_plan(g, q)
+            if v:
+                assert any("without waiting" in x or "overlap" in x or "still holds" in x for x in v)
+                found = True
+                break
+    assert found
+
+
+# ---------------------------------------------------------------- the runtime pool
+def test_device_pool_refuses_overlapping_tenants():
+    from runtime_ext.backend import arena_objects
+    from runtime_ext.pool import DevicePool, PoolError
+
+    import tvm
+
+    arena = Arena(4096, [0, 1024, 2048, 0], [2048, 1024, 2048, 1024], 256, 0)
+
+    def alloc_all(sizes, offsets, region):
+        return arena_objects(tvm.runtime.empty((region,), "uint8", tvm.cpu()), sizes, offsets)
+
+    pool = DevicePool(arena, None, 4096, alloc_all=alloc_all)
+    assert pool.storage(1).data_ptr() - pool.storage(0).data_ptr() == 1024      # objects alias the arena
+    pool.occupy(0, 5)
+    with pytest.raises(PoolError, match="overlapping"):
+        pool.occupy(1, 6)
+    pool.occupy(2, 7)
+    pool.release(0, 5)
+    pool.occupy(1, 6)
+    pool.occupy(3, 8)
+    with pytest.raises(PoolError):
+        pool.rename([1, 0, 2, 3])
+
+
+# ---------------------------------------------------------------- kept updates: ping-pong pairs
+def test_roomy_training_arena_keeps_updated_params_with_no_param_traffic():
+    g = random_training_graph(21, n_layers=4, momentum=True)
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    lim = 3 * noswap_peak(g)
+    p = plan_arena(gi, gi.default_schedule(), lim, ArenaGenes(0.0, np.zeros(gi.n_tensors, np.int64), 1.0))
+    plan = p.to_plan(g, "t", lim, DEV)
+    assert verify_plan(g, plan) == []
+    assert len(p.arena.swaps) == len(g.updates)                 # every update stays, ping-pong
+    moved = {g.tensors[a.tensor].kind for a in plan.actions if a.kind in ("swap_in", "swap_out")}
+    assert moved <= {"input", "output"}
+    backing = plan.next_object_map(g)
+    assert sorted(backing) == list(range(plan.pool.num_objects)) and backing != list(range(plan.pool.num_objects))
+    # the search takes the kept seed when memory allows it
+    best = plan_graph(g, lim, DEV, planner="swapadvisor", generations=0, workers=1)
+    assert best.pool.swaps and best.predicted["time_s"] <= plan_graph(
+        g, lim, DEV, planner="swapadvisor-nosearch").predicted["time_s"]
+
+
+def test_verifier_catches_a_pair_that_is_not_exclusive():
+    g = random_training_graph(21, n_layers=4, momentum=True)
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    lim = 3 * noswap_peak(g)
+    plan = plan_arena(gi, gi.default_schedule(), lim, ArenaGenes(0.0, np.zeros(gi.n_tensors, np.int64), 1.0)) \
+        .to_plan(g, "t", lim, DEV)
+    q = copy.deepcopy(plan)
+    a, b = q.pool.swaps[0]
+    other = next(k for k in range(q.pool.num_objects) if all(k not in pr for pr in q.pool.swaps))
+    q.pool.offsets[other] = q.pool.offsets[a]                    # another object now shares a pair's bytes
+    q.pool.sizes[other] = q.pool.sizes[a]
+    assert any("must be exclusive" in x for x in verify_plan(g, q))
+
+
+def test_three_training_steps_with_ping_pong_pairs_match_the_unlimited_build():
+    import tvm_swap
+    from tvm_swap.examples import EXAMPLES
+    from relay_passes.lower import lower_unlimited_build
+    import tvm
+    from tvm import relax
+
+    ex = EXAMPLES["mlp-train"]()
+    m = tvm_swap.build(ex.mod, target="llvm", mem_limit="150%", params=ex.params, generations=0, workers=1)
+    assert m.plan.pool.kind == "arena" and m.plan.pool.swaps, "the roomy plan keeps its updates on the device"
+    vm = relax.VirtualMachine(lower_unlimited_build(ex.mod, "llvm"), tvm.cpu())
+    args = [tvm.runtime.tensor(a) for a in ex.args()]
+    n_in = len(ex.inputs)
+    for step in range(3):
+        got = m(*ex.inputs.values())
+        ref = [r.numpy() for r in vm["main"](*args)]
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(got, ref)), f"step {step} differs"
+        args = args[:n_in] + [tvm.runtime.tensor(r) for r in ref[1:]]
+    kept = len(m.plan.pool.swaps)
+    updates = len(m.compiled.graph.updates)
+    assert m.stats()["swap_in_count"] <= n_in + updates - kept      # a kept param is never read from the host

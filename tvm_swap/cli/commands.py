@@ -1,0 +1,214 @@
+"""The work behind each `tvm-swap` subcommand (argument parsing lives in cli.py)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..units import format_bytes, format_seconds
+
+
+def _progress(args) -> bool:
+    return not args.quiet and sys.stderr.isatty()
+
+
+def _say(args, text: str) -> None:
+    if not args.quiet:
+        print(text, file=sys.stderr)
+
+
+def plan_summary(plan) -> dict:
+    """The JSON contract of `tvm-swap plan --json` (keys checked by scripts outside the tests)."""
+    p, s = plan.predicted, plan.search
+    time_s = p.get("time_s")
+    lb = p.get("lower_bound_s")
+    return {
+        "planner": plan.planner,
+        "pool": plan.pool.kind,
+        "graph": plan.graph_name,
+        "device": plan.device.get("name"),
+        "mem_limit_bytes": int(plan.mem_limit),
+        "peak_bytes": p.get("peak_bytes"),
+        "pool_bytes": p.get("pool_bytes"),
+        "ideal_time_s": p.get("ideal_time_s"),
+        "lower_bound_s": lb,
+        "time_s": time_s,
+        "throughput_vs_ideal": p.get("throughput_vs_ideal"),
+        "time_vs_lower_bound": (time_s / lb) if time_s and lb else None,
+        "swap_out_bytes": p.get("swap_out_bytes"),
+        "swap_in_bytes": p.get("swap_in_bytes"),
+        "swap_out_count": p.get("swap_out_count"),
+        "swap_in_count": p.get("swap_in_count"),
+        "verified": bool(plan.verified),
+        "search_s": s.get("search_s"),
+        "generations": s.get("generations"),
+        "seed": s.get("seed"),
+    }
+
+
+def print_plan_table(summary: dict, out=sys.stdout) -> None:
+    rows = [
+        ("graph", summary["graph"]),
+        ("planner", summary["planner"]),
+        ("device", summary["device"]),
+        ("memory limit", format_bytes(summary["mem_limit_bytes"])),
+        ("pool (device peak)", f"{format_bytes(summary['pool_bytes'] or 0)} "
+                               f"(in use at most {format_bytes(summary['peak_bytes'] or 0)})"),
+        ("iteration time", format_seconds(summary["time_s"])),
+        ("ideal (no limit)", format_seconds(summary["ideal_time_s"])),
+        ("lower bound", format_seconds(summary["lower_bound_s"])),
+        ("throughput vs ideal", f"{summary['throughput_vs_ideal']:.3f}"),
+        ("time vs lower bound", f"{summary['time_vs_lower_bound']:.3f}x" if summary["time_vs_lower_bound"] else "-"),
+        ("swapped out", f"{format_bytes(summary['swap_out_bytes'])} in {summary['swap_out_count']} copies"),
+        ("swapped in", f"{format_bytes(summary['swap_in_bytes'])} in {summary['swap_in_count']} copies"),
+        ("verified", "yes" if summary["verified"] else "NO"),
+        ("search", f"{format_seconds(summary['search_s'] or 0)}, {summary['generations'] or 0} generations"),
+    ]
+    w = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{w}}  {v}", file=out)
+
+
+def cmd_plan(args) -> int:
+    from ..devices import get_device
+    from ..planner import plan_graph
+    from ..frontends.sources import load_graph, parse_shapes
+
+    graph = load_graph(args.graph, shapes=parse_shapes(args.shape), params=args.params)
+    _say(args, f"graph {graph.summary()}")
+    plan = plan_graph(graph, mem_limit=args.mem_limit, device=get_device(args.device or "v100-16gb"),
+                      planner=args.planner, budget_s=args.budget_s, seed=args.seed,
+                      generations=args.generations, workers=args.workers, progress=_progress(args),
+                      pool=args.pool)
+    plan.search["graph_spec"] = args.graph   # so `tvm-swap report plan.json` finds the graph again
+    summary = plan_summary(plan)
+    if args.output:
+        plan.save(args.output)
+        _say(args, f"wrote {args.output}")
+    if args.report:
+        from ..report.write import write_report
+
+        for path in write_report(graph, plan, args.report):
+            _say(args, f"wrote {path}")
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print_plan_table(summary)
+    return 0
+
+
+def cmd_zoo(args) -> int:
+    from ..zoo import ZOO
+
+    for name, info in ZOO.items():
+        print(f"{name:<18} {info['description']}  (paper batches: {info['paper_batches']})")
+    return 0
+
+
+def cmd_devices(args) -> int:
+    from ..devices import DEVICES
+
+    for d in DEVICES.values():
+        print(f"{d.name:<10} {format_bytes(d.memory_bytes):>11}  {d.peak_flops / 1e12:6.1f} TFLOP/s  "
+              f"link {d.h2d_bandwidth / 1e9:.0f} GB/s one way, {d.duplex_bandwidth / 1e9:.0f} GB/s both  {d.description}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from ..plan import Plan
+    from ..report.write import write_report_file
+    from ..frontends.sources import load_graph
+
+    plan = Plan.load(args.plan)
+    spec = args.graph or plan.search.get("graph_spec")
+    if spec is None:
+        from ..zoo import ZOO
+
+        base = plan.graph_name.split("@")[0].lower()
+        spec = f"zoo:{plan.graph_name}" if base in ZOO else plan.graph_name
+    graph = load_graph(spec)
+    write_report_file(graph, plan, args.output)
+    _say(args, f"wrote {args.output}")
+    return 0
+
+
+def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%", shapes=None, params=None,
+                       device=None, planner="swapadvisor", budget_s=10.0, seed=0, generations=None,
+                       fuse_max_depth=None, progress=False, pool=None) -> dict:
+    """Build MODEL under the limit and write OUTPUT plus its sidecars (params, example inputs, unlimited build)."""
+    import time
+
+    import tvm_swap
+    from relay_passes.lower import lower_unlimited_build
+
+    from ..frontends.model_io import load_model_for_build
+    from .run import UNLIMITED_SUFFIX, save_inputs
+
+    t0 = time.perf_counter()
+    mod, prm, example_inputs = load_model_for_build(model, shapes=shapes, params=params)
+    m = tvm_swap.build(mod, target=target, mem_limit=mem_limit, params=prm, device=device, planner=planner,
+                       budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
+                       progress=progress, pool=pool)
+    m.export_library(output)
+    if example_inputs:
+        save_inputs(output, dict(example_inputs))
+    lower_unlimited_build(mod, target, fuse_max_depth=fuse_max_depth).export_library(output + UNLIMITED_SUFFIX)
+    return {"output": output, "build_s": round(time.perf_counter() - t0, 3), **m.plan_info()}
+
+
+def cmd_compile(args) -> int:
+    from ..frontends.sources import parse_shapes
+
+    info = compile_to_library(args.model, args.output, target=args.target, mem_limit=args.mem_limit,
+                              shapes=parse_shapes(args.shape), params=args.params, device=args.device,
+                              planner=args.planner, budget_s=args.budget_s, seed=args.seed,
+                              generations=args.generations, fuse_max_depth=args.fuse_max_depth,
+                              progress=_progress(args), pool=args.pool)
+    if args.json:
+        print(json.dumps(info))
+    else:
+        _print_info(info)
+    return 0
+
+
+def _print_info(info: dict) -> None:
+    for k, v in info.items():
+        if k.endswith("_bytes") and isinstance(v, (int, float)):
+            v = f"{format_bytes(v)} ({v})"
+        elif k.endswith("_s") and isinstance(v, (int, float)):
+            v = format_seconds(v)
+        print(f"{k:<24} {v}")
+
+
+def cmd_demo(args) -> int:
+    """The quick start's main job: a bundled CNN training step at half its no-swap peak, next to the unlimited build."""
+    import tempfile
+
+    from .run import run_library
+
+    with tempfile.TemporaryDirectory(prefix="tvm_swap_demo_") as d:
+        lib = str(Path(d) / "cnn-train.so")
+        _say(args, f"compiling the bundled CNN training step for llvm at {args.mem_limit} of its no-swap peak ...")
+        built = compile_to_library(args.model, lib, mem_limit=args.mem_limit, budget_s=args.budget_s,
+                                   progress=_progress(args))
+        _say(args, "running it next to the unlimited build ...")
+        info = run_library(lib, compare_unlimited=True, bandwidth=args.bandwidth, repeat=3)
+    info = {"model": args.model, "planner": built["planner"], "build_s": built["build_s"], **info}
+    info.pop("library", None)
+    _print_info(info)
+    ok = info["outputs_bitwise_equal"] and info["within_limit"]
+    print("OK: outputs bitwise equal to the unlimited build, device peak within the limit" if ok else
+          "FAILED: see above", file=sys.stderr)
+    return 0 if ok else 1
+
+
+def cmd_run(args) -> int:
+    from .run import run_library
+
+    info = run_library(args.library, inputs=args.input, compare_unlimited=args.compare_unlimited,
+                       bandwidth=args.bandwidth, repeat=args.repeat)
+    if args.json:
+        print(json.dumps(info))
+    else:
+        _print_info(info)
+    return 0 if info.get("outputs_bitwise_equal", True) is not False else 1

@@ -1,0 +1,152 @@
+"""`tvm-swap`: plan, compile, run and picture swap plans from compilation scripts.
+
+Exit codes: 0 success, 1 error (a message says what to do), 2 usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import InfeasibleLimitError, TvmSwapError
+
+PLANNER_CHOICES = ["swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap"]
+
+EPILOG_PLAN = """examples:
+  tvm-swap plan zoo:wresnet-152-10@batch=64 --mem-limit 16GB --budget-s 60
+  tvm-swap plan zoo:bert-large --mem-limit 25% --planner odswap --json
+  tvm-swap plan graph.json --mem-limit 512MiB -o plan.json --report out/
+"""
+EPILOG_COMPILE = """examples:
+  tvm-swap compile mlp-train --target llvm --mem-limit 60% -o mlp.so
+  tvm-swap compile model-symbol.json --shape data=1,3,224,224 --mem-limit 2GB -o model.so --json
+"""
+EPILOG_RUN = """examples:
+  tvm-swap run mlp.so --compare-unlimited
+  tvm-swap run model.so --input data=x.npy --bandwidth 12GB/s --json
+"""
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shape", action="append", metavar="NAME=D1,D2,...",
+                   help="input shape for model files (repeatable), e.g. data=1,3,224,224")
+    p.add_argument("--params", metavar="FILE", help="parameter file for model files (e.g. MXNet .params)")
+
+
+def _add_planner_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mem-limit", required=True, metavar="LIMIT",
+                   help="bytes (17179869184), with units (16GB, 512MiB) or a fraction of the no-swap peak (25%%)")
+    p.add_argument("--device", default=None, metavar="NAME",
+                   help="device spec for the cost model and the simulator (v100-16gb, h200, h100, cpu)")
+    p.add_argument("--planner", default="swapadvisor", choices=PLANNER_CHOICES)
+    p.add_argument("--pool", default=None, choices=("arena", "size-classes"),
+                   help="device memory model: one arena with a byte offset per stay (default for swapadvisor) or "
+                        "the paper's size classes (the baselines' only model)")
+    p.add_argument("--budget-s", type=float, default=60.0, metavar="S", help="search time budget in seconds")
+    p.add_argument("--generations", type=int, default=None, metavar="N",
+                   help="stop after N generations (with --seed: reproducible plans)")
+    p.add_argument("--seed", type=int, default=0, metavar="N")
+    p.add_argument("--workers", type=int, default=None, metavar="N", help="processes for the search (default: all cores)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="tvm-swap",
+        description="Run and train models beyond the GPU memory limit: SwapAdvisor swap planning on TVM Relax.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Run `tvm-swap COMMAND --help` for each command's options and examples.",
+    )
+    ap.add_argument("--quiet", "-q", action="store_true", help="no progress bars or chatter (for scripts)")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    _orig_add = sub.add_parser
+
+    def add_parser(name, **kw):  # every subcommand also takes --quiet after its name
+        sp = _orig_add(name, **kw)
+        sp.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
+                        help="no progress bars or chatter (for scripts)")
+        return sp
+
+    sub.add_parser = add_parser
+
+    p = sub.add_parser("plan", help="plan swaps for a graph under a memory limit",
+                       epilog=EPILOG_PLAN, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("graph", metavar="GRAPH", help="zoo:NAME[@batch=B], a graph JSON file, an example, or a model file")
+    _add_planner_args(p)
+    _add_model_args(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("-o", "--output", metavar="PLAN.json", help="write the verified plan here")
+    p.add_argument("--report", metavar="DIR", help="also write pictures of the plan (PNG, SVG, HTML) here")
+
+    p = sub.add_parser("compile", help="compile a model into a library that runs under the limit",
+                       epilog=EPILOG_COMPILE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", metavar="MODEL", help="a bundled example (mlp, cnn, mlp-train, cnn-train), "
+                   "a Relax module file (.py defining `mod`/`params`), MXNet -symbol.json, .onnx, module:factory")
+    p.add_argument("--target", default="llvm", help="llvm or cuda (cuda -arch=sm_90 etc.)")
+    _add_planner_args(p)
+    _add_model_args(p)
+    p.add_argument("--fuse-max-depth", type=int, default=None, metavar="N", help="limit operator fusion depth")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL.so")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("run", help="run a compiled model and report memory, swaps and time",
+                       epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("library", metavar="MODEL.so")
+    p.add_argument("--input", action="append", metavar="NAME=file.npy", help="an input (repeatable); "
+                   "missing inputs get the deterministic example inputs stored with the model")
+    p.add_argument("--compare-unlimited", action="store_true",
+                   help="also run the model built without a limit and check every output is bitwise equal")
+    p.add_argument("--bandwidth", default=None, metavar="BW", help="throttle the emulated link, e.g. 12GB/s")
+    p.add_argument("--repeat", type=int, default=3, metavar="N", help="timed calls (median reported)")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("report", help="draw a plan: memory timeline, stream Gantt, search convergence")
+    p.add_argument("plan", metavar="PLAN.json")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help=".png, .svg or .html")
+    p.add_argument("--graph", metavar="GRAPH", help="the plan's graph (default: the one named in the plan)")
+
+    p = sub.add_parser("demo", help="compile and run a bundled training step under a limit (the quick start)")
+    p.add_argument("--model", default="cnn-train", help="bundled example (mlp, cnn, mlp-train, cnn-train)")
+    p.add_argument("--mem-limit", default="50%", metavar="LIMIT")
+    p.add_argument("--budget-s", type=float, default=5.0, metavar="S")
+    p.add_argument("--bandwidth", default=None, metavar="BW", help="throttle the emulated link, e.g. 2GB/s")
+
+    sub.add_parser("zoo", help="list the bundled workloads of the paper")
+    sub.add_parser("devices", help="list the device specs")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)  # exits 2 on usage errors
+    if args.command is None:
+        ap.print_help()
+        return 2
+    try:
+        from . import commands
+
+        return getattr(commands, "cmd_" + args.command)(args)
+    except InfeasibleLimitError as e:
+        _fail(args, str(e), {"error": "infeasible_limit", "mem_limit_bytes": e.mem_limit,
+                             "min_feasible_bytes": e.min_feasible})
+        return 1
+    except TvmSwapError as e:
+        _fail(args, str(e), {"error": type(e).__name__})
+        return 1
+    except ValueError as e:  # unit parsing and friends: the message says what to write
+        _fail(args, str(e), {"error": "ValueError"})
+        return 1
+    except KeyboardInterrupt:
+        print("tvm-swap: interrupted", file=sys.stderr)
+        return 1
+
+
+def _fail(args, message: str, payload: dict) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps({**payload, "message": message}))
+    print(f"tvm-swap: error: {message}", file=sys.stderr)
+
+
+__all__ = ["main", "build_parser"]
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""`tvm-swap run`: run an exported model, optionally next to its unlimited build, and report what happened.
+
+`tvm-swap compile` writes beside MODEL.so: MODEL.so.params.npz (params), MODEL.so.inputs.npz (example inputs)
+and MODEL.so.unlimited.so (the same kernels built with TVM's own memory plan, for --compare-unlimited).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import TvmSwapError
+
+INPUTS_SUFFIX = ".inputs.npz"
+UNLIMITED_SUFFIX = ".unlimited.so"
+
+
+def save_inputs(path: str, inputs: dict[str, np.ndarray]) -> None:
+    np.savez(path + INPUTS_SUFFIX, **{k: np.asarray(v) for k, v in inputs.items()})
+
+
+def _read_inputs(library: str, specs: list[str] | None, names: list[str]) -> dict[str, np.ndarray]:
+    inputs: dict[str, np.ndarray] = {}
+    side = Path(library + INPUTS_SUFFIX)
+    if side.exists():
+        with np.load(side) as z:
+            inputs.update({k: z[k] for k in z.files})
+    for item in specs or []:
+        if "=" not in item:
+            raise TvmSwapError(f"--input {item!r}: write NAME=file.npy")
+        name, file = item.split("=", 1)
+        if name not in names:
+            raise TvmSwapError(f"--input {name!r}: the model's inputs are {names}")
+        try:
+            inputs[name] = np.load(file)
+        except (OSError, ValueError) as e:
+            raise TvmSwapError(f"--input {item!r}: cannot read {file!r} as .npy: {e}") from None
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise TvmSwapError(f"no value for inputs {missing}: pass --input NAME=file.npy for each")
+    return inputs
+
+
+def _flat(res) -> list[np.ndarray]:
+    import tvm
+
+    if isinstance(res, tvm.runtime.Tensor):
+        return [res.numpy()]
+    if isinstance(res, np.ndarray):
+        return [res]
+    out = []
+    for r in res:
+        out.extend(_flat(r))
+    return out
+
+
+def unlimited_args(manifest, feeds: dict, params: dict) -> list[np.ndarray]:
+    """The plain function's arguments in its own parameter order (unused params get zeros)."""
+    args = []
+    for p in manifest.params:
+        if p.role == "input":
+            args.append(feeds[p.name])
+        elif p.name in params:
+            args.append(params[p.name])
+        else:
+            args.append(np.zeros(p.shape, p.dtype))
+    return args
+
+
+def run_unlimited(library: str, args: list[np.ndarray], func_name: str) -> tuple:
+    """One call of the unlimited build on the same arguments -> (outputs, seconds)."""
+    import tvm
+    from tvm import relax
+
+    side = library + UNLIMITED_SUFFIX
+    if not Path(side).exists():
+        raise TvmSwapError(f"--compare-unlimited needs {side!r}, which `tvm-swap compile` writes; recompile the model")
+    vm = relax.VirtualMachine(tvm.runtime.load_module(side), tvm.cpu())
+    args = [tvm.runtime.tensor(np.ascontiguousarray(a)) for a in args]
+    t0 = time.perf_counter()
+    res = vm[func_name](*args)
+    return _flat(res), time.perf_counter() - t0
+
+
+def run_library(library: str, inputs=None, compare_unlimited: bool = False, bandwidth=None, repeat: int = 3) -> dict:
+    import tvm_swap
+
+    if not Path(library).exists():
+        raise TvmSwapError(f"library {library!r} does not exist; build one with `tvm-swap compile`")
+    m = tvm_swap.load(library, bandwidth=bandwidth)
+    feeds = _read_inputs(library, inputs, m.input_names)
+    ordered = [feeds[n] for n in m.input_names]
+    initial_params = m.params()
+    info: dict = {}
+    first = _flat(m(*ordered))
+    if compare_unlimited:
+        uargs = unlimited_args(m.manifest, feeds, initial_params)
+        ref, t_unl = run_unlimited(library, uargs, m.manifest.func_name)
+        equal = len(ref) == len(first) and all(
+            a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+            for a, b in zip(first, ref))
+        info["outputs_bitwise_equal"] = bool(equal)
+        times_unl = [t_unl]
+    for _ in range(max(0, repeat - 1)):
+        m(*ordered)
+    st = m.stats()
+    info = {
+        "library": library,
+        "mem_limit_bytes": st["mem_limit_bytes"],
+        "pool_bytes": st["pool_bytes"],
+        "device_peak_bytes": st["device_peak_bytes"],
+        "swap_out_count": st["swap_out_count"], "swap_in_count": st["swap_in_count"],
+        "swap_out_bytes": st["swap_out_bytes"], "swap_in_bytes": st["swap_in_bytes"],
+        "time_s": statistics.median(m._times[1:] or m._times),
+        "predicted_time_s": st["predicted_time_s"],
+        "calls": st["calls"],
+        **info,
+    }
+    if compare_unlimited:
+        for _ in range(max(0, repeat - 1)):
+            times_unl.append(run_unlimited(library, uargs, m.manifest.func_name)[1])
+        info["unlimited_time_s"] = statistics.median(times_unl)
+    info["within_limit"] = bool(st["device_peak_bytes"] <= st["mem_limit_bytes"])
+    return info

@@ -1,0 +1,106 @@
+"""Load what a user names as a model (bundled example, Relax module file, MXNet, ONNX, torch factory)
+into (IRModule, params, example inputs), and from there into a DataflowGraph.
+
+Everything here imports TVM lazily: `tvm-swap plan zoo:...` never needs it.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import TvmSwapError
+
+
+def example_names() -> list[str]:
+    from ..examples import EXAMPLES
+
+    return sorted(EXAMPLES)
+
+
+def is_model_spec(spec: str) -> bool:
+    low = spec.lower()
+    if low.endswith(("-symbol.json", ".onnx", ".py")):
+        return True
+    if ":" in spec and not spec.startswith("zoo:") and not Path(spec).exists():
+        return True  # module:factory
+    return spec in _safe_example_names()
+
+
+def _random_inputs(shapes: dict, dtypes: dict | None = None, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, shape in shapes.items():
+        dt = (dtypes or {}).get(name, "float32")
+        out[name] = (rng.integers(0, 2, size=shape) if "int" in dt else rng.uniform(-1, 1, size=shape)).astype(dt)
+    return out
+
+
+def _import_py_module(path: Path):
+    """TVMScript needs a real module in sys.modules (see notes): import it properly."""
+    name = f"tvm_swap_user_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TvmSwapError(f"cannot import {str(path)!r} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_model_for_build(spec: str, shapes: dict | None = None, params: str | None = None):
+    """-> (IRModule, params: dict[str, np.ndarray] | None, example_inputs: dict[str, np.ndarray] | None)"""
+    shapes = shapes or {}
+    low = spec.lower()
+    if spec in _safe_example_names():
+        from ..examples import EXAMPLES
+
+        return EXAMPLES[spec]()
+    path = Path(spec)
+    if low.endswith("-symbol.json"):
+        from . import from_mxnet
+
+        mod, prm = from_mxnet(spec, params=params, shapes=shapes)
+        return mod, prm, _random_inputs(shapes)
+    if low.endswith(".onnx"):
+        from . import from_onnx
+
+        mod, prm = from_onnx(spec, shapes=shapes)
+        return mod, prm, _random_inputs(shapes)
+    if low.endswith(".py"):
+        if not path.exists():
+            raise TvmSwapError(f"model file {spec!r} does not exist")
+        module = _import_py_module(path)
+        if not hasattr(module, "mod"):
+            raise TvmSwapError(f"{spec!r} must define `mod` (a Relax IRModule) and may define `params` and `inputs`")
+        return module.mod, getattr(module, "params", None), getattr(module, "inputs", None)
+    if ":" in spec:
+        from . import from_torch_factory
+
+        mod, prm, inputs = from_torch_factory(spec)
+        return mod, prm, inputs
+    raise TvmSwapError(
+        f"cannot load model {spec!r}: expected one of the bundled examples ({', '.join(_safe_example_names())}), "
+        f"a Relax module file (.py defining `mod`), an MXNet NAME-symbol.json, an .onnx file, or module:factory"
+    )
+
+
+def _safe_example_names() -> list[str]:
+    try:
+        return example_names()
+    except ImportError:
+        return []
+
+
+def graph_of_model(spec: str, shapes=None, params=None, target: str = "llvm", fuse_max_depth=None):
+    """Import, lower and extract: the DataflowGraph `tvm-swap plan` works on for a model file."""
+    from relay_passes.lower import lower
+
+    from ..graph import from_relax
+
+    mod, _, _ = load_model_for_build(spec, shapes=shapes, params=params)
+    lowered = lower(mod, target=target, fuse_max_depth=fuse_max_depth)
+    return from_relax(lowered, name=Path(spec).name)

@@ -1,0 +1,268 @@
+"""The steps behind `tvm_swap.build`: lower, extract, cost, plan, verify, apply, relax.build; the result is a
+SwapModule.
+
+    m = tvm_swap.build(mod, target="llvm", mem_limit="60%", params=params)   # '60%' of the no-swap peak
+    y = m(x)
+
+Steps (each a module with one job):
+    relay_passes.lower        TVM's pipeline up to fused kernels with explicit allocations
+    tvm_swap.graph.extract    DataflowGraph of the lowered function
+    tvm_swap.cost             per-op seconds: kernels profiled on llvm (profile=True), roofline otherwise
+    tvm_swap.planner.api      plan_graph (verified; InfeasibleLimitError below the smallest feasible limit)
+    tvm_swap.verify           check_plan again, independently of the planner
+    relay_passes.apply        the plan written into the program (order, pool objects, swap calls, plan JSON)
+    relay_passes.lower.build_lowered   finalize passes + codegen (relax_pipeline=None)
+
+mem_limit=None plans with no limit: the "noswap" planner at the memory TVM's own static plan needs.
+`compile_model` stops before the runtime (for targets with no runtime backend here, e.g. CUDA on a machine
+without a GPU); `build` wraps its result in a SwapModule.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from .errors import TvmSwapError
+
+
+@dataclass
+class CompiledModel:
+    executable: object           # relax VMExecutable with the plan and manifest inside
+    plan: object                 # the verified Plan it executes
+    graph: object                # DataflowGraph of the lowered function
+    lowered: object              # relay_passes.lower output (the unplanned program)
+    op_time: object              # seconds per op the plan was made with
+    device: object               # DeviceSpec the plan was made for
+    target: object               # tvm Target
+    info: dict = field(default_factory=dict)
+
+
+def _device_spec(device, target_kind: str, bandwidth):
+    from .devices import DeviceSpec, get_device
+    from .units import parse_bandwidth
+
+    spec = get_device(device if device is not None else ("cpu" if target_kind == "llvm" else "h100"))
+    if bandwidth is None:
+        return spec
+    if isinstance(bandwidth, DeviceSpec):
+        return spec.with_link(bandwidth.h2d_bandwidth, bandwidth.duplex_bandwidth)
+    try:
+        bw = parse_bandwidth(bandwidth)
+    except ValueError as e:
+        raise TvmSwapError(f"bandwidth {bandwidth!r}: {e}") from None
+    if bw <= 0:
+        raise TvmSwapError(f"bandwidth must be positive, got {bandwidth!r}")
+    return spec.with_link(bw)
+
+
+def _random_value(shape, dtype, rng):
+    import numpy as np
+
+    if "float" in dtype:
+        return (0.5 + 0.5 * rng.random(shape)).astype(dtype)   # no denormals (they slow CPU kernels down)
+    return np.zeros(shape, dtype=dtype)
+
+
+class InSituProfiler:
+    """Times each kernel where it really runs: a traced no-swap build of `lowered` on this runtime.
+
+    `sample(n)` makes n traced calls; `op_times()` turns the traces so far into seconds per op
+    (runtime_ext.trace.op_times: fastest third of the calls, per-op median). llvm only. Missing params /
+    inputs are random data in [0.5, 1). Benchmarks interleave `sample` with the runs they predict, so both
+    see the same machine load.
+    """
+
+    def __init__(self, lowered, graph, target="llvm", params=None, inputs=None, func_name: str = "main",
+                 warmup: int = 5):
+        import numpy as np
+
+        from relay_passes.apply import apply_plan
+        from relay_passes.lower import as_target, build_lowered
+        from runtime_ext.swap_module import SwapModule
+
+        from .planner.api import plan_graph
+        from .planner.baselines.noswap import noswap_need
+
+        target = as_target(target)
+        if target.kind.name != "llvm":
+            raise TvmSwapError("in-situ profiling runs the model, so it needs target llvm here; use "
+                               "profile=False (roofline) for other targets")
+        self.graph = graph
+        self.plan = plan_graph(graph, noswap_need(graph, 256), device="cpu",
+                               op_time=np.full(graph.num_ops, 1e-5), planner="noswap")
+        lib = build_lowered(apply_plan(lowered, graph, self.plan, func_name, target="llvm", trace=True), target)
+        rng = np.random.default_rng(0)
+        self.module = m = SwapModule(lib, _fill_params(lib, params, rng), plan=self.plan, trace=True)
+        if isinstance(inputs, (list, tuple)):
+            inputs = {p.name: x for p, x in zip(m.manifest.inputs, inputs)}
+        inputs = dict(inputs or {})
+        self.inputs = [inputs[p.name] if p.name in inputs else _random_value(p.shape, p.dtype, rng)
+                       for p in m.manifest.inputs]
+        for _ in range(warmup):
+            m(*self.inputs)
+        self.reset()
+
+    def reset(self) -> None:
+        self.module._times.clear()
+        self.module.executor.traces.clear()
+
+    def sample(self, n: int = 1) -> None:
+        m = self.module
+        m.executor.keep_traces = max(m.executor.keep_traces, len(m.executor.traces) + n)
+        for _ in range(n):
+            m(*self.inputs)
+
+    def op_times(self):
+        from runtime_ext.trace import op_times
+
+        m = self.module
+        return op_times(m.executor.traces, m.call_times, self.plan, self.graph.num_ops)
+
+    def close(self) -> None:
+        self.module.close()
+
+
+def insitu_op_times(lowered, graph, target="llvm", params=None, inputs=None, func_name: str = "main",
+                    repeat: int = 30, warmup: int = 5):
+    """Seconds per op measured where the kernels really run (see InSituProfiler)."""
+    prof = InSituProfiler(lowered, graph, target, params, inputs, func_name, warmup)
+    prof.sample(repeat)
+    times = prof.op_times()
+    prof.close()
+    return times
+
+
+def _fill_params(lib, params, rng):
+    """params as given, completed with random values for the ones missing (read from the library)."""
+    import tvm
+    from tvm import relax
+
+    from runtime_ext.swap_module import _read_manifest
+
+    man = _read_manifest(relax.VirtualMachine(lib, tvm.cpu()))
+    given = dict(params or {})
+    return {p.name: given[p.name] if p.name in given else _random_value(p.shape, p.dtype, rng)
+            for p in man.persistent}
+
+
+def _op_times(lowered, graph, target, spec, profile, cost_cache, params=None, inputs=None, func_name="main"):
+    from .cost import profile_times, roofline_times
+
+    if profile == "insitu":
+        return insitu_op_times(lowered, graph, target, params, inputs, func_name), "insitu"
+    if profile and target.kind.name == "llvm":
+        return profile_times(lowered, graph, target, cache=cost_cache), "profiled"
+    return roofline_times(graph, spec), "roofline"
+
+
+def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str = "swapadvisor",
+                  budget_s: float = 10.0, seed: int = 0, generations: int | None = None, fuse_max_depth=None,
+                  profile: bool = True, bandwidth=None, func_name: str = "main", workers: int | None = 1,
+                  progress: bool = False, cost_cache=None, op_time=None, params=None, example_inputs=None,
+                  debug_poison: bool = False, _plan_hook=None, **planner_options) -> CompiledModel:
+    """Everything `build` does except creating the runtime. See `build` for the arguments (params and
+    example_inputs only feed in-situ profiling here)."""
+    import tvm
+
+    from relay_passes.apply import apply_plan
+    from relay_passes.cuda_build import build_lowered, resolve_target   # CUDA: kernels in a fatbin
+    from relay_passes.lower import lower
+
+    from .graph.extract import graph_from_relax
+    from .planner.api import plan_graph
+    from .planner.baselines.noswap import noswap_need
+    from .verify import check_plan
+
+    if not isinstance(mod, tvm.IRModule):
+        raise TvmSwapError(f"build needs a Relax tvm.IRModule, got {type(mod).__name__}")
+    names = [gv.name_hint for gv in mod.functions]
+    if func_name not in names:
+        raise TvmSwapError(f"the module has no function {func_name!r}; it has: {', '.join(sorted(names))}")
+    target = resolve_target(target)
+    kind = target.kind.name
+    times = {}
+    t0 = time.perf_counter()
+    lowered = lower(mod, target, fuse_max_depth=fuse_max_depth, func_name=func_name)
+    graph = graph_from_relax(lowered, func_name, target=str(target))
+    times["lower_s"] = time.perf_counter() - t0
+    spec = _device_spec(device, kind, bandwidth)
+    if mem_limit is not None:
+        # a limit no plan can meet is refused now, before any kernel is profiled
+        from .planner.api import check_feasible, resolve_limit, resolve_pool
+
+        check_feasible(graph, resolve_limit(graph, mem_limit), resolve_pool(planner, planner_options.get("pool")))
+    t1 = time.perf_counter()
+    if op_time is None:
+        op_time, cost_source = _op_times(lowered, graph, target, spec, profile, cost_cache, params,
+                                         example_inputs, func_name)
+    else:
+        cost_source = "given"
+    times["cost_s"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    if mem_limit is None:
+        planner = "noswap"
+        mem_limit = noswap_need(graph, 256)
+    plan = plan_graph(graph, mem_limit, device=spec, op_time=op_time, planner=planner, budget_s=budget_s, seed=seed,
+                      generations=generations, workers=workers, progress=progress, **planner_options)
+    check_plan(graph, plan)
+    times["plan_s"] = time.perf_counter() - t2
+    if _plan_hook is not None:   # private: tests corrupt a verified plan on purpose to prove the runtime's checks
+        plan = _plan_hook(plan)
+    t3 = time.perf_counter()
+    applied = apply_plan(lowered, graph, plan, func_name, target=kind, debug_poison=debug_poison)
+    executable = build_lowered(applied, target)
+    times["codegen_s"] = time.perf_counter() - t3
+    info = {"target": kind, "planner": plan.planner, "cost": cost_source, "num_ops": graph.num_ops,
+            "device": spec.name, **{k: round(v, 4) for k, v in times.items()}}
+    return CompiledModel(executable, plan, graph, lowered, op_time, spec, target, info)
+
+
+def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner: str = "swapadvisor",
+          budget_s: float = 10.0, seed: int = 0, generations: int | None = None, fuse_max_depth=None,
+          profile: bool = True, bandwidth=None, debug_poison: bool = False, func_name: str = "main",
+          workers: int | None = 1, progress: bool = False, example_inputs=None, cost_cache=None, op_time=None,
+          _plan_hook=None, **planner_options):
+    """Compile `mod` to run inside `mem_limit` and return a SwapModule holding `params`.
+
+    mem_limit: bytes, '8GB', '512MiB', a percentage of the no-swap peak ('60%'), or None (no limit).
+    params: name -> array (or a list in parameter order) for every parameter after the inputs.
+    device: DeviceSpec or name the plan is made for (default: 'cpu' on llvm, 'h100' on cuda); bandwidth
+    (bytes/s one way, '2GB/s', or a DeviceSpec) replaces its link, and on llvm also throttles the emulated
+    link so copies really take that long. planner/budget_s/seed/generations/workers/planner_options go to
+    tvm_swap.planner.api.plan_graph. fuse_max_depth caps kernel fusion (deep fusion stretches lifetimes).
+    profile: True times each kernel alone on llvm (tvm_swap.cost.profile_times); "insitu" times each kernel
+    inside a traced no-swap run of this very runtime (what the simulator must match; uses params and
+    example_inputs, random data where missing); False: roofline times of `device`. op_time overrides all three.
+    debug_poison: every dropped pool object is overwritten with 0xFF (NaN) and copies land at the end of their
+    window, so a missing wait shows up as wrong numbers.
+
+    Raises InfeasibleLimitError (with the smallest feasible limit) when no plan can meet mem_limit, and
+    UnsupportedModelError for dynamic shapes or constructs the planner cannot place.
+    """
+    from relay_passes.cuda_build import resolve_target
+    from runtime_ext.swap_module import SwapModule
+
+    kind = resolve_target(target).kind.name
+    if kind == "cuda":
+        from runtime_ext.cuda import why_no_gpu
+
+        if why_no_gpu():
+            raise TvmSwapError(f"no CUDA GPU to run on ({why_no_gpu()}); tvm_swap.pipeline.compile_model(...) "
+                               f"plans and builds the library without running it (export it with "
+                               f".executable.export_library(path))")
+    elif kind != "llvm":
+        raise TvmSwapError(f"there is no tvm_swap runtime backend for {kind!r}; use 'llvm' or 'cuda'; "
+                           f"tvm_swap.pipeline.compile_model(...) plans and builds the library without running it "
+                           f"(export it with .executable.export_library(path))")
+    params_dict = params if isinstance(params, dict) else None
+    cm = compile_model(mod, target=target, mem_limit=mem_limit, device=device, planner=planner, budget_s=budget_s,
+                       seed=seed, generations=generations, fuse_max_depth=fuse_max_depth, profile=profile,
+                       bandwidth=bandwidth, func_name=func_name, workers=workers, progress=progress,
+                       cost_cache=cost_cache, op_time=op_time, params=params_dict, example_inputs=example_inputs,
+                       debug_poison=debug_poison, _plan_hook=_plan_hook, **planner_options)
+    link = cm.device if bandwidth is not None else None
+    m = SwapModule(cm.executable, params, plan=cm.plan, bandwidth=link, debug_poison=debug_poison,
+                   build_info=cm.info)
+    m.compiled = cm
+    return m
+

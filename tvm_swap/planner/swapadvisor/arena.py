@@ -1,0 +1,776 @@
+"""The arena memory model: device memory is one region, every stay of a tensor has an aligned byte offset.
+
+Method: decide, then place, with a tightened capacity when placement fails.
+
+1. Decide (`_ArenaWalk.run`): SwapAdvisor's swap planner (swapplan.py) with a byte budget instead of size
+   classes. The walk follows the schedule; an op's tensors must all be resident; while the resident bytes
+   plus what the op brings in exceed the capacity, the resident with the furthest next use (Belady,
+   shifted by the genome's per-tensor eviction bias) is evicted right after its last use so far (a
+   swap-out right after it was produced when it will be needed again and the host has no copy). A
+   swap-in starts as early as the per-slot usage allows (the slots between its start and its use all
+   keep room for it) and no earlier than its host copy exists: that is the prefetch. Each arrival opens a
+   *stay*: a closed interval of schedule slots [first, last] (a compute output at slot i starts at i, a
+   swap-in issued after slot q starts at q + 1, a drop after slot d ends at d) and its aligned bytes.
+2. Place (`place_stays`): offline dynamic storage allocation of the stays, sweeping the slots in order
+   (release what ended, then allocate what starts, largest first, best fit among free blocks, lowest
+   address on ties; the region grows only when no free block fits).
+3. If the placement needs more bytes than the arena, fragmentation cost that much: decide again with the
+   capacity lowered by the overflow (at least 1/64 of it each round) and place again.
+
+Why it is sound: the walk keeps, at every slot, the bytes of the stays covering that slot <= capacity, and
+the placement gives stays whose slot intervals intersect disjoint address ranges inside [0, arena). The
+actions are then emitted through ActionBuilder with `ArenaActionBuilder`, which makes every arrival wait
+for the drops of the previous tenants of every byte it takes, so address reuse follows happens-before
+(which is what the verifier checks, with its own code). Fragmentation is real and handled: a free byte count
+is not a free block, and a plan only leaves this module once its placement fits.
+
+What it costs: the walk is O((ops + tensor touches) log tensors) plus, per swap-in and per eviction, one
+numpy slice over the slots between the copy and the use; placement is O(stays x free blocks) (free blocks
+stay few: freed neighbours coalesce). A failed placement repeats both, a few rounds at most.
+
+Periodicity: persistent tensors nothing updates (frozen weights) that the first pass keeps to its end are
+pinned for the whole iteration in a second pass (a stay from before the first op through the end, so they
+sit at the same offset every call); updated params and their optimizer state are read from the host and
+their updates copied out each iteration (the "exact" rule, graphindex.KEEP_UPDATED off), so the plan
+repeats without moving anything between calls.
+
+Kernel workspace stays as in the size-class pool: a reserve of the largest op's workspace beside the arena.
+"""
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, bisect_right, insort
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...errors import InfeasibleLimitError, PlanError
+from ...plan import Arena
+from ..builder import ActionBuilder
+from ..graphindex import ROLE_KEEP, ROLE_TO_HOST, GraphIndex
+from ..simulator import pack_actions, simulate_time
+
+_NEVER = 1 << 62
+MAX_ROUNDS = 12          # decide/place rounds before giving up on a capacity
+PREFETCH_WINDOW = 4096   # slots a swap-in may start before its use (bounds the per-swap-in slice)
+BY_SIZE_MAX_STAYS = 4000  # greedy-by-size placement is quadratic in stays: only below this many
+
+
+# ============================================================== the memory-side genome
+@dataclass
+class ArenaGenes:
+    """What the genetic search tunes besides the schedule (see ArenaSpace for why these two).
+
+    headroom: fraction of the arena the walk leaves unplanned (placement slack; fewer retries and
+    fewer copies cut short by fragmentation). keep: the share of the arena given to updated params that stay
+    on the device between iterations (each kept one costs twice its bytes for the whole iteration: see
+    "Periodicity" in the module docstring); 0 reads every updated param from the host. bias: per tensor, slots added to its next use when
+    choosing a victim (> 0: evicted sooner, < 0: kept longer); all zeros is Belady."""
+    headroom: float
+    bias: np.ndarray
+    keep: float = 0.0      # share of the arena for kept updated params (ping-pong pairs, 2x their bytes)
+
+    def key(self) -> bytes:
+        return np.float64(self.headroom).tobytes() + np.float64(self.keep).tobytes() + self.bias.tobytes()
+
+    def copy(self) -> "ArenaGenes":
+        return ArenaGenes(float(self.headroom), self.bias.copy(), float(self.keep))
+
+
+class ArenaSpace:
+    """The arena genomes of one graph under one limit, with their genetic operators.
+
+    Why these genes (the arena counterpart of the paper's CLS/CNT): with one region, what remains to
+    decide on the memory side is *who leaves* when room is short, and how much slack the placement gets.
+    Belady alone ignores that bringing a tensor back costs its size on the link while recomputing nothing
+    else: per-tensor biases let the search keep the tensors whose copies hurt (e.g. large ones read soon
+    after a burst of other copies) and evict others earlier; the headroom trades capacity for placements
+    that fit at the first try."""
+
+    MAX_HEADROOM = 0.15
+
+    def __init__(self, gi: GraphIndex, mem_limit: int):
+        self.gi = gi
+        self.mem_limit = int(mem_limit)
+        self.n_t = gi.n_tensors
+        self.scale = max(1, gi.n_ops // 8)       # a bias moves a next use by up to ~1/8 of the iteration
+        self.has_pairs = bool(pair_candidates(gi))
+
+    def zero(self, headroom: float = 0.0, keep: float = 0.0) -> ArenaGenes:
+        return ArenaGenes(float(headroom), np.zeros(self.n_t, dtype=np.int64), float(keep))
+
+    def seeds(self) -> list[tuple[str, ArenaGenes]]:
+        out = [("nosearch", self.zero()), ("headroom2", self.zero(0.02)), ("headroom6", self.zero(0.06))]
+        if self.has_pairs:
+            out += [("keep25", self.zero(0.0, 0.25)), ("keep50", self.zero(0.0, 0.5)), ("keepall", self.zero(0.0, 1.0))]
+        return out
+
+    def random(self, rng: np.random.Generator) -> ArenaGenes:
+        g = self.zero(float(rng.uniform(0, self.MAX_HEADROOM / 2)), float(rng.uniform(0, 1)) if self.has_pairs else 0.0)
+        pick = rng.random(self.n_t) < float(rng.uniform(0.0, 0.2))
+        g.bias[pick] = rng.integers(-self.scale, self.scale + 1, size=int(pick.sum()))
+        return g
+
+    def crossover(self, a: ArenaGenes, b: ArenaGenes, rng: np.random.Generator) -> tuple[ArenaGenes, ArenaGenes]:
+        cut = int(rng.integers(0, self.n_t + 1))
+        k1 = ArenaGenes(a.headroom, np.concatenate((a.bias[:cut], b.bias[cut:])), b.keep)
+        k2 = ArenaGenes(b.headroom, np.concatenate((b.bias[:cut], a.bias[cut:])), a.keep)
+        return k1, k2
+
+    def mutate(self, a: ArenaGenes, rng: np.random.Generator, p_bias: float = 0.02, p_head: float = 0.3,
+               sigma: float = 0.02) -> ArenaGenes:
+        g = a.copy()
+        pick = rng.random(self.n_t) < p_bias
+        if pick.any():
+            # half of the redrawn biases return to Belady, so the search can also undo them
+            draw = rng.integers(-self.scale, self.scale + 1, size=int(pick.sum()))
+            draw[rng.random(len(draw)) < 0.5] = 0
+            g.bias[pick] = draw
+        if rng.random() < p_head:
+            g.headroom = float(np.clip(rng.normal(g.headroom, sigma), 0.0, self.MAX_HEADROOM))
+        if self.has_pairs and rng.random() < p_head:
+            g.keep = float(np.clip(rng.normal(g.keep, 0.15), 0.0, 1.0))
+        return g
+
+
+# ============================================================== kept updates (ping-pong pairs)
+def pair_candidates(gi: GraphIndex) -> list[tuple[int, int]]:
+    """(param, its update) pairs that may stay on the device: a persistent tensor read from the host whose
+    update has the same aligned size."""
+    g = gi.graph
+    out = []
+    for new, old in g.updates.items():
+        if gi.produced[new] and not gi.produced[old] and gi.used[old] and gi.used[new] \
+                and gi.size[new] == gi.size[old] and g.is_persistent(old):
+            out.append((int(old), int(new)))
+    return sorted(out)
+
+
+def choose_pairs(gi: GraphIndex, schedule: np.ndarray, arena_bytes: int, keep: float) -> list[tuple[int, int]]:
+    """The pairs kept under `keep` (share of the arena, 2x bytes each), those first used earliest first: their
+    copies would sit at the start of the iteration, where nothing overlaps them."""
+    cands = pair_candidates(gi)
+    if not cands or keep <= 0:
+        return []
+    pos = np.empty(gi.n_ops, dtype=np.int64)
+    pos[schedule] = np.arange(gi.n_ops)
+    first = {}
+    for o in range(gi.n_ops):
+        for t in gi.op_tensors[gi.op_ptr[o]:gi.op_ptr[o] + gi.op_nin[o]].tolist():
+            first[t] = min(first.get(t, gi.n_ops), int(pos[o]))
+    budget = keep * arena_bytes
+    out, used = [], 0
+    for old, new in sorted(cands, key=lambda pr: (first.get(pr[0], gi.n_ops), pr[0])):
+        need = 2 * int(gi.size[old])
+        if used + need > budget:
+            continue
+        out.append((old, new))
+        used += need
+    return out
+
+
+# ============================================================== byte ranges
+class IntervalPaint:
+    """A value for every byte of [0, inf), changed by painting ranges: `xs` are segment starts (sorted),
+    segment k is [xs[k], xs[k+1]) with value vs[k]. Used for 'the last drop that freed each byte'."""
+
+    def __init__(self, initial=-1):
+        self.xs = [0]
+        self.vs = [initial]
+
+    def _split(self, x: int) -> int:
+        k = bisect_right(self.xs, x) - 1
+        if self.xs[k] != x:
+            self.xs.insert(k + 1, x)
+            self.vs.insert(k + 1, self.vs[k])
+            k += 1
+        return k
+
+    def values(self, a: int, b: int) -> list:
+        xs, vs = self.xs, self.vs
+        k = bisect_right(xs, a) - 1
+        out = []
+        n = len(xs)
+        while k < n and xs[k] < b:
+            out.append(vs[k])
+            k += 1
+        return out
+
+    def paint(self, a: int, b: int, v) -> None:
+        i = self._split(a)
+        j = self._split(b)
+        self.xs[i:j] = [a]
+        self.vs[i:j] = [v]
+
+
+class ArenaActionBuilder(ActionBuilder):
+    """ActionBuilder over arena objects: an arrival waits for the drops that last freed any of its bytes."""
+
+    def __init__(self, graph, arena: Arena):
+        super().__init__(graph, arena.num_objects)
+        self.off = arena.offsets
+        self.size = arena.sizes
+        self.freed = IntervalPaint(-1)
+
+    def _free_deps(self, obj: int) -> list[int]:
+        a = self.off[obj]
+        return [d for d in dict.fromkeys(self.freed.values(a, a + self.size[obj])) if d >= 0]
+
+    def _mark_free(self, obj: int, drop_action: int) -> None:
+        a = self.off[obj]
+        self.freed.paint(a, a + self.size[obj], drop_action)
+
+
+# ============================================================== placement
+def place_stays(first: list[int], last: list[int], size: list[int]) -> tuple[list[int], int]:
+    """Offsets for stays [first, last] (closed slot intervals) of `size` bytes such that stays whose
+    intervals intersect get disjoint ranges; returns (offsets, bytes needed). See the module docstring."""
+    m = len(first)
+    order = sorted(range(m), key=lambda s: (first[s], -size[s], s))
+    offsets = [0] * m
+    ends: list = []                 # heap (last slot, stay) of placed stays
+    starts: list[int] = []          # free blocks below `top`, by address
+    blk: dict[int, int] = {}        # free block start -> end
+    top = peak = 0
+    for s in order:
+        f = first[s]
+        while ends and ends[0][0] < f:
+            _, r = heapq.heappop(ends)
+            a, b = offsets[r], offsets[r] + size[r]
+            k = bisect_left(starts, a)
+            if k > 0 and blk[starts[k - 1]] == a:        # merge with the block below
+                k -= 1
+                a = starts[k]
+                del starts[k]
+            if k < len(starts) and starts[k] == b:        # and the one above
+                b2 = blk.pop(b)
+                del starts[k]
+                b = b2
+            if b == top:                                  # free space at the top: lower the top
+                blk.pop(a, None)
+                top = a
+                continue
+            insort(starts, a)
+            blk[a] = b
+        need = size[s]
+        best, best_len = -1, -1
+        for a in starts:
+            ln = blk[a] - a
+            if ln >= need and (best < 0 or ln < best_len):
+                best, best_len = a, ln
+        if best >= 0:
+            offsets[s] = best
+            del starts[bisect_left(starts, best)]
+            end = blk.pop(best)
+            if best + need < end:
+                insort(starts, best + need)
+                blk[best + need] = end
+        else:
+            offsets[s] = top
+            top += need
+        heapq.heappush(ends, (last[s], s))
+        if top > peak:          # the top comes down when the block under it frees: keep the high-water mark
+            peak = top
+    return offsets, peak
+
+
+def place_by_size(first: list[int], last: list[int], size: list[int]) -> tuple[list[int], int]:
+    """Greedy by size (largest first, each at the lowest offset clear of the already placed stays it
+    overlaps in time): slower than the sweep (numpy over all placed stays per stay) but packs tight
+    instances the sweep fragments, near the largest working set. Same contract as place_stays."""
+    m = len(first)
+    F = np.asarray(first, dtype=np.int64)
+    L = np.asarray(last, dtype=np.int64)
+    S = np.asarray(size, dtype=np.int64)
+    off = np.zeros(m, dtype=np.int64)
+    placed = np.zeros(m, dtype=bool)
+    peak = 0
+    for s in np.lexsort((F, -S)).tolist():
+        idx = np.flatnonzero(placed & (F <= L[s]) & (L >= F[s]))
+        if len(idx):
+            lo = off[idx]
+            o = np.argsort(lo, kind="stable")
+            lo = lo[o]
+            hi = np.maximum.accumulate(lo + S[idx][o])
+            cand = np.concatenate(([0], hi))                 # free from here ...
+            nxt = np.concatenate((lo, [np.iinfo(np.int64).max]))   # ... up to the next start
+            k = int(np.argmax(nxt - cand >= S[s]))
+            off[s] = cand[k]
+        placed[s] = True
+        peak = max(peak, int(off[s] + S[s]))
+    return off.tolist(), peak
+
+
+# ============================================================== the walk
+@dataclass
+class _Decisions:
+    out_stays: list                 # per slot: stay ids of the op's outputs
+    swap_outs: list                 # (slot, tensor)
+    drops: list                     # (slot, tensor, stay)
+    swap_ins: list                  # (earliest slot, tensor, stay), in need order
+    stay_t: list
+    stay_first: list
+    stay_last: list
+    pinned: list                    # (tensor, stay) initial residents (kept pairs' old values included)
+    evicted: int = 0
+    pairs: list = field(default_factory=list)   # (param, update) kept on the device, ping-pong
+
+
+class _ArenaWalk:
+    def __init__(self, gi: GraphIndex, schedule: np.ndarray):
+        n = gi.n_ops
+        self.gi, self.n = gi, n
+        self.sched = schedule.tolist()
+        pos = np.empty(n, dtype=np.int64)
+        pos[schedule] = np.arange(n)
+        touch_t = gi.op_tensors
+        touch_pos = np.repeat(pos, np.diff(gi.op_ptr))
+        order = np.lexsort((touch_pos, touch_t))
+        st, sp = touch_t[order], touch_pos[order]
+        nxt_sorted = np.full(len(order), _NEVER, dtype=np.int64)
+        first_pos = np.full(gi.n_tensors, _NEVER, dtype=np.int64)
+        if len(order):
+            same = st[1:] == st[:-1]
+            nxt_sorted[:-1] = np.where(same, sp[1:], _NEVER)
+            np.minimum.at(first_pos, touch_t, touch_pos)
+            is_last = np.append(~same, True)
+            keep_last = is_last & (gi.role[st] == ROLE_KEEP)
+            nxt_sorted[keep_last] = n + first_pos[st[keep_last]]
+        nxt = np.empty(len(order), dtype=np.int64)
+        nxt[order] = nxt_sorted
+        self.first_pos = first_pos.tolist()
+        self.touch_next = nxt.tolist()
+        self.touch_t = touch_t.tolist()
+        self.op_ptr = gi.op_ptr.tolist()
+        self.op_nin = gi.op_nin.tolist()
+        self.role = gi.role.tolist()
+        self.produced = gi.produced.tolist()
+        self.size = gi.size.tolist()
+
+    def run(self, capacity: int, bias: list, pinned_tensors=(), pairs=()) -> _Decisions:
+        n, gi = self.n, self.gi
+        n_t = gi.n_tensors
+        size, role, produced = self.size, self.role, self.produced
+        touch_t, touch_next, op_ptr, op_nin = self.touch_t, self.touch_next, self.op_ptr, self.op_nin
+        stay_t: list[int] = []
+        stay_first: list[int] = []
+        stay_last: list[int] = []
+        loc = [-1] * n_t                   # current stay of each tensor
+        nxt = [_NEVER] * n_t
+        last = [-1] * n_t
+        host_ready = [-2 if produced[t] else -1 for t in range(n_t)]
+        prod_slot = [-1] * n_t
+        usage = np.zeros(max(n, 1), dtype=np.int64)      # bytes of stays covering each slot (decided so far)
+        heap: list = []
+        pin = set(pinned_tensors)
+        pinned = []
+        # kept pairs live outside the budget (their bytes are reserved): the old value is resident from the
+        # start and dropped after its last read, the update stays from its production to the end
+        pair_old = {p for p, _ in pairs}
+        pair_new = {q for _, q in pairs}
+        reserved = pair_old | pair_new
+        resident = 0
+        for p, _ in pairs:
+            loc[p] = len(stay_t)
+            pinned.append((p, loc[p]))
+            stay_t.append(p)
+            stay_first.append(-1)
+            stay_last.append(-2)
+        for t in sorted(pin):
+            loc[t] = len(stay_t)
+            pinned.append((t, loc[t]))
+            stay_t.append(t)
+            stay_first.append(-1)
+            stay_last.append(n)
+            resident += size[t]
+        if resident > capacity:
+            raise PlanError("pinned tensors alone exceed the capacity")
+        out_stays: list = [None] * n
+        swap_outs: list = []
+        drops: list = []
+        swap_ins: list = []
+        evicted = 0
+
+        def make_room(need: int, i: int) -> None:
+            nonlocal resident, evicted
+            while resident + need > capacity:
+                while True:
+                    if not heap:
+                        raise PlanError(f"the op at position {i} needs {need} more bytes than fit beside what it "
+                                        f"uses ({resident} of {capacity} bytes)")
+                    _, nu, v = heapq.heappop(heap)
+                    if loc[v] >= 0 and nxt[v] == nu and nu > i:
+                        break
+                d = last[v]
+                if nu < _NEVER and host_ready[v] == -2:
+                    swap_outs.append((prod_slot[v], v))
+                if host_ready[v] < d:
+                    host_ready[v] = d
+                sid = loc[v]
+                drops.append((d, v, sid))
+                stay_last[sid] = d
+                loc[v] = -1
+                resident -= size[v]
+                if d + 1 < i:
+                    usage[d + 1:i] -= size[v]
+                evicted += 1
+
+        sched = self.sched
+        heappush = heapq.heappush
+        for i in range(n):
+            op = sched[i]
+            a, b = op_ptr[op], op_ptr[op + 1]
+            k_out = a + op_nin[op]
+            for k in range(a, b):          # mark the op's tensors as in use now: never victims for this op
+                t = touch_t[k]
+                if loc[t] >= 0:
+                    nxt[t] = i
+            outs = []
+            for k in range(a, k_out):
+                t = touch_t[k]
+                if loc[t] >= 0:
+                    continue
+                hr = host_ready[t]
+                if hr == -2:
+                    raise PlanError(f"planner bug: tensor {t} is read at position {i} but is neither resident "
+                                    f"nor on the host")
+                need = size[t]
+                make_room(need, i)
+                lo = max(hr, i - PREFETCH_WINDOW)       # the copy may be issued after slot lo at the earliest
+                q = lo
+                if lo + 1 < i:
+                    over = np.flatnonzero(usage[lo + 1:i] > capacity - need)
+                    if len(over):
+                        q = lo + 1 + int(over[-1])
+                    usage[q + 1:i] += need
+                sid = len(stay_t)
+                stay_t.append(t)
+                stay_first.append(q + 1)
+                stay_last.append(-2)
+                loc[t] = sid
+                nxt[t] = i
+                resident += need
+                swap_ins.append((q, t, sid))
+            for k in range(k_out, b):
+                t = touch_t[k]
+                need = 0 if t in reserved else size[t]
+                make_room(need, i)
+                sid = len(stay_t)
+                stay_t.append(t)
+                stay_first.append(i)
+                stay_last.append(-2)
+                loc[t] = sid
+                nxt[t] = i
+                resident += need
+                prod_slot[t] = i
+                outs.append(sid)
+            out_stays[i] = outs
+            usage[i] = resident
+            for k in range(a, b):
+                t = touch_t[k]
+                nu = touch_next[k]
+                last[t] = i
+                nxt[t] = nu
+                if k >= k_out and role[t] == ROLE_TO_HOST and t not in pair_new:
+                    swap_outs.append((i, t))
+                    host_ready[t] = i
+                if t in pin or t in pair_new:
+                    continue
+                if nu != _NEVER and t in pair_old:    # reserved bytes: evicting it would free nothing
+                    continue
+                if nu == _NEVER:
+                    sid = loc[t]
+                    drops.append((i, t, sid))
+                    stay_last[sid] = i
+                    if host_ready[t] != -2 and host_ready[t] < i:
+                        host_ready[t] = i
+                    loc[t] = -1
+                    if t not in reserved:
+                        resident -= size[t]
+                else:
+                    heappush(heap, (-(nu + bias[t]), nu, t))
+        # the end: what is still resident and not pinned leaves after its last use (kept tensors have host
+        # copies; anything else still here has a next use only in the next iteration)
+        for t in pair_new:
+            stay_last[loc[t]] = n
+        for t in range(n_t):
+            sid = loc[t]
+            if sid < 0 or t in pin or t in reserved:
+                continue
+            if host_ready[t] == -2:
+                swap_outs.append((prod_slot[t], t))
+            drops.append((last[t], t, sid))
+            stay_last[sid] = last[t]
+        self.end_kept = [t for t in range(n_t) if loc[t] >= 0 and role[t] == ROLE_KEEP]
+        return _Decisions(out_stays, swap_outs, drops, swap_ins, stay_t, stay_first, stay_last, pinned, evicted,
+                          list(pairs))
+
+
+def _emit(walk: _ArenaWalk, d: _Decisions, arena: Arena, stay_obj: list[int]):
+    """Every decision through ArenaActionBuilder in plan order (as swapplan._emit: after compute i come its
+    swap-outs, drops and swap-ins; swap-ins in need order, never issued before the one needed earlier)."""
+    n = walk.n
+    b = ArenaActionBuilder(walk.gi.graph, arena)
+    post_out: list[list[int]] = [[] for _ in range(n + 1)]
+    post_drop: list[list[int]] = [[] for _ in range(n + 1)]
+    post_in: list[list[tuple[int, int]]] = [[] for _ in range(n + 1)]
+    for s, t in d.swap_outs:
+        post_out[s + 1].append(t)
+    for s, t, _ in d.drops:
+        post_drop[s + 1].append(t)
+    floor = -1
+    for q, t, sid in d.swap_ins:
+        if q > floor:
+            floor = q
+        post_in[floor + 1].append((t, stay_obj[sid]))
+    for t, sid in d.pinned:
+        b.place_initial(t, stay_obj[sid])
+    sched = walk.sched
+    for s in range(-1, n):
+        if s >= 0:
+            b.compute(sched[s], [stay_obj[x] for x in d.out_stays[s]])
+        j = s + 1
+        for t in post_out[j]:
+            b.swap_out(t)
+        for t in post_drop[j]:
+            b.drop(t)
+        for t, o in post_in[j]:
+            b.swap_in(t, o)
+    return b
+
+
+def _floored_firsts(d: _Decisions) -> list[int]:
+    """Stay starts as issued: a swap-in is never issued before the one needed earlier (see _emit)."""
+    first = list(d.stay_first)
+    floor = -1
+    for q, _, sid in d.swap_ins:
+        if q > floor:
+            floor = q
+        first[sid] = floor + 1
+    return first
+
+
+@dataclass
+class ArenaPlan:
+    """A planned iteration in arena mode (what SwapPlan is for size classes)."""
+    schedule: np.ndarray
+    arena: Arena
+    tensor_class: np.ndarray
+    initial_residents: list
+    actions: list
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def pool(self) -> Arena:
+        return self.arena
+
+    def to_plan(self, graph, planner: str, mem_limit: int, device):
+        from ...plan import Plan
+
+        return Plan(graph_name=graph.name, graph_fingerprint=graph.fingerprint(), planner=planner,
+                    mem_limit=int(mem_limit), device=device.to_dict(), schedule=[int(o) for o in self.schedule],
+                    pool=self.arena, tensor_class=[int(c) for c in self.tensor_class],
+                    initial_residents=[(int(t), int(o)) for t, o in self.initial_residents],
+                    actions=list(self.actions))
+
+
+def arena_bytes_for(gi: GraphIndex, mem_limit: int) -> int:
+    """The arena's size under `mem_limit`: the limit less the workspace reserve, rounded down to alignment."""
+    a = gi.alignment
+    return max(0, (int(mem_limit) - gi.workspace) // a * a)
+
+
+def working_set_floor(gi: GraphIndex) -> int:
+    """The largest op's own aligned bytes (inputs + outputs): no arena can be smaller."""
+    per_op = np.add.reduceat(gi.size[gi.op_tensors], gi.op_ptr[:-1]) if len(gi.op_tensors) else np.zeros(0)
+    per_op = np.where(np.diff(gi.op_ptr) > 0, per_op, 0)
+    return int(per_op.max(initial=0))
+
+
+def _place_with_pairs(d: _Decisions, first, sizes, arena_bytes: int, tight):
+    """Kept pairs at the bottom, each in two exclusive ranges (old value, update); the other stays above.
+    Returns (offsets, bytes needed). `tight(overflow)`: whether greedy by size is worth trying after the
+    sweep overflowed by that much (near the floor, where the sweep fragments)."""
+    n_st = len(sizes)
+    offsets = [0] * n_st
+    base = 0
+    pair_stay = {}
+    for k, t in enumerate(d.stay_t):
+        pair_stay.setdefault(t, k)
+    for p, q in d.pairs:
+        offsets[pair_stay[p]] = base
+        offsets[pair_stay[q]] = base + sizes[pair_stay[p]]
+        base += 2 * sizes[pair_stay[p]]
+    rest = [k for k in range(n_st) if not (d.stay_t[k] in d.pair_set)]
+    sub_first = [first[k] for k in rest]
+    sub_last = [d.stay_last[k] for k in rest]
+    sub_size = [sizes[k] for k in rest]
+    offs, need = place_stays(sub_first, sub_last, sub_size)
+    if need > arena_bytes - base:
+        worth = len(sub_size) <= BY_SIZE_MAX_STAYS and tight(need - (arena_bytes - base))
+        offs2, need2 = place_by_size(sub_first, sub_last, sub_size) if worth else (offs, need)
+        if need2 < need:
+            offs, need = offs2, need2
+    for k, o in zip(rest, offs):
+        offsets[k] = base + o
+    return offsets, base + need
+
+
+def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pinned=()):
+    """Decide at a capacity, place, lower the capacity by the overflow until the placement fits."""
+    a = walk.gi.alignment
+    floor = working_set_floor(walk.gi)
+    # pairs share what the largest working set leaves: "keep 1" keeps as many as can be kept at all
+    pairs = choose_pairs(walk.gi, np.asarray(walk.sched, dtype=np.int64), max(0, arena_bytes - floor), genes.keep)
+    reserved = 2 * sum(int(walk.gi.size[p]) for p, _ in pairs)
+    room = arena_bytes - reserved
+    capacity = int(room * (1.0 - genes.headroom)) // a * a
+    capacity = max(capacity, min(floor, room))
+    bias = genes.bias.tolist()
+    tried = []
+    for rnd in range(MAX_ROUNDS + 1):
+        last_try = rnd == MAX_ROUNDS or capacity < floor
+        if last_try:
+            if floor in tried or floor > room:
+                break
+            capacity = floor                    # last try: nothing but the largest working set planned
+        tried.append(capacity)
+        d = walk.run(capacity, bias, pinned, pairs)
+        d.pair_set = {t for pr in pairs for t in pr}
+        first = _floored_firsts(d)
+        sizes = [walk.size[t] for t in d.stay_t]
+        # the sweep fragments near the floor; greedy by size packs tighter (and costs more)
+        offsets, need = _place_with_pairs(d, first, sizes, arena_bytes,
+                                          lambda over, c=capacity, lt=last_try: lt or c - over < floor)
+        if need <= arena_bytes:
+            return d, offsets, sizes, capacity, rnd + 1
+        over = need - arena_bytes
+        capacity = (capacity - max(over, capacity // 64)) // a * a
+    raise PlanError(f"no arena placement fits {arena_bytes} bytes (fragmentation); raise the limit")
+
+
+_MIN_ARENA: dict = {}   # id(GraphIndex) -> (GraphIndex, arena bytes of its min feasible limit)
+
+
+def plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | None = None) -> ArenaPlan:
+    """The arena plan of `schedule` under `mem_limit` (see the module docstring). Raises PlanError when the
+    walk or the placement cannot fit."""
+    if gi.keep_updated:
+        raise PlanError("arena plans use the exact periodicity rule: build the GraphIndex with keep_updated=False")
+    schedule = np.asarray(schedule, dtype=np.int64)
+    arena_bytes = arena_bytes_for(gi, mem_limit)
+    genes = genes if genes is not None else ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64))
+    walk = _ArenaWalk(gi, schedule)
+    try:
+        d, offsets, sizes, capacity, rounds = _decide_and_place(walk, arena_bytes, genes)
+    except PlanError:
+        # placement is not monotone in the arena's size: a smaller arena that worked for the min feasible
+        # limit still fits in this one
+        small = _min_arena_bytes(gi)
+        if small is None or small >= arena_bytes:
+            raise
+        d, offsets, sizes, capacity, rounds = _decide_and_place(walk, small, genes)
+    kept = walk.end_kept
+    if kept:
+        # frozen persistent tensors the first pass keeps to its end: pin them for the whole iteration
+        try:
+            d, offsets, sizes, capacity, rounds = _decide_and_place(walk, arena_bytes, genes, kept)
+        except PlanError:
+            pass
+    # objects: one per distinct (offset, size)
+    obj_of: dict = {}
+    stay_obj = []
+    for off, sz in zip(offsets, sizes):
+        stay_obj.append(obj_of.setdefault((off, sz), len(obj_of)))
+    objs = sorted(obj_of, key=obj_of.get)
+    stay_of = {}
+    for k, t in enumerate(d.stay_t):
+        stay_of.setdefault(t, k)
+    swaps = [(stay_obj[stay_of[p]], stay_obj[stay_of[q]]) for p, q in d.pairs]
+    arena = Arena(arena_bytes, [o for o, _ in objs], [s for _, s in objs], gi.alignment, gi.workspace, swaps)
+    b = _emit(walk, d, arena, stay_obj)
+    tclass = np.where(gi.used, 0, -1).astype(np.int64)
+    stats = {"capacity_bytes": int(capacity), "rounds": int(rounds), "placed_bytes": int(max(
+        (o + s for o, s in zip(offsets, sizes)), default=0)), "evictions": int(d.evicted)}
+    return ArenaPlan(schedule, arena, tclass, [(t, stay_obj[sid]) for t, sid in d.pinned], b.actions, stats)
+
+
+def _min_arena_bytes(gi: GraphIndex) -> int | None:
+    hit = _MIN_ARENA.get(id(gi))
+    if hit is None or hit[0] is not gi:
+        try:
+            hit = (gi, arena_bytes_for(gi, arena_min_limit(gi)))
+        except InfeasibleLimitError:
+            hit = (gi, None)
+        _MIN_ARENA.clear()
+        _MIN_ARENA[id(gi)] = hit
+    return hit[1]
+
+
+class ArenaScorer:
+    """Simulated time of the arena plan of (schedule, genes): the GA's fitness in arena mode."""
+
+    def __init__(self, gi: GraphIndex, mem_limit: int, op_time, device):
+        self.gi, self.mem_limit, self.device = gi, int(mem_limit), device
+        self.op_time = np.asarray(op_time, dtype=np.float64)
+
+    def time_of(self, schedule, genes: ArenaGenes) -> float:
+        from .swapplan import gc_paused
+
+        with gc_paused():
+            p = plan_arena(self.gi, schedule, self.mem_limit, genes)
+            packed = pack_actions(self.gi.graph, p.actions, self.op_time)
+        return float(simulate_time(packed, self.device))
+
+
+# ============================================================== feasibility
+def arena_fits(gi: GraphIndex, limit: int) -> bool:
+    """Whether the default schedule gets an arena plan under `limit` (one decide/place, no op times)."""
+    try:
+        _decide_and_place(_ArenaWalk(gi, gi.default_schedule()), arena_bytes_for(gi, limit),
+                          ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64)))
+        return True
+    except PlanError:
+        return False
+
+
+def arena_min_limit(gi: GraphIndex, max_steps: int = 40) -> int:
+    """The smallest limit (bytes) at which the default schedule gets an arena plan: the largest op's working
+    set plus the workspace reserve, raised past whatever fragmentation the placement cannot avoid. Needs no
+    op times, so it runs before any profiling."""
+    if gi.keep_updated:
+        raise PlanError("arena feasibility needs a GraphIndex built with keep_updated=False")
+    a = gi.alignment
+    lo = working_set_floor(gi) + gi.workspace
+    sched = gi.default_schedule()
+    limit = lo
+    step = max(a, lo // 64)
+    walk = _ArenaWalk(gi, sched)
+    zero = ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64))
+
+    def fits(limit: int) -> bool:
+        try:
+            _decide_and_place(walk, arena_bytes_for(gi, limit), zero)
+            return True
+        except PlanError:
+            return False
+
+    if fits(lo):
+        return int(lo)
+    bad, limit, step = lo, lo, max(a, lo // 256)
+    for _ in range(max_steps):             # up in growing steps until a plan fits ...
+        limit = (limit + step + a - 1) // a * a
+        if fits(limit):
+            break
+        bad, step = limit, step * 2
+    else:
+        raise InfeasibleLimitError(limit, limit, "no arena placement found for the default schedule")
+    while limit - bad > max(a, lo // 1024):   # ... then halve the gap (placement is not monotone: the
+        mid = (bad + limit) // 2 // a * a     # result is a limit that was planned, not an interpolation)
+        if mid <= bad:
+            break
+        if fits(mid):
+            limit = mid
+        else:
+            bad = mid
+    return int(limit)

@@ -1,0 +1,333 @@
+"""SwapAdvisor's genetic search over (schedule, allocation), scored by swap planner + simulator.
+
+- The first generation: the default schedule with a few allocation heuristics (the single-class pool that
+  SwapAdvisor-without-search uses, the minimal feasible pool, exact sizes, geometric groupings), two
+  memory-greedy schedules (not in the paper: encoding.locality_schedule) with the best-grouped pools, then
+  random individuals (mutated default schedules with random allocations) up to the population size.
+- Each generation pairs parents at random; a crossover gives 2 schedules x 2 allocations = 4 children,
+  each mutated, swap-planned and simulated. Survivors are drawn without replacement with softmax weights
+  over (T_best - t) / T_best (divided by a temperature); the best always survives, so the result is never
+  worse than any seed, the no-search plan included.
+- Determinism: every random draw happens in this process, from one numpy Generator seeded by `seed`;
+  workers only evaluate genomes (a pure function), so the same seed and number of generations give the
+  same plan with any number of workers. A time budget instead stops between generations.
+- Parallel evaluation: a ProcessPoolExecutor over fork; each worker builds its tables once in the
+  initializer (the graph reaches it through fork, not per task). workers=1 evaluates in-process.
+"""
+from __future__ import annotations
+
+import gc
+import hashlib
+import math
+import multiprocessing
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...devices import DeviceSpec
+from ...errors import PlanError
+from ...graph import DataflowGraph
+from .arena import ArenaScorer, ArenaSpace
+from .encoding import Allocation, AllocationSpace, crossover_schedules, locality_schedule, mutate_schedule
+from ..graphindex import GraphIndex
+from .swapplan import SwapPlanScorer
+
+
+@dataclass
+class GASettings:
+    population: int = 16             # Np (the paper: 144 on 72 vCPUs); the seeds come on top if more
+    temperature: float = 0.05        # softmax temperature on (T_best - t) / T_best
+    schedule_mutation: float = 0.5   # probability that a child's schedule is mutated at all
+    max_pick_rate: float = 0.1       # a mutated schedule's random-pick probability is log-uniform up to this
+    cls_flip: float = 0.1            # per CLS step
+    cnt_redraw: float = 0.3          # per class count
+    cnt_sigma: float = 0.25          # Gaussian sd as a fraction of the count
+
+    @classmethod
+    def from_options(cls, options: dict) -> "GASettings":
+        known = {k: options[k] for k in cls.__dataclass_fields__ if k in options}
+        s = cls(**known)
+        if s.population < 2:
+            raise ValueError(f"population must be at least 2, got {s.population}")
+        return s
+
+
+@dataclass
+class Genome:
+    schedule: np.ndarray
+    alloc: Allocation
+    time_s: float = math.inf
+
+    def key(self) -> bytes:
+        h = hashlib.blake2b(self.schedule.tobytes(), digest_size=16)
+        k = self.alloc.key()
+        for part in (k if isinstance(k, tuple) else (k,)):
+            h.update(part)
+            h.update(b"|")
+        return h.digest()
+
+
+@dataclass
+class SearchResult:
+    best: Genome
+    generations: int
+    evaluations: int
+    search_s: float
+    history: list = field(default_factory=list)   # [generation, elapsed_s, best_time_s]
+    seed_times: dict = field(default_factory=dict)  # time of each named seed (e.g. "nosearch")
+
+
+class Evaluator:
+    """Genome -> simulated iteration time. Built once per process. `pool`: "size-classes" (the memory genome
+    is the paper's CLS/CNT Allocation) or "arena" (arena.ArenaGenes)."""
+
+    def __init__(self, graph: DataflowGraph, op_time: np.ndarray, device: DeviceSpec, mem_limit: int,
+                 alignment: int, keep_updated: bool | None = None, pool: str = "size-classes"):
+        self.graph = graph
+        self.op_time = np.asarray(op_time, dtype=np.float64)
+        self.device = device
+        self.pool = pool
+        if pool == "arena":
+            self.gi = GraphIndex.build(graph, alignment, keep_updated=False)
+            self.space = ArenaSpace(self.gi, mem_limit)
+            self.scorer = ArenaScorer(self.gi, mem_limit, self.op_time, device)
+        else:
+            self.gi = GraphIndex.build(graph, alignment, keep_updated)
+            self.space = AllocationSpace(self.gi, mem_limit)
+            self.scorer = SwapPlanScorer(self.gi, self.space, self.op_time, device)
+
+    def time_of(self, schedule: np.ndarray, alloc: Allocation) -> float:
+        try:
+            return self.scorer.time_of(schedule, alloc)
+        except PlanError:
+            return math.inf
+
+
+_WORKER: Evaluator | None = None
+
+
+def _init_worker(graph, op_time, device, mem_limit, alignment, keep_updated=None, pool="size-classes") -> None:
+    global _WORKER
+    gc.disable()        # evaluations make no reference cycles; collections would only rescan the graph
+    _WORKER = Evaluator(graph, op_time, device, mem_limit, alignment, keep_updated, pool)
+
+
+def _evaluate_in_worker(task) -> float:
+    schedule, alloc = task
+    return _WORKER.time_of(schedule, alloc)
+
+
+class _Done:
+    """An in-process result with the Future interface."""
+
+    def __init__(self, value: float):
+        self.value = value
+
+    def result(self) -> float:
+        return self.value
+
+
+class _Pool:
+    """Evaluates genomes in worker processes (submit returns a Future) or in-process."""
+
+    def __init__(self, evaluator: Evaluator, workers: int, mem_limit: int, alignment: int):
+        self.ev = evaluator
+        self.exe = None
+        self.workers = workers
+        if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+            self.exe = ProcessPoolExecutor(
+                max_workers=workers, mp_context=multiprocessing.get_context("fork"), initializer=_init_worker,
+                initargs=(evaluator.graph, evaluator.op_time, evaluator.device, mem_limit, alignment,
+                          evaluator.gi.keep_updated, evaluator.pool))
+
+    def submit(self, g: Genome):
+        if self.exe is None:
+            return _Done(self.ev.time_of(g.schedule, g.alloc))
+        return self.exe.submit(_evaluate_in_worker, (g.schedule, g.alloc))
+
+    def close(self) -> None:
+        if self.exe is not None:
+            self.exe.shutdown(wait=True, cancel_futures=True)
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class GeneticSearch:
+    def __init__(self, graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit: int, alignment: int = 256,
+                 seed: int = 0, settings: GASettings | None = None, evaluator: Evaluator | None = None):
+        self.ev = evaluator or Evaluator(graph, op_time, device, mem_limit, alignment)
+        self.gi, self.space = self.ev.gi, self.ev.space
+        self.mem_limit, self.alignment = int(mem_limit), int(alignment)
+        self.s = settings or GASettings()
+        self.rng = np.random.default_rng(seed)
+        self.known: dict[bytes, float] = {}     # genome key -> time: nothing is simulated twice
+        self.evaluations = 0
+
+    # ---- genomes ----
+    def seed_genomes(self) -> list[tuple[str, Genome]]:
+        """The default schedule with each allocation heuristic (the first is SwapAdvisor without search),
+        then two memory-greedy schedules (encoding.locality_schedule) with the three best-grouped pools."""
+        sched = self.gi.default_schedule()
+        sp = self.space
+        if self.ev.pool == "arena":
+            named = sp.seeds()
+            out = [(name, Genome(sched.copy(), a)) for name, a in named]
+            for sname, frac in (("hot", 1.0), ("free", 0.25)):
+                s = locality_schedule(self.gi, sched, frac * self.mem_limit, net=sname == "free")
+                out += [(f"{sname}+{name}", Genome(s.copy(), a.copy())) for name, a in named]
+            return out
+        allocs = [("nosearch", sp.single_class()), ("minimal_pool", sp.minimal_pool()),
+                  ("exact_sizes", sp.exact_sizes()), ("geometric2", sp.geometric(2.0)),
+                  ("geometric8", sp.geometric(8.0))]
+        out = [(name, Genome(sched.copy(), a)) for name, a in allocs]
+        scheds = [("hot", locality_schedule(self.gi, sched, 1.0 * self.mem_limit, net=False)),
+                  ("free", locality_schedule(self.gi, sched, 0.25 * self.mem_limit, net=True))]
+        for sname, s in scheds:
+            for aname, a in allocs[1:4]:
+                out.append((f"{sname}+{aname}", Genome(s.copy(), a.copy())))
+        return out
+
+    def random_genome(self) -> Genome:
+        sched = self._mutated_schedule(self.gi.default_schedule())
+        return Genome(sched, self.space.random(self.rng))
+
+    def _mutated_schedule(self, parent: np.ndarray) -> np.ndarray:
+        n = max(2, self.gi.n_ops)
+        lo = math.log(1.0 / n)
+        rate = math.exp(self.rng.uniform(lo, math.log(max(self.s.max_pick_rate, 1.0 / n))))
+        return mutate_schedule(self.gi, parent, rate, self.rng)
+
+    def children(self, a: Genome, b: Genome) -> list[Genome]:
+        """One crossover: 2 schedules x 2 allocations, each child mutated."""
+        rng, s, sp = self.rng, self.s, self.space
+        n, m = self.gi.n_ops, getattr(sp, "m", 0)
+        cut = int(rng.integers(1, n)) if n > 1 else 0
+        scheds = [crossover_schedules(a.schedule, b.schedule, cut), crossover_schedules(b.schedule, a.schedule, cut)]
+        arena = self.ev.pool == "arena"
+        if arena:
+            allocs = list(sp.crossover(a.alloc, b.alloc, rng))
+        elif m > 1:
+            allocs = list(sp.crossover(a.alloc, b.alloc, int(rng.integers(1, m))))
+        else:
+            allocs = [a.alloc.copy(), b.alloc.copy()]
+        kids = []
+        for sc in scheds:
+            for al in allocs:
+                child_s = self._mutated_schedule(sc) if rng.random() < s.schedule_mutation else sc.copy()
+                child_a = sp.mutate(al, rng) if arena else sp.mutate(al, rng, s.cls_flip, s.cnt_redraw, s.cnt_sigma)
+                kids.append(Genome(child_s, child_a))
+        return kids
+
+    # ---- evaluation and selection ----
+    def submit(self, pool: _Pool, genomes: list[Genome], pending: dict) -> None:
+        """Start evaluating the genomes not seen before; `pending` maps key -> future."""
+        for g in genomes:
+            k = g.key()
+            if k not in self.known and k not in pending:
+                pending[k] = pool.submit(g)
+
+    def collect(self, genomes: list[Genome], pending: dict) -> None:
+        """Wait for `pending` and give every genome its time."""
+        for k, f in pending.items():
+            self.known[k] = f.result()
+        self.evaluations += len(pending)
+        pending.clear()
+        for g in genomes:
+            g.time_s = self.known[g.key()]
+
+    def evaluate(self, pool: _Pool, genomes: list[Genome]) -> None:
+        pending: dict = {}
+        self.submit(pool, genomes, pending)
+        self.collect(genomes, pending)
+
+    def select(self, candidates: list[Genome], k: int) -> list[Genome]:
+        uniq, seen = [], set()
+        for g in candidates:
+            key = g.key()
+            if key not in seen and math.isfinite(g.time_s):
+                seen.add(key)
+                uniq.append(g)
+        uniq.sort(key=lambda g: g.time_s)        # stable: ties keep their order
+        if len(uniq) <= k:
+            return uniq
+        t_best = uniq[0].time_s
+        score = np.array([(t_best - g.time_s) / t_best for g in uniq[1:]]) / self.s.temperature
+        w = np.exp(score - score.max()) + 1e-12       # never all zero: far-off genomes stay possible
+        picked = self.rng.choice(len(uniq) - 1, size=k - 1, replace=False, p=w / w.sum())
+        rest = [uniq[1 + i] for i in sorted(picked.tolist())]
+        return [uniq[0]] + rest
+
+    # ---- the loop ----
+    def run(self, budget_s: float = 60.0, generations: int | None = None, workers: int | None = None,
+            progress: bool = False) -> SearchResult:
+        t0 = time.perf_counter()
+        Np = self.s.population
+        seeds = self.seed_genomes()
+        pop = [g for _, g in seeds]
+        while len(pop) < Np:
+            pop.append(self.random_genome())
+        n_workers = default_workers() if workers is None else max(1, int(workers))
+        n_workers = min(n_workers, max(1, Np))
+        pool = _Pool(self.ev, n_workers, self.mem_limit, self.alignment)
+        bar = _progress_bar(progress, generations)
+        gc_was = gc.isenabled()
+        gc.disable()                                       # see _init_worker
+        try:
+            self.evaluate(pool, pop)
+            seed_times = {name: g.time_s for name, g in seeds}
+            pop = self.select(pop, Np)
+            elapsed = time.perf_counter() - t0
+            history = [[0, round(elapsed, 4), pop[0].time_s]]
+            per_eval = elapsed / max(1, len(pop))
+            reserve = 8 * per_eval * max(1, n_workers)     # the final plan: planning, verifying, predicting
+            gen_s = per_eval * Np                          # guess until a generation has been timed
+            gen = 0
+            while True:
+                if generations is not None:
+                    if gen >= generations:
+                        break
+                elif time.perf_counter() - t0 + gen_s + reserve > budget_s:
+                    break
+                g_start = time.perf_counter()
+                gen += 1
+                kids: list[Genome] = []
+                pending: dict = {}
+                for _ in range(max(1, Np // 4)):    # workers start on a crossover's kids while the next is bred
+                    i, j = self.rng.choice(len(pop), size=2, replace=len(pop) < 2)
+                    new = self.children(pop[int(i)], pop[int(j)])
+                    self.submit(pool, new, pending)
+                    kids.extend(new)
+                self.collect(kids, pending)
+                pop = self.select(pop + kids, Np)
+                gen_s = time.perf_counter() - g_start
+                history.append([gen, round(time.perf_counter() - t0, 4), pop[0].time_s])
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(best_s=f"{pop[0].time_s:.4g}", evals=self.evaluations)
+        finally:
+            if gc_was:
+                gc.enable()
+            pool.close()
+            if bar is not None:
+                bar.close()
+        return SearchResult(pop[0], gen, self.evaluations, time.perf_counter() - t0, history, seed_times)
+
+
+def _progress_bar(progress: bool, generations: int | None):
+    """A tqdm bar (generation, best time) on an interactive terminal only."""
+    if not progress or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=generations, desc="swapadvisor", unit="gen", file=sys.stderr, leave=False)

@@ -1,0 +1,121 @@
+"""ActionBuilder's dep rules evaluated with numpy: a swap plan's decisions -> the simulator's flat arrays.
+
+The GA scores thousands of swap plans; building Action objects through ActionBuilder one call at a time
+(and packing them again for the simulator) costs more than deciding the plan. Here the whole action list
+is ordered at once and every dep is a "latest event of this tensor (or object) before this action"
+query, answered with one sort and one searchsorted per kind of event. The final plan is always built
+with ActionBuilder; tests check both give identical arrays, so the GA's fitness is the final plan's time.
+
+The rules (builder.py), with "latest" meaning latest earlier in the list:
+- compute: its inputs' arrivals that are swap-ins (a compute arrival is on the same stream), and the
+  latest drop of each output object;
+- swap_out(t): t's arrival (the compute that made it, or its swap-in);
+- drop(t): t's last reader in this tenancy, else its arrival; and its swap-out in this tenancy;
+- swap_in(t, o): the latest drop of o, and the latest swap-out of t (its host copy).
+Deps are unique and sorted; a missing one (initial residents have no arrival) is left out.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..simulator import COMPUTE, DROP, SWAP_IN, SWAP_OUT, PackedActions
+
+
+def _latest_before(ev_key: np.ndarray, ev_pos: np.ndarray, q_key: np.ndarray, q_pos: np.ndarray,
+                   span: int) -> np.ndarray:
+    """For each query, the largest event position < q_pos among events with the same key (-1: none)."""
+    if len(ev_key) == 0 or len(q_key) == 0:
+        return np.full(len(q_key), -1, dtype=np.int64)
+    comp = ev_key * span + ev_pos
+    order = np.argsort(comp, kind="stable")
+    comp_s = comp[order]
+    k = np.searchsorted(comp_s, q_key * span + q_pos, side="left") - 1
+    ok = k >= 0
+    kc = np.where(ok, k, 0)
+    hit = ok & (ev_key[order][kc] == q_key)
+    return np.where(hit, ev_pos[order][kc], -1)
+
+
+def pack_decisions(n_slots: int, sched: np.ndarray, out_objs: list, swap_outs: list, drops: list,
+                   swap_ins: list, op_ptr: np.ndarray, op_tensors: np.ndarray, op_nin: np.ndarray,
+                   op_time: np.ndarray, nbytes: np.ndarray) -> PackedActions:
+    """The PackedActions that ActionBuilder would produce for these decisions (see swapplan._emit).
+
+    sched[i] = op computed at slot i; out_objs[i] = its output objects; swap_outs = [(slot, t)];
+    drops = [(slot, t, obj)]; swap_ins = [(earliest slot, t, obj)] in issue order (each issued no
+    earlier than the one before it)."""
+    n = int(n_slots)
+    so = np.asarray(swap_outs, dtype=np.int64).reshape(-1, 2)
+    dr = np.asarray(drops, dtype=np.int64).reshape(-1, 3)
+    si = np.asarray(swap_ins, dtype=np.int64).reshape(-1, 3)
+    si_slot = np.maximum.accumulate(si[:, 0]) if len(si) else si[:, 0]
+    n_c, n_o, n_d, n_i = n, len(so), len(dr), len(si)
+    # ---- the order: per slot, compute, then its swap-outs, drops and swap-ins in recorded order
+    slot = np.concatenate((np.arange(n, dtype=np.int64), so[:, 0], dr[:, 0], si_slot))
+    rank = np.concatenate((np.zeros(n_c, np.int64), np.ones(n_o, np.int64), np.full(n_d, 2, np.int64),
+                           np.full(n_i, 3, np.int64)))
+    seq = np.concatenate((np.zeros(n_c, np.int64), np.arange(n_o), np.arange(n_d), np.arange(n_i)))
+    order = np.lexsort((seq, rank, slot))
+    A = len(order)
+    pos = np.empty(A, dtype=np.int64)
+    pos[order] = np.arange(A)
+    p_c, p_o = pos[:n_c], pos[n_c:n_c + n_o]
+    p_d, p_i = pos[n_c + n_o:n_c + n_o + n_d], pos[n_c + n_o + n_d:]
+    span = A + 1
+
+    kind = np.empty(A, dtype=np.int8)
+    work = np.zeros(A, dtype=np.float64)
+    kind[p_c], kind[p_o], kind[p_d], kind[p_i] = COMPUTE, SWAP_OUT, DROP, SWAP_IN
+    sched = np.asarray(sched, dtype=np.int64)
+    work[p_c] = op_time[sched]
+    work[p_o] = nbytes[so[:, 1]]
+    work[p_i] = nbytes[si[:, 1]]
+
+    # ---- what each compute reads and writes (distinct tensors, inputs then outputs per op)
+    cnt = np.diff(op_ptr)[sched]
+    starts = op_ptr[sched]
+    touch_slot = np.repeat(np.arange(n, dtype=np.int64), cnt)
+    within = np.arange(int(cnt.sum()), dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    touch_t = op_tensors[np.repeat(starts, cnt) + within]
+    is_in = within < np.repeat(op_nin[sched], cnt)
+    touch_pos = p_c[touch_slot]
+    rd_t, rd_pos = touch_t[is_in], touch_pos[is_in]
+    wr_t, wr_pos = touch_t[~is_in], touch_pos[~is_in]
+    wr_obj = np.fromiter((o for objs in out_objs for o in objs), dtype=np.int64, count=len(wr_t))
+
+    # ---- event tables
+    so_t, dr_t, dr_o, si_t, si_o = so[:, 1], dr[:, 1], dr[:, 2], si[:, 1], si[:, 2]
+    arr_t = np.concatenate((wr_t, si_t))             # arrivals: productions and swap-ins
+    arr_pos = np.concatenate((wr_pos, p_i))
+
+    deps_of, deps = [], []
+
+    def add(owner, dep):
+        keep = dep >= 0
+        deps_of.append(owner[keep])
+        deps.append(dep[keep])
+
+    # compute: swap-in arrivals of its inputs, latest drops of its output objects
+    add(rd_pos, _latest_before(si_t, p_i, rd_t, rd_pos, span))
+    add(wr_pos, _latest_before(dr_o, p_d, wr_obj, wr_pos, span))
+    # swap_out: the tensor's arrival
+    add(p_o, _latest_before(arr_t, arr_pos, so_t, p_o, span))
+    # drop: last reader in this tenancy, else the arrival; this tenancy's swap-out
+    a = _latest_before(arr_t, arr_pos, dr_t, p_d, span)
+    r = _latest_before(rd_t, rd_pos, dr_t, p_d, span)
+    s = _latest_before(so_t, p_o, dr_t, p_d, span)
+    add(p_d, np.where(r > a, r, a))
+    add(p_d, np.where(s > a, s, -1))
+    # swap_in: the object's latest drop, the tensor's latest swap-out
+    add(p_i, _latest_before(dr_o, p_d, si_o, p_i, span))
+    add(p_i, _latest_before(so_t, p_o, si_t, p_i, span))
+
+    owner = np.concatenate(deps_of)
+    dep = np.concatenate(deps)
+    # each rule names a different kind of action and distinct tensors/objects give distinct events, so
+    # there are no duplicates to remove: sorting (by owner, then dep) is all the CSR needs
+    key = np.sort(owner * span + dep)
+    owner, dep = key // span, key % span
+    indptr = np.zeros(A + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner, minlength=A), out=indptr[1:])
+    return PackedActions(kind, work, indptr, dep)
