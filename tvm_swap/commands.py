@@ -98,8 +98,12 @@ def cmd_plan(args) -> int:
 def cmd_zoo(args) -> int:
     from .zoo import ZOO
 
+    from .zoo.llm import LLM_MODELS
+
     for name, info in ZOO.items():
         print(f"{name:<18} {info['description']}  (paper batches: {info['paper_batches']})")
+    for name, cfg in LLM_MODELS.items():
+        print(f"{name:<18} {cfg.description}  (options: @batch=B,seq=S,layers=L)")
     return 0
 
 
