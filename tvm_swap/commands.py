@@ -77,7 +77,8 @@ def cmd_plan(args) -> int:
     _say(args, f"graph {graph.summary()}")
     plan = plan_graph(graph, mem_limit=args.mem_limit, device=get_device(args.device or "v100-16gb"),
                       planner=args.planner, budget_s=args.budget_s, seed=args.seed,
-                      generations=args.generations, workers=args.workers, progress=_progress(args))
+                      generations=args.generations, workers=args.workers, progress=_progress(args),
+                      executor=getattr(args, "executor", "processes"), ray_address=getattr(args, "ray_address", None))
     plan.search["graph_spec"] = args.graph   # so `tvm-swap report plan.json` finds the graph again
     summary = plan_summary(plan)
     if args.output:
