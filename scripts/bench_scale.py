@@ -11,6 +11,7 @@ the git commit measured.
     python scripts/bench_scale.py                    # ~5 minutes on 2 cores
     python scripts/bench_scale.py --layers 24 256    # skip the 10^5 graph
     python scripts/bench_scale.py --profile 2560     # cProfile of the first verified plan at 10^5 ops
+    python scripts/bench_scale.py --layers 24 --throughput   # + evaluations/s: 1/2 processes, 1/2 Ray workers
 """
 from __future__ import annotations
 
@@ -74,6 +75,39 @@ def measure(layers: int, evaluations: int) -> dict:
             "nosearch_throughput_vs_ideal": plan.predicted["throughput_vs_ideal"]}
 
 
+def throughput(layers: int, n_genomes: int, configs) -> list[dict]:
+    """Candidate evaluations/s of each (executor, workers) on the same random genomes; pool start-up and one
+    warm-up batch per worker are not timed."""
+    from tvm_swap.devices import get_device
+    from tvm_swap.planner.api import resolve_limit, resolve_op_time
+    from tvm_swap.planner.executors import make_pool
+    from tvm_swap.planner.ga import Evaluator, GeneticSearch
+    from tvm_swap.zoo import load_zoo
+
+    g = load_zoo(f"zoo:gpt-deep@layers={layers},batch=8,seq=1024")
+    dev = get_device(DEVICE)
+    limit = resolve_limit(g, LIMIT)
+    times = resolve_op_time(g, dev, None)
+    ev = Evaluator(g, times, dev, limit, 256)
+    search = GeneticSearch(g, times, dev, limit, 256, 0, evaluator=ev)
+    genomes = [search.random_genome() for _ in range(n_genomes)]
+    rows = []
+    for executor, workers in configs:
+        pool = make_pool(ev, executor, workers)
+        try:
+            for f in pool.submit_many(genomes[:workers]):          # warm-up: workers have their evaluator
+                f.result()
+            t0 = time.perf_counter()
+            values = [f.result() for f in pool.submit_many(genomes)]
+            dt = time.perf_counter() - t0
+        finally:
+            pool.close()
+        rows.append({"executor": executor, "workers": workers, "ops": g.num_ops, "genomes": len(genomes),
+                     "seconds": dt, "evals_per_s": len(genomes) / dt, "checksum": float(sum(values))})
+        print(f"{executor} x{workers}: {len(genomes) / dt:.2f} evaluations/s", file=sys.stderr, flush=True)
+    return rows
+
+
 def _git_commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
@@ -88,6 +122,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "scale.json"))
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)            # child: measure one size, print JSON
     ap.add_argument("--profile", type=int, metavar="LAYERS", help="cProfile the first verified plan instead")
+    ap.add_argument("--throughput", type=int, metavar="LAYERS", nargs="?", const=256,
+                    help="also measure evaluations/s with 1 and 2 local processes and 1 and 2 Ray workers "
+                         "(default graph: 256 layers, ~10^4 ops)")
+    ap.add_argument("--genomes", type=int, default=16, help="genomes per throughput measurement")
     args = ap.parse_args(argv)
     if args.one is not None:
         print(json.dumps(measure(args.one, args.evaluations)))
@@ -118,9 +156,23 @@ def main(argv=None) -> int:
         print(f"{r['ops']:>8} {r['tensors']:>8} {r['load_s']:>7.2f} {first:>30} {ev:>16} "
               f"{r['planner_mem_mb']:>11.0f} {r['rss_peak_mb']:>12.0f}")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall times are inflated by it)")
+    tput = []
+    if args.throughput:
+        configs = [("processes", 1), ("processes", 2)]
+        try:
+            import ray  # noqa: F401
+
+            configs += [("ray", 1), ("ray", 2)]
+        except ImportError:
+            print("ray is not installed: no Ray rows", file=sys.stderr)
+        tput = throughput(args.throughput, args.genomes, configs)
+        print(f"\n{'executor':<10} {'workers':>7} {'evals/s':>8} {'vs 1 process':>13}")
+        base = tput[0]["evals_per_s"]
+        for r in tput:
+            print(f"{r['executor']:<10} {r['workers']:>7} {r['evals_per_s']:>8.2f} {r['evals_per_s'] / base:>13.2f}")
     doc = {"benchmark": "bench_scale", "git_commit": _git_commit(), "machine": platform.platform(),
            "cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg(), "device": DEVICE, "mem_limit": LIMIT,
-           "graph": "zoo:gpt-deep@layers=L,batch=8,seq=1024", "rows": rows}
+           "graph": "zoo:gpt-deep@layers=L,batch=8,seq=1024", "rows": rows, "throughput": tput}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1))
     print(f"wrote {args.out}")
