@@ -16,6 +16,7 @@ the git commit measured.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -97,9 +98,11 @@ def throughput(layers: int, n_genomes: int, configs) -> list[dict]:
         try:
             for f in pool.submit_many(genomes[:workers]):          # warm-up: workers have their evaluator
                 f.result()
+            gc.disable()                      # as in the search (ga.GeneticSearch.run and every worker)
             t0 = time.perf_counter()
             values = [f.result() for f in pool.submit_many(genomes)]
             dt = time.perf_counter() - t0
+            gc.enable()
         finally:
             pool.close()
         rows.append({"executor": executor, "workers": workers, "ops": g.num_ops, "genomes": len(genomes),
