@@ -206,8 +206,8 @@ def decoder_training_graph(cfg: DecoderConfig, batch: int, seq: int, name: str, 
             st.weight_grad(p + "wd", s["act"], dx)
             dact = st.matmul("matmul_dx", dx, w["wd"], p + "swiglu.grad", cfg.ffn)
             dg, du = b.op("swiglu_bwd", [dact, s["g"], s["u"]],
-                          [(p + "gate.grad", (T, cfg.ffn), ACT, "gradient"), (p + "up.grad", (T, cfg.ffn), ACT, "gradient")],
-                          flops=10 * T * cfg.ffn)
+                          [(p + "gate.grad", (T, cfg.ffn), ACT, "gradient"),
+                           (p + "up.grad", (T, cfg.ffn), ACT, "gradient")], flops=10 * T * cfg.ffn)
             st.weight_grad(p + "wg", s["h2"], dg)
             st.weight_grad(p + "wu", s["h2"], du)
             (dh2,) = b.op("matmul_dx", [dg, du, w["wg"], w["wu"]], [(p + "h2.grad", (T, d), ACT, "gradient")],
@@ -232,7 +232,8 @@ def decoder_training_graph(cfg: DecoderConfig, batch: int, seq: int, name: str, 
         do = st.matmul("matmul_dx", dx2, w["wo"], p + "attn_out.grad", d)
         if llama:
             dq, dk, dv = b.op("flash_attention_bwd", [s["q"], s["k"], s["v"], s["o"], s["lse"], do],
-                              [(p + "q_rot.grad", (T, d), ACT, "gradient"), (p + "k_rot.grad", (T, kvd), ACT, "gradient"),
+                              [(p + "q_rot.grad", (T, d), ACT, "gradient"),
+                               (p + "k_rot.grad", (T, kvd), ACT, "gradient"),
                                (p + "v.grad", (T, kvd), ACT, "gradient")], flops=5 * batch * seq * seq * d)
             dq, dk = b.op("rope_bwd", [dq, dk, rope], [(p + "q.grad", (T, d), ACT, "gradient"),
                                                        (p + "k.grad", (T, kvd), ACT, "gradient")],
