@@ -90,6 +90,7 @@ def _op_names(func) -> set:
     return names
 
 
+@pytest.mark.slow          # torch.export of a HF model: ~17 CPU s
 def test_llama_gradient_skips_mask_and_position_ids():
     """The integer ops of the mask and position ids end up in the prelude, never in the differentiated core."""
     from tvm_swap.grad_scope import split_by_dependence
