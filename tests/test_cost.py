@@ -35,6 +35,32 @@ def test_roofline_compute_and_memory_bound_cases():
     assert roofline_times(g, "v100-16gb")[0] == pytest.approx((2e9 + 10) / dev.mem_bandwidth + dev.launch_overhead_s)
 
 
+def _typed_op_graph(flops, dtype):
+    tensors = [TensorInfo(0, "x", 8, (4,), dtype, "input"), TensorInfo(1, "y", 8, (4,), dtype, "output")]
+    return DataflowGraph("g", tensors, [OpInfo(0, "k", "k", (0,), (1,), float(flops))], outputs=[1])
+
+
+@pytest.mark.parametrize("name", ["h100", "h200"])
+def test_roofline_uses_tensor_cores_for_bf16_ops_only(name):
+    dev = get_device(name)
+    assert dev.tensor_flops > 10 * dev.peak_flops
+    for dtype, peak in [("bfloat16", dev.tensor_flops), ("float16", dev.tensor_flops), ("float32", dev.peak_flops)]:
+        want = 1e12 / (peak * dev.compute_efficiency) + dev.launch_overhead_s
+        assert roofline_times(_typed_op_graph(1e12, dtype), dev)[0] == pytest.approx(want), dtype
+    v100 = get_device("v100-16gb")          # no tensor_flops given: bf16 runs at the fp32 peak
+    assert roofline_times(_typed_op_graph(1e12, "bfloat16"), v100)[0] == \
+        roofline_times(_typed_op_graph(1e12, "float32"), v100)[0]
+
+
+def test_hopper_specs_have_pcie5_links():
+    for name, mem in [("h100", 80e9), ("h200", 141e9)]:
+        dev = get_device(name)
+        assert dev.memory_bytes == mem
+        assert 40e9 <= dev.h2d_bandwidth == dev.d2h_bandwidth <= 64e9       # PCIe 5.0 x16: 63 GB/s nominal
+        assert dev.h2d_bandwidth < dev.duplex_bandwidth <= 2 * dev.h2d_bandwidth
+        assert get_device(dev.to_dict()["name"]) == type(dev).from_dict(dev.to_dict())
+
+
 def test_roofline_counts_a_tensor_read_twice_once():
     tensors = [TensorInfo(0, "x", 100, (100,), "uint8", "input"), TensorInfo(1, "y", 10, (10,), "uint8", "output")]
     g = DataflowGraph("g", tensors, [OpInfo(0, "k", "k", (0, 0), (1,), 0.0)], outputs=[1])

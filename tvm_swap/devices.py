@@ -1,12 +1,16 @@
 """Device specs as data: compute peak, memory bandwidth, host link bandwidth per direction and both ways.
 
 Link figures are *measured* transfer rates, not the bus's nominal ones: that is what the simulator needs.
+`tensor_flops` is the dense bf16/fp16 tensor-core rate; the roofline (tvm_swap.cost) uses it for ops whose
+tensors are bf16/fp16, and `peak_flops` (fp32) for the rest.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
 from .errors import TvmSwapError
+
+HALF_DTYPES = ("bfloat16", "float16")
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,13 @@ class DeviceSpec:
     launch_overhead_s: float = 5e-6   # per kernel
     compute_efficiency: float = 0.6   # fraction of roofline real kernels reach
     description: str = ""
+    tensor_flops: float = 0.0         # dense bf16/fp16 FLOP/s (tensor cores); 0: as peak_flops
+
+    def flops_for(self, dtype: str) -> float:
+        """Peak FLOP/s of an op computing in `dtype`."""
+        if self.tensor_flops and dtype in HALF_DTYPES:
+            return self.tensor_flops
+        return self.peak_flops
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -43,17 +54,24 @@ DEVICES: dict[str, DeviceSpec] = {
         h2d_bandwidth=12e9, d2h_bandwidth=12e9, duplex_bandwidth=20e9,
         description="NVIDIA V100 16GB, PCIe 3.0 x16 (SwapAdvisor's measured link)",
     ),
-    # H200 SXM on PCIe 5 x16: ~55 GB/s pinned one way is typical of measurements; ~100 GB/s both ways.
-    # Replace with figures from scripts/gpu_check.sh when run on the machine.
+    # H100 and H200 SXM. Sources: NVIDIA H100 Tensor Core GPU datasheet and NVIDIA H200 Tensor Core GPU
+    # datasheet (nvidia.com, 2024): 80 GB HBM3 at 3.35 TB/s / 141 GB HBM3e at 4.8 TB/s, FP32 67 TFLOPS,
+    # BF16 tensor core 1,979 TFLOPS *with sparsity*, i.e. 989 TFLOPS dense, PCIe Gen5 "128 GB/s" (both
+    # directions together, nominal). PCIe 5.0 x16 (PCI-SIG: 32 GT/s x 16 lanes, 128b/130b) is 63 GB/s per
+    # direction nominal; pinned cudaMemcpyAsync reaches about 55 GB/s one way and about 100 GB/s with both
+    # directions busy (NVIDIA nvbandwidth host_to_device / bidirectional figures on Hopper PCIe 5 hosts).
+    # Not measured here: replace with scripts/gpu_check.sh figures when run on the machine.
     "h200": DeviceSpec(
         name="h200", memory_bytes=141 * 10**9, peak_flops=67e12, mem_bandwidth=4.8e12,
-        h2d_bandwidth=55e9, d2h_bandwidth=55e9, duplex_bandwidth=100e9,
-        description="NVIDIA H200 SXM 141GB, PCIe 5.0 x16 (typical pinned-copy rates, unmeasured here)",
+        h2d_bandwidth=55e9, d2h_bandwidth=55e9, duplex_bandwidth=100e9, tensor_flops=989e12,
+        description="NVIDIA H200 SXM 141GB HBM3e, bf16 989 TFLOPS dense, PCIe 5.0 x16 (55 GB/s one way, "
+                    "100 GB/s duplex: typical pinned-copy rates, unmeasured here)",
     ),
     "h100": DeviceSpec(
-        name="h100", memory_bytes=80 * 10**9, peak_flops=51e12, mem_bandwidth=3.35e12,
-        h2d_bandwidth=55e9, d2h_bandwidth=55e9, duplex_bandwidth=100e9,
-        description="NVIDIA H100 SXM 80GB, PCIe 5.0 x16 (typical pinned-copy rates, unmeasured here)",
+        name="h100", memory_bytes=80 * 10**9, peak_flops=67e12, mem_bandwidth=3.35e12,
+        h2d_bandwidth=55e9, d2h_bandwidth=55e9, duplex_bandwidth=100e9, tensor_flops=989e12,
+        description="NVIDIA H100 SXM 80GB HBM3, bf16 989 TFLOPS dense, PCIe 5.0 x16 (55 GB/s one way, "
+                    "100 GB/s duplex: typical pinned-copy rates, unmeasured here)",
     ),
     # The CPU "device" of the emulated backend: copies are memcpy on worker threads, link throttled on demand.
     "cpu": DeviceSpec(

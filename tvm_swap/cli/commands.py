@@ -79,7 +79,8 @@ def cmd_plan(args) -> int:
     plan = plan_graph(graph, mem_limit=args.mem_limit, device=get_device(args.device or "v100-16gb"),
                       planner=args.planner, budget_s=args.budget_s, seed=args.seed,
                       generations=args.generations, workers=args.workers, progress=_progress(args),
-                      pool=args.pool)
+                      pool=args.pool, executor=getattr(args, "executor", "processes"),
+                      ray_address=getattr(args, "ray_address", None))
     plan.search["graph_spec"] = args.graph   # so `tvm-swap report plan.json` finds the graph again
     summary = plan_summary(plan)
     if args.output:
@@ -100,8 +101,12 @@ def cmd_plan(args) -> int:
 def cmd_zoo(args) -> int:
     from ..zoo import ZOO
 
+    from ..zoo.llm import LLM_MODELS
+
     for name, info in ZOO.items():
         print(f"{name:<18} {info['description']}  (paper batches: {info['paper_batches']})")
+    for name, cfg in LLM_MODELS.items():
+        print(f"{name:<18} {cfg.description}  (options: @batch=B,seq=S,layers=L)")
     return 0
 
 

@@ -47,6 +47,10 @@ def _add_planner_args(p: argparse.ArgumentParser) -> None:
                    help="stop after N generations (with --seed: reproducible plans)")
     p.add_argument("--seed", type=int, default=0, metavar="N")
     p.add_argument("--workers", type=int, default=None, metavar="N", help="processes for the search (default: all cores)")
+    p.add_argument("--executor", choices=["processes", "ray"], default="processes",
+                   help="where the search evaluates candidates: local processes or Ray actors (same plan either way)")
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="Ray cluster to use with --executor ray (e.g. auto or ray://host:10001; default: a local Ray)")
 
 
 def build_parser() -> argparse.ArgumentParser:

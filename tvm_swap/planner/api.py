@@ -49,7 +49,8 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
     search = GeneticSearch(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed, settings,
                            evaluator=ev)
     res = search.run(budget_s=budget, generations=ctx.generations, workers=ctx.workers,
-                     progress=ctx.progress)
+                     progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
+                     ray_address=ctx.options.get("ray_address"))
     if ctx.pool == "arena":
         sp = plan_arena(search.gi, res.best.schedule, ctx.mem_limit, res.best.alloc)
     else:
@@ -197,14 +198,17 @@ def resolve_op_time(graph: DataflowGraph, device: DeviceSpec, op_time) -> np.nda
 # ---------------------------------------------------------------- the entry point
 def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None, planner: str = "swapadvisor",
                budget_s: float = 60.0, seed: int = 0, generations: int | None = None, workers: int | None = None,
-               progress: bool = False, alignment: int = 256, pool: str | None = None, **options) -> Plan:
+               progress: bool = False, alignment: int = 256, pool: str | None = None, executor: str = "processes",
+               ray_address: str | None = None, **options) -> Plan:
     """Plan one iteration of `graph` under `mem_limit`; returns a verified Plan with `predicted` filled.
 
     mem_limit: bytes, '16GB', '512MiB' or '25%' (of the no-swap peak, see the module docstring).
     op_time: seconds per op (array), or None for roofline times on `device`.
     planner: one of PLANNERS. budget_s: search wall-clock budget; generations: if given, exactly that many
     GA generations (reproducible: same seed + generations = same plan) and budget_s is ignored.
-    workers: processes for the search (None: all cores; 1: in-process). options: planner knobs
+    workers: processes for the search (None: all cores; 1: in-process). executor: "processes" (local) or
+    "ray" (Ray actors; ray_address: a running cluster, default a local Ray with `workers` CPUs); the plan
+    does not depend on the executor or the number of workers. options: planner knobs
     (swapadvisor: population, temperature, schedule_mutation, max_pick_rate, cls_flip, cnt_redraw, cnt_sigma).
     pool: the device memory model, "arena" (one region, a byte offset per stay; the default of the
     swapadvisor planners) or "size-classes" (the paper's pool; the only one the baselines model).
@@ -225,6 +229,13 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     if generations is None and not budget_s > 0:
         raise TvmSwapError(f"budget_s must be positive seconds, got {budget_s!r}")
     pool = resolve_pool(planner, pool)
+    from .swapadvisor.executors import EXECUTORS
+
+    if executor not in EXECUTORS:
+        raise TvmSwapError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+    if ray_address and executor != "ray":
+        raise TvmSwapError("ray_address is only for executor='ray'")
+    options = {**options, "executor": executor, "ray_address": ray_address}
     dev = get_device(device)
     limit = resolve_limit(graph, mem_limit, alignment)
     check_feasible(graph, limit, pool, alignment)

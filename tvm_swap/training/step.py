@@ -30,6 +30,7 @@ import numpy as np
 
 from . import gradients
 from ..errors import TvmSwapError, UnsupportedModelError
+from .grad_scope import split_by_dependence
 
 UPDATES_ATTR = "tvm_swap.updates"
 PARAM_KINDS_ATTR = "tvm_swap.param_kinds"
@@ -119,8 +120,9 @@ def train_step(mod, params=None, loss: str = "cross_entropy", optimizer: str | O
     if len(dtypes) > 1:
         raise UnsupportedModelError(f"trainable params mix dtypes {sorted(dtypes)}; train_step needs one "
                                     "floating-point dtype (freeze or cast the others)")
-    adjoint = _differentiate(loss_mod, chosen)
-    step = _assemble(adjoint, loss_fn.params[:n_data], kept, chosen, opt)
+    split = split_by_dependence(loss_fn, chosen)   # only what depends on a trainable param is differentiated
+    adjoint = _differentiate(tvm.IRModule({"loss": split.core}), chosen)
+    step = _assemble(adjoint, loss_fn.params[:n_data], kept, chosen, opt, split.prelude)
     state = _initial_state(step, n_data, params, weights, chosen, opt)
     return step, state
 
@@ -325,13 +327,15 @@ def _update(bb, opt, w, g, state, shared):
     return new_w, [m, v]
 
 
-def _assemble(adjoint, data_params, kept, chosen, opt):
-    """main(*inputs, labels, *kept, *state) -> (loss, *new chosen, *new state), with the attrs."""
+def _assemble(adjoint, data_params, kept, chosen, opt, prelude=None):
+    """main(*inputs, labels, *kept, *state) -> (loss, *new chosen, *new state), with the attrs. prelude:
+    the loss's part that needs no gradient (grad_scope), whose results are the adjoint's last arguments."""
     import tvm
     from tvm import relax
 
     bb = relax.BlockBuilder()
     adj_gv = bb.add_func(adjoint.without_attr("global_symbol"), "loss_adjoint")
+    pre_gv = bb.add_func(prelude, "loss_prelude") if prelude is not None else None
     data = [relax.Var(p.name, p.ty) for p in data_params]
     mine = {w: relax.Var(w.name, w.ty) for w in kept}
     dt = str(chosen[0].ty.dtype.dtype)
@@ -346,7 +350,11 @@ def _assemble(adjoint, data_params, kept, chosen, opt):
     params = [*data, *[mine[w] for w in kept], *state_vars]
     with bb.function("main", params):
         with bb.dataflow():
-            res = bb.emit(relax.Call(adj_gv, [*data, *[mine[w] for w in kept]]))
+            args = [*data, *[mine[w] for w in kept]]
+            if pre_gv is not None:
+                pre = bb.emit(relax.Call(pre_gv, args))
+                args += [bb.emit(relax.TupleGetItem(pre, i)) for i in range(len(prelude.ret_ty.fields))]
+            res = bb.emit(relax.Call(adj_gv, args))
             loss = bb.emit(relax.TupleGetItem(res, 0), "loss")
             grads = bb.emit(relax.TupleGetItem(res, 1))
             new_shared = []

@@ -120,9 +120,12 @@ def _document(name: str) -> dict:
 
 
 def load_zoo(spec: str) -> DataflowGraph:
-    """The training graph named by `spec` (see parse_zoo_spec), validated."""
+    """The training graph named by `spec` (see parse_zoo_spec; LLMs: tvm_swap.zoo.llm), validated."""
     from .affine import instantiate
+    from .llm import llm_name, load_llm
 
+    if llm_name(spec) is not None:         # generated from formulas at any batch/seq (zoo/llm)
+        return load_llm(spec)
     name, batch = parse_zoo_spec(spec)
     return instantiate(_document(name), batch, name=f"{name}@batch={batch}")
 

@@ -11,19 +11,17 @@
 - Determinism: every random draw happens in this process, from one numpy Generator seeded by `seed`;
   workers only evaluate genomes (a pure function), so the same seed and number of generations give the
   same plan with any number of workers. A time budget instead stops between generations.
-- Parallel evaluation: a ProcessPoolExecutor over fork; each worker builds its tables once in the
-  initializer (the graph reaches it through fork, not per task). workers=1 evaluates in-process.
+- Parallel evaluation (tvm_swap.planner.swapadvisor.executors): local processes started by a forkserver, or Ray actors;
+  each worker receives the Evaluator once and evaluates batches. workers=1 evaluates in-process.
 """
 from __future__ import annotations
 
 import gc
 import hashlib
 import math
-import multiprocessing
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,6 +32,7 @@ from ...graph import DataflowGraph
 from .arena import ArenaScorer, ArenaSpace
 from .encoding import Allocation, AllocationSpace, crossover_schedules, locality_schedule, mutate_schedule
 from ..graphindex import GraphIndex
+from .executors import make_pool
 from .swapplan import SwapPlanScorer
 
 
@@ -105,53 +104,6 @@ class Evaluator:
             return self.scorer.time_of(schedule, alloc)
         except PlanError:
             return math.inf
-
-
-_WORKER: Evaluator | None = None
-
-
-def _init_worker(graph, op_time, device, mem_limit, alignment, keep_updated=None, pool="size-classes") -> None:
-    global _WORKER
-    gc.disable()        # evaluations make no reference cycles; collections would only rescan the graph
-    _WORKER = Evaluator(graph, op_time, device, mem_limit, alignment, keep_updated, pool)
-
-
-def _evaluate_in_worker(task) -> float:
-    schedule, alloc = task
-    return _WORKER.time_of(schedule, alloc)
-
-
-class _Done:
-    """An in-process result with the Future interface."""
-
-    def __init__(self, value: float):
-        self.value = value
-
-    def result(self) -> float:
-        return self.value
-
-
-class _Pool:
-    """Evaluates genomes in worker processes (submit returns a Future) or in-process."""
-
-    def __init__(self, evaluator: Evaluator, workers: int, mem_limit: int, alignment: int):
-        self.ev = evaluator
-        self.exe = None
-        self.workers = workers
-        if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-            self.exe = ProcessPoolExecutor(
-                max_workers=workers, mp_context=multiprocessing.get_context("fork"), initializer=_init_worker,
-                initargs=(evaluator.graph, evaluator.op_time, evaluator.device, mem_limit, alignment,
-                          evaluator.gi.keep_updated, evaluator.pool))
-
-    def submit(self, g: Genome):
-        if self.exe is None:
-            return _Done(self.ev.time_of(g.schedule, g.alloc))
-        return self.exe.submit(_evaluate_in_worker, (g.schedule, g.alloc))
-
-    def close(self) -> None:
-        if self.exe is not None:
-            self.exe.shutdown(wait=True, cancel_futures=True)
 
 
 def default_workers() -> int:
@@ -228,12 +180,14 @@ class GeneticSearch:
         return kids
 
     # ---- evaluation and selection ----
-    def submit(self, pool: _Pool, genomes: list[Genome], pending: dict) -> None:
-        """Start evaluating the genomes not seen before; `pending` maps key -> future."""
+    def submit(self, pool, genomes: list[Genome], pending: dict) -> None:
+        """Start evaluating the genomes not seen before (one batch); `pending` maps key -> future."""
+        new = {}
         for g in genomes:
             k = g.key()
-            if k not in self.known and k not in pending:
-                pending[k] = pool.submit(g)
+            if k not in self.known and k not in pending and k not in new:
+                new[k] = g
+        pending.update(zip(new, pool.submit_many(list(new.values()))))
 
     def collect(self, genomes: list[Genome], pending: dict) -> None:
         """Wait for `pending` and give every genome its time."""
@@ -244,7 +198,7 @@ class GeneticSearch:
         for g in genomes:
             g.time_s = self.known[g.key()]
 
-    def evaluate(self, pool: _Pool, genomes: list[Genome]) -> None:
+    def evaluate(self, pool, genomes: list[Genome]) -> None:
         pending: dict = {}
         self.submit(pool, genomes, pending)
         self.collect(genomes, pending)
@@ -268,7 +222,8 @@ class GeneticSearch:
 
     # ---- the loop ----
     def run(self, budget_s: float = 60.0, generations: int | None = None, workers: int | None = None,
-            progress: bool = False) -> SearchResult:
+            progress: bool = False, executor: str = "processes", ray_address: str | None = None) -> SearchResult:
+        """executor: "processes" (local; workers=1 is in-process) or "ray" (tvm_swap.planner.swapadvisor.executors)."""
         t0 = time.perf_counter()
         Np = self.s.population
         seeds = self.seed_genomes()
@@ -276,11 +231,12 @@ class GeneticSearch:
         while len(pop) < Np:
             pop.append(self.random_genome())
         n_workers = default_workers() if workers is None else max(1, int(workers))
-        n_workers = min(n_workers, max(1, Np))
-        pool = _Pool(self.ev, n_workers, self.mem_limit, self.alignment)
+        if executor == "processes":
+            n_workers = min(n_workers, max(1, Np))
+        pool = make_pool(self.ev, executor, n_workers, ray_address)
         bar = _progress_bar(progress, generations)
         gc_was = gc.isenabled()
-        gc.disable()                                       # see _init_worker
+        gc.disable()                  # evaluations make no reference cycles; collections would only rescan
         try:
             self.evaluate(pool, pop)
             seed_times = {name: g.time_s for name, g in seeds}

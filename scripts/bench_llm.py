@@ -1,0 +1,91 @@
+#!/usr/bin/env python
+"""Llama training steps planned on one H200 with the existing planners: throughput vs ideal and bytes moved.
+
+Workloads (tvm_swap.zoo.llm: bf16 weights/activations/grads, fp32 master weights and AdamW state):
+Llama-7B at seq 4096 at 141 GB (the whole H200) and 80 GB (an H100's worth), Llama-13B at 141 GB.
+For each: the no-swap need (bounds.noswap_peak: every tensor kept, updates next to the values they
+replace), then swapadvisor-nosearch, odswap, vdnn and swapadvisor (GA, --budget seconds, one process),
+each plan verified by plan_graph. Prints a table and writes benchmarks/llm.json with the git commit.
+
+    python scripts/bench_llm.py                      # ~10 minutes on 2 cores
+    python scripts/bench_llm.py --budget 30 --cases llama-7b@batch=4,seq=4096:80GB
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_CASES = ["llama-7b@batch=4,seq=4096:141GB", "llama-7b@batch=4,seq=4096:80GB",
+                 "llama-13b@batch=1,seq=4096:141GB"]
+PLANNERS = ["swapadvisor-nosearch", "odswap", "vdnn", "swapadvisor"]
+
+
+def run_case(case: str, budget: float, device: str) -> list[dict]:
+    from tvm_swap.errors import InfeasibleLimitError
+    from tvm_swap.planner import plan_graph
+    from tvm_swap.planner.bounds import noswap_peak
+    from tvm_swap.units import parse_limit
+    from tvm_swap.zoo import load_zoo
+
+    spec, _, limit_text = case.rpartition(":")
+    g = load_zoo("zoo:" + spec)
+    limit = int(parse_limit(limit_text))
+    need = noswap_peak(g)
+    rows = []
+    for planner in PLANNERS:
+        t0 = time.perf_counter()
+        row = {"model": spec, "limit": limit_text, "mem_limit_bytes": limit, "need_bytes": need, "planner": planner,
+               "ops": g.num_ops}
+        try:
+            p = plan_graph(g, limit, device=device, planner=planner, budget_s=budget, workers=1)
+        except InfeasibleLimitError as e:
+            row["error"] = str(e)
+            rows.append(row)
+            continue
+        pr = p.predicted
+        row.update({"plan_s": time.perf_counter() - t0, "time_s": pr["time_s"], "ideal_time_s": pr["ideal_time_s"],
+                    "lower_bound_s": pr["lower_bound_s"], "throughput_vs_ideal": pr["throughput_vs_ideal"],
+                    "swap_in_bytes": pr["swap_in_bytes"], "swap_out_bytes": pr["swap_out_bytes"],
+                    "peak_bytes": pr["peak_bytes"], "generations": (p.search or {}).get("generations")})
+        rows.append(row)
+        print(f"{spec} {limit_text} {planner}: {row['throughput_vs_ideal']:.3f} of ideal", file=sys.stderr, flush=True)
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", nargs="+", default=DEFAULT_CASES, help="MODEL@OPTIONS:LIMIT")
+    ap.add_argument("--budget", type=float, default=60.0, help="swapadvisor search seconds per case")
+    ap.add_argument("--device", default="h200")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "llm.json"))
+    args = ap.parse_args(argv)
+    rows = [r for case in args.cases for r in run_case(case, args.budget, args.device)]
+    print(f"\n{'model':<28} {'limit':>6} {'need GB':>8} {'planner':<21} {'time s':>8} {'ideal s':>8} "
+          f"{'vs ideal':>9} {'in GB':>7} {'out GB':>7} {'peak GB':>8}")
+    for r in rows:
+        head = f"{r['model']:<28} {r['limit']:>6} {r['need_bytes'] / 1e9:>8.1f} {r['planner']:<21}"
+        if "error" in r:
+            print(f"{head} infeasible: {r['error'][:60]}")
+            continue
+        print(f"{head} {r['time_s']:>8.2f} {r['ideal_time_s']:>8.2f} {r['throughput_vs_ideal']:>9.3f} "
+              f"{r['swap_in_bytes'] / 1e9:>7.1f} {r['swap_out_bytes'] / 1e9:>7.1f} {r['peak_bytes'] / 1e9:>8.1f}")
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    doc = {"benchmark": "bench_llm", "git_commit": commit, "machine": platform.platform(), "cpus": os.cpu_count(),
+           "device": args.device, "budget_s": args.budget, "rows": rows}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(doc, indent=1))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
