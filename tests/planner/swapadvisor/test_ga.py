@@ -98,6 +98,7 @@ def test_duplicates_are_not_simulated_twice():
     assert len(s.known) == res.evaluations
 
 
+@pytest.mark.slow     # wall-clock bounds: meaningful on an idle machine only
 def test_budget_stops_the_search():
     g = random_training_graph(2, n_layers=40)
     t0 = time.perf_counter()

@@ -100,9 +100,9 @@ class ArenaSpace:
         return ArenaGenes(float(headroom), np.zeros(self.n_t, dtype=np.int64), float(keep))
 
     def seeds(self) -> list[tuple[str, ArenaGenes]]:
-        out = [("nosearch", self.zero()), ("headroom2", self.zero(0.02)), ("headroom6", self.zero(0.06))]
+        out = [("nosearch", self.zero()), ("headroom3", self.zero(0.03))]
         if self.has_pairs:
-            out += [("keep25", self.zero(0.0, 0.25)), ("keep50", self.zero(0.0, 0.5)), ("keepall", self.zero(0.0, 1.0))]
+            out += [("keep50", self.zero(0.0, 0.5)), ("keepall", self.zero(0.0, 1.0))]
         return out
 
     def random(self, rng: np.random.Generator) -> ArenaGenes:
