@@ -1,0 +1,126 @@
+#!/usr/bin/env python
+"""The smallest memory limit each pool mode can plan, for the bundled examples and the MXNet fixtures.
+
+For each model (inference, and its training step where a model has params) at batch 1, 8 and 128: the
+no-swap peak, the arena's and the size-class pool's min feasible limit (bytes and % of the peak), the
+largest op's own working set and the kernel workspace reserve. Needs TVM (lowering) but no profiling: both
+floors come from the graph alone. Prints a table and writes benchmarks/min_limit.{json,md} with the commit.
+
+    python scripts/bench_min_limit.py
+    python scripts/bench_min_limit.py --models small_cnn,resnet18_v1 --batches 1,128
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+FIXTURES = Path(os.environ.get("TVM_SWAP_FIXTURES", ROOT.parent / "shared" / "fixtures")) / "mxnet"
+MXNET = ["small_cnn", "resnet18_v1", "mlp", "transformer_encoder"]
+EXAMPLES = ["mlp", "cnn", "mlp-train", "cnn-train"]
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def mxnet_module(name: str, batch: int):
+    from tvm_swap.frontends.mxnet import from_mxnet
+
+    info = json.loads((FIXTURES / f"{name}.input.json").read_text())
+    shapes = {i["name"]: [batch] + list(i["shape"][1:]) for i in info["inputs"]}
+    params = FIXTURES / info["params_file"] if info.get("params_file") else None
+    mod, prm = from_mxnet(FIXTURES / f"{name}-symbol.json", str(params) if params else None, shapes)
+    return mod, prm
+
+
+def graph_of(mod):
+    from relay_passes.lower import lower
+    from tvm_swap.graph.extract import graph_from_relax
+
+    return graph_from_relax(lower(mod, "llvm"), "main", target="llvm")
+
+
+def measure(label: str, mod) -> dict:
+    from tvm_swap.planner.api import feasible_floor
+    from tvm_swap.planner.bounds import noswap_peak
+    from tvm_swap.planner.graphindex import GraphIndex
+    from tvm_swap.planner.swapadvisor.arena import working_set_floor
+
+    g = graph_of(mod)
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    peak = noswap_peak(g)
+    arena, _ = feasible_floor(g, "arena")
+    classes, _ = feasible_floor(g, "size-classes")
+    row = {"model": label, "ops": g.num_ops, "noswap_peak": int(peak), "arena_min": int(arena),
+           "size_classes_min": int(classes), "largest_working_set": int(working_set_floor(gi)),
+           "workspace": int(gi.workspace)}
+    print(f"{label:38s} peak {peak / 1e6:9.2f} MB  arena {arena / peak:6.1%}  size classes {classes / peak:6.1%}  "
+          f"(working set {row['largest_working_set'] / 1e6:.2f} MB, workspace {row['workspace'] / 1e6:.2f} MB)",
+          flush=True)
+    return row
+
+
+def render(rows: list[dict], commit: str) -> str:
+    from tvm_swap.units import format_bytes
+
+    out = ["# Smallest feasible limit: arena vs size classes", "",
+           f"No-swap peak (liveness, default schedule) and each pool's min feasible limit, from the graph alone "
+           f"(llvm lowering, no profiling). Commit {commit}. `scripts/bench_min_limit.py`.", "",
+           "| model | ops | no-swap peak | arena min | % of peak | size-classes min | % of peak | largest op | "
+           "workspace |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        p = r["noswap_peak"]
+        out.append(f"| {r['model']} | {r['ops']} | {format_bytes(p)} | {format_bytes(r['arena_min'])} | "
+                   f"{r['arena_min'] / p:.1%} | {format_bytes(r['size_classes_min'])} | "
+                   f"{r['size_classes_min'] / p:.1%} | {format_bytes(r['largest_working_set'])} | "
+                   f"{format_bytes(r['workspace'])} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default=",".join(MXNET + EXAMPLES))
+    ap.add_argument("--batches", default="1,8,128")
+    ap.add_argument("--no-train", action="store_true", help="inference only")
+    ap.add_argument("--out-dir", default=str(ROOT / "benchmarks"))
+    args = ap.parse_args(argv)
+    from tvm_swap.examples import get_example
+    from tvm_swap.training import train_step
+
+    rows = []
+    for name in args.models.split(","):
+        if name in EXAMPLES:
+            rows.append(measure(f"example {name}", get_example(name).mod))
+            continue
+        for b in (int(x) for x in args.batches.split(",")):
+            mod, prm = mxnet_module(name, b)
+            rows.append(measure(f"{name} batch {b} inference", mod))
+            if not args.no_train and b <= 8:          # training steps at batch 128 lower slowly on 2 cores
+                try:
+                    step, _ = train_step(mod, prm, loss="cross_entropy", optimizer="sgd")
+                except Exception as e:  # a model without a gradient path: say so in the table
+                    print(f"{name} batch {b} train step: {type(e).__name__}: {str(e).splitlines()[0]}")
+                    continue
+                rows.append(measure(f"{name} batch {b} train step", step))
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    commit = git_commit()
+    (out / "min_limit.json").write_text(json.dumps({"commit": commit, "rows": rows}, indent=1))
+    (out / "min_limit.md").write_text(render(rows, commit))
+    print(render(rows, commit))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
