@@ -64,17 +64,22 @@ class ArenaGenes:
     headroom: fraction of the arena the walk leaves unplanned (placement slack; fewer retries and
     fewer copies cut short by fragmentation). keep: the share of the arena given to updated params that stay
     on the device between iterations (each kept one costs twice its bytes for the whole iteration: see
-    "Periodicity" in the module docstring); 0 reads every updated param from the host. bias: per tensor, slots added to its next use when
+    "Periodicity" in the module docstring); 0 reads every updated param from the host. split: a soft
+    partition (what size classes give the paper's pool): when room is needed, the group (params and optimizer
+    state / everything else) over its share of the capacity gives up a victim first; < 0 is one Belady
+    over all. bias: per tensor, slots added to its next use when
     choosing a victim (> 0: evicted sooner, < 0: kept longer); all zeros is Belady."""
     headroom: float
     bias: np.ndarray
     keep: float = 0.0      # share of the arena for kept updated params (ping-pong pairs, 2x their bytes)
+    split: float = -1.0    # share of the capacity protected for params and optimizer state (< 0: shared)
 
     def key(self) -> bytes:
-        return np.float64(self.headroom).tobytes() + np.float64(self.keep).tobytes() + self.bias.tobytes()
+        return (np.float64(self.headroom).tobytes() + np.float64(self.keep).tobytes()
+                + np.float64(self.split).tobytes() + self.bias.tobytes())
 
     def copy(self) -> "ArenaGenes":
-        return ArenaGenes(float(self.headroom), self.bias.copy(), float(self.keep))
+        return ArenaGenes(float(self.headroom), self.bias.copy(), float(self.keep), float(self.split))
 
 
 class ArenaSpace:
@@ -113,8 +118,8 @@ class ArenaSpace:
 
     def crossover(self, a: ArenaGenes, b: ArenaGenes, rng: np.random.Generator) -> tuple[ArenaGenes, ArenaGenes]:
         cut = int(rng.integers(0, self.n_t + 1))
-        k1 = ArenaGenes(a.headroom, np.concatenate((a.bias[:cut], b.bias[cut:])), b.keep)
-        k2 = ArenaGenes(b.headroom, np.concatenate((b.bias[:cut], a.bias[cut:])), a.keep)
+        k1 = ArenaGenes(a.headroom, np.concatenate((a.bias[:cut], b.bias[cut:])), b.keep, a.split)
+        k2 = ArenaGenes(b.headroom, np.concatenate((b.bias[:cut], a.bias[cut:])), a.keep, b.split)
         return k1, k2
 
     def mutate(self, a: ArenaGenes, rng: np.random.Generator, p_bias: float = 0.02, p_head: float = 0.3,
@@ -130,6 +135,8 @@ class ArenaSpace:
             g.headroom = float(np.clip(rng.normal(g.headroom, sigma), 0.0, self.MAX_HEADROOM))
         if self.has_pairs and rng.random() < p_head:
             g.keep = float(np.clip(rng.normal(g.keep, 0.15), 0.0, 1.0))
+        if rng.random() < p_head / 2:
+            g.split = -1.0 if g.split >= 0 and rng.random() < 0.5 else float(rng.uniform(0.2, 0.8))
         return g
 
 
@@ -346,8 +353,10 @@ class _ArenaWalk:
         self.role = gi.role.tolist()
         self.produced = gi.produced.tolist()
         self.size = gi.size.tolist()
+        kinds = gi.graph.tensors
+        self.group = [0 if kinds[t].kind in ("param", "optimizer_state") else 1 for t in range(gi.n_tensors)]
 
-    def run(self, capacity: int, bias: list, pinned_tensors=(), pairs=()) -> _Decisions:
+    def run(self, capacity: int, bias: list, pinned_tensors=(), pairs=(), split: float = -1.0) -> _Decisions:
         n, gi = self.n, self.gi
         n_t = gi.n_tensors
         size, role, produced = self.size, self.role, self.produced
@@ -361,7 +370,11 @@ class _ArenaWalk:
         host_ready = [-2 if produced[t] else -1 for t in range(n_t)]
         prod_slot = [-1] * n_t
         usage = np.zeros(max(n, 1), dtype=np.int64)      # bytes of stays covering each slot (decided so far)
-        heap: list = []
+        group = self.group
+        heaps: list = [[], []]                           # eviction candidates per group (0: params and state)
+        group_res = [0, 0]
+        share = int(split * capacity) if split >= 0 else capacity
+        group_cap = [share, capacity - share] if split >= 0 else [capacity, capacity]
         pin = set(pinned_tensors)
         pinned = []
         # kept pairs live outside the budget (their bytes are reserved): the old value is resident from the
@@ -383,6 +396,7 @@ class _ArenaWalk:
             stay_first.append(-1)
             stay_last.append(n)
             resident += size[t]
+            group_res[group[t]] += size[t]
         if resident > capacity:
             raise PlanError("pinned tensors alone exceed the capacity")
         out_stays: list = [None] * n
@@ -391,29 +405,53 @@ class _ArenaWalk:
         swap_ins: list = []
         evicted = 0
 
-        def make_room(need: int, i: int) -> None:
+        def top(h, i: int):
+            """The best valid candidate's heap entry (stale entries dropped), or None."""
+            while h:
+                _, nu, v = h[0]
+                if loc[v] >= 0 and nxt[v] == nu and nu > i:
+                    return h[0]
+                heapq.heappop(h)
+            return None
+
+        def victim(i: int, g: int) -> int:
+            """Belady over both groups; with a split, the group over its share gives first."""
+            if split >= 0:
+                first = g if group_res[g] > group_cap[g] or group_res[1 - g] <= group_cap[1 - g] else 1 - g
+                for h in (heaps[first], heaps[1 - first]):
+                    if top(h, i) is not None:
+                        return heapq.heappop(h)[2]
+                return -1
+            a, b = top(heaps[0], i), top(heaps[1], i)
+            if a is None and b is None:
+                return -1
+            h = heaps[0] if b is None or (a is not None and a[0] <= b[0]) else heaps[1]
+            return heapq.heappop(h)[2]
+
+        def evict(v: int, i: int) -> None:
             nonlocal resident, evicted
+            d = last[v]
+            if nxt[v] < _NEVER and host_ready[v] == -2:
+                swap_outs.append((prod_slot[v], v))
+            if host_ready[v] < d:
+                host_ready[v] = d
+            sid = loc[v]
+            drops.append((d, v, sid))
+            stay_last[sid] = d
+            loc[v] = -1
+            resident -= size[v]
+            group_res[group[v]] -= size[v]
+            if d + 1 < i:
+                usage[d + 1:i] -= size[v]
+            evicted += 1
+
+        def make_room(need: int, i: int, g: int) -> None:
             while resident + need > capacity:
-                while True:
-                    if not heap:
-                        raise PlanError(f"the op at position {i} needs {need} more bytes than fit beside what it "
-                                        f"uses ({resident} of {capacity} bytes)")
-                    _, nu, v = heapq.heappop(heap)
-                    if loc[v] >= 0 and nxt[v] == nu and nu > i:
-                        break
-                d = last[v]
-                if nu < _NEVER and host_ready[v] == -2:
-                    swap_outs.append((prod_slot[v], v))
-                if host_ready[v] < d:
-                    host_ready[v] = d
-                sid = loc[v]
-                drops.append((d, v, sid))
-                stay_last[sid] = d
-                loc[v] = -1
-                resident -= size[v]
-                if d + 1 < i:
-                    usage[d + 1:i] -= size[v]
-                evicted += 1
+                v = victim(i, g)
+                if v < 0:
+                    raise PlanError(f"the op at position {i} needs {need} more bytes than fit beside what it "
+                                    f"uses ({resident} of {capacity} bytes)")
+                evict(v, i)
 
         sched = self.sched
         heappush = heapq.heappush
@@ -435,7 +473,7 @@ class _ArenaWalk:
                     raise PlanError(f"planner bug: tensor {t} is read at position {i} but is neither resident "
                                     f"nor on the host")
                 need = size[t]
-                make_room(need, i)
+                make_room(need, i, group[t])
                 lo = max(hr, i - PREFETCH_WINDOW)       # the copy may be issued after slot lo at the earliest
                 q = lo
                 if lo + 1 < i:
@@ -450,11 +488,12 @@ class _ArenaWalk:
                 loc[t] = sid
                 nxt[t] = i
                 resident += need
+                group_res[group[t]] += need
                 swap_ins.append((q, t, sid))
             for k in range(k_out, b):
                 t = touch_t[k]
                 need = 0 if t in reserved else size[t]
-                make_room(need, i)
+                make_room(need, i, group[t])
                 sid = len(stay_t)
                 stay_t.append(t)
                 stay_first.append(i)
@@ -462,6 +501,7 @@ class _ArenaWalk:
                 loc[t] = sid
                 nxt[t] = i
                 resident += need
+                group_res[group[t]] += need
                 prod_slot[t] = i
                 outs.append(sid)
             out_stays[i] = outs
@@ -487,8 +527,9 @@ class _ArenaWalk:
                     loc[t] = -1
                     if t not in reserved:
                         resident -= size[t]
+                        group_res[group[t]] -= size[t]
                 else:
-                    heappush(heap, (-(nu + bias[t]), nu, t))
+                    heappush(heaps[group[t]], (-(nu + bias[t]), nu, t))
         # the end: what is still resident and not pinned leaves after its last use (kept tensors have host
         # copies; anything else still here has a next use only in the next iteration)
         for t in pair_new:
@@ -635,7 +676,7 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
                 break
             capacity = floor                    # last try: nothing but the largest working set planned
         tried.append(capacity)
-        d = walk.run(capacity, bias, pinned, pairs)
+        d = walk.run(capacity, bias, pinned, pairs, genes.split)
         d.pair_set = {t for pr in pairs for t in pr}
         first = _floored_firsts(d)
         sizes = [walk.size[t] for t in d.stay_t]
