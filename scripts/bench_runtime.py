@@ -120,9 +120,9 @@ def run(args):
         prof.sample(args.repeat)
         op_time = prof.op_times()
         plain_s, swap100_s = overhead(mod, params, inputs, op_time, args.repeat)
-        for lim in args.limits:
+        for lim, pool in [(lim, pool) for lim in args.limits for pool in args.pools]:
             cm = compile_model(mod, mem_limit=lim, op_time=op_time, bandwidth=bw, planner="swapadvisor",
-                               generations=args.generations)
+                               generations=args.generations, pool=pool)
             m = SwapModule(cm.executable, params, plan=cm.plan, bandwidth=cm.device)
             xs = [tvm.runtime.tensor(v) for v in inputs.values()]
             for _ in range(3):
@@ -139,7 +139,7 @@ def run(args):
             s = m.stats()
             pred = float(simulate(graph, cm.plan.actions, paired_op_time, cm.device).time_s)
             records.append({
-                "model": name, "limit": lim, "mem_limit_bytes": s["mem_limit_bytes"],
+                "model": name, "limit": lim, "pool": pool, "mem_limit_bytes": s["mem_limit_bytes"],
                 "device_peak_bytes": s["device_peak_bytes"], "bandwidth_bytes_per_s": bw,
                 "swap_in_bytes": s["swap_in_bytes"], "swap_out_bytes": s["swap_out_bytes"],
                 "swap_in_count": s["swap_in_count"], "swap_out_count": s["swap_out_count"],
@@ -152,7 +152,7 @@ def run(args):
             })
             m.close()
             r = records[-1]
-            print(f"{name:10s} {lim:>5s}  measured {r['measured_s'] * 1e3:8.2f} ms  predicted "
+            print(f"{name:10s} {lim:>5s} {pool:12s}  measured {r['measured_s'] * 1e3:8.2f} ms  predicted "
                   f"{r['predicted_s'] * 1e3:8.2f} ms  error {100 * r['error']:+6.1f}%   swapped "
                   f"{(r['swap_in_bytes'] + r['swap_out_bytes']) / 1e6:6.2f} MB", flush=True)
         prof.close()
@@ -165,6 +165,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--generations", type=int, default=5, help="GA generations per plan (reproducible)")
     ap.add_argument("--limits", nargs="+", default=["100%", "60%", "35%"])
+    ap.add_argument("--pools", nargs="+", default=["arena", "size-classes"], help="memory models, side by side")
     ap.add_argument("--models", nargs="*", default=None, help="subset of: mlp mlp-train cnn-train")
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "runtime.json"))
     args = ap.parse_args(argv)
