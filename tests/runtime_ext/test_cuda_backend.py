@@ -138,3 +138,17 @@ def test_stream_errors_are_raised_by_synchronize():
     with pytest.raises(CudaError, match="the d2h stream failed"):
         be.synchronize()
     be.close()
+
+
+def test_the_backend_places_arena_objects_at_the_plan_offsets(mlp_train):
+    ex, want, built = mlp_train
+    assert built.plan.pool.kind == "arena"
+    rt, be = _backend()
+    m = SwapModule(built.executable, ex.params, plan=built.plan, backend=be)
+    pool = m.executor.pool
+    base = be._arena.data_ptr()
+    assert be._arena.shape[0] == built.plan.pool.arena_bytes               # one cudaMalloc of the arena
+    for k, off in enumerate(built.plan.pool.offsets):
+        assert pool.storage(k).data_ptr() - base == off                   # zero-copy views at the offsets
+    assert bitwise_equal(flat(m(*ex.inputs.values())), want)
+    m.close()
