@@ -90,7 +90,8 @@ def render(rows: list[dict], commit: str) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models", default=",".join(MXNET + EXAMPLES))
+    ap.add_argument("--models", default=",".join(MXNET), help="MXNet fixtures (comma list)")
+    ap.add_argument("--examples", default=",".join(EXAMPLES), help="bundled examples (comma list; '' for none)")
     ap.add_argument("--batches", default="1,8,128")
     ap.add_argument("--no-train", action="store_true", help="inference only")
     ap.add_argument("--out-dir", default=str(ROOT / "benchmarks"))
@@ -99,10 +100,9 @@ def main(argv=None) -> int:
     from tvm_swap.training import train_step
 
     rows = []
-    for name in args.models.split(","):
-        if name in EXAMPLES:
-            rows.append(measure(f"example {name}", get_example(name).mod))
-            continue
+    for name in [x for x in args.examples.split(",") if x]:
+        rows.append(measure(f"example {name}", get_example(name).mod))
+    for name in [x for x in args.models.split(",") if x]:
         for b in (int(x) for x in args.batches.split(",")):
             mod, prm = mxnet_module(name, b)
             rows.append(measure(f"{name} batch {b} inference", mod))
