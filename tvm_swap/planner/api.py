@@ -52,7 +52,7 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
                      progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
                      ray_address=ctx.options.get("ray_address"))
     if ctx.pool == "arena":
-        sp = plan_arena(search.gi, res.best.schedule, ctx.mem_limit, res.best.alloc)
+        sp = plan_arena(search.gi, res.best.schedule, ctx.mem_limit, res.best.alloc, ctx.op_time, ctx.device)
     else:
         sp = plan_swaps(search.gi, search.space, res.best.schedule, res.best.alloc)
     plan = sp.to_plan(ctx.graph, "swapadvisor", ctx.mem_limit, ctx.device)
@@ -88,7 +88,7 @@ def plan_swapadvisor_nosearch(ctx: PlanningContext) -> Plan:
     """The swap planner on the default (graph) schedule and a single-class pool (arena: Belady, no headroom)."""
     if ctx.pool == "arena":
         gi = GraphIndex.build(ctx.graph, ctx.alignment, keep_updated=False)
-        return plan_arena(gi, gi.default_schedule(), ctx.mem_limit).to_plan(
+        return plan_arena(gi, gi.default_schedule(), ctx.mem_limit, None, ctx.op_time, ctx.device).to_plan(
             ctx.graph, "swapadvisor-nosearch", ctx.mem_limit, ctx.device)
     gi = GraphIndex.build(ctx.graph, ctx.alignment)
     space = AllocationSpace(gi, ctx.mem_limit)
