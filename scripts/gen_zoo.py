@@ -53,15 +53,16 @@ def extract(name: str, batch: int, target: str):
 
     from relay_passes.lower import lower
     from tvm_swap.graph import from_relax
-    from tvm_swap.zoo.models import MODELS, training_module
+    from tvm_swap.zoo.models import MODELS, entry_function, training_module
 
     mod = training_module(name, batch)
     depth = MODELS[name].fuse_max_depth
-    g = from_relax(lower(mod, as_target(target), fuse_max_depth=depth, func_name="train_step"),
-                   "train_step", name=f"{name}@batch={batch}")
+    func = entry_function(name)          # train_step, or forward for an inference model
+    g = from_relax(lower(mod, as_target(target), fuse_max_depth=depth, func_name=func),
+                   func, name=f"{name}@batch={batch}")
     if as_target(target).kind.name == "llvm":
         return g
-    plain = from_relax(lower(mod, "llvm", fuse_max_depth=depth, func_name="train_step"), "train_step")
+    plain = from_relax(lower(mod, "llvm", fuse_max_depth=depth, func_name=func), func)
     if [(o.kernel, o.inputs, o.outputs) for o in plain.ops] != [(o.kernel, o.inputs, o.outputs) for o in g.ops]:
         raise SystemExit(f"{name}@{batch}: the llvm and {target} lowerings have different kernels; "
                          f"cannot take flops from the unscheduled kernels")
@@ -85,7 +86,8 @@ def generate(name: str, fit_batches, check_batch: int, target: str, out: Path) -
     doc["meta"].update({
         "description": ZOO[name]["description"],
         "config": model_config(name),
-        "optimizer": spec.optimizer,
+        "optimizer": None if spec.inference else spec.optimizer,
+        "inference": spec.inference,
         "fuse_max_depth": spec.fuse_max_depth,
         "generator": "scripts/gen_zoo.py",
         "lowered_for": target,
