@@ -83,9 +83,9 @@ def _baseline(name: str):
     def run(ctx: PlanningContext) -> Plan:
         from . import baselines  # lazily: the baselines are another module's business
 
-        return getattr(baselines, f"plan_{name}")(ctx)
+        return getattr(baselines, f"plan_{name.replace('-', '_')}")(ctx)
 
-    run.__name__ = f"plan_{name}"
+    run.__name__ = f"plan_{name.replace('-', '_')}"
     return run
 
 
@@ -95,6 +95,9 @@ PLANNERS = {
     "odswap": _baseline("odswap"),
     "vdnn": _baseline("vdnn"),
     "noswap": _baseline("noswap"),
+    "tflms": _baseline("tflms"),                          # the tools a user would pick instead:
+    "save-on-cpu": _baseline("save-on-cpu"),              # see baseline_tflms / baseline_save_on_cpu
+    "save-on-cpu-async": _baseline("save-on-cpu-async"),
 }
 
 
