@@ -154,8 +154,9 @@ def run_planner(graph, planner: str, mem_limit: int, args, budget_s: float) -> t
         row[k] = p.get(k)
     for k in ("search_s", "generations"):
         row[k] = s.get(k)
-    if "threshold" in s:            # tflms: the threshold its grid picked
-        row["threshold"] = s["threshold"]
+    for k in ("threshold", "ahead"):  # tflms: what its grid picked
+        if k in s:
+            row[k] = s[k]
     if s.get("history"):
         row["history"] = s["history"]
     return row, plan
@@ -197,6 +198,7 @@ def bench_workload(name: str, batch: int, args, mem_limit: int) -> tuple[dict, d
     for planner in args.planners:
         r, plan = run_planner(graph, planner, mem_limit, args, baseline_budget(args, planner, args.budget_s))
         _noswap_needs(r, planner, row["need_bytes"])
+        r["commit"] = args.commit
         row["planners"][planner] = r
         if plan is not None:
             plans[planner] = plan
@@ -405,7 +407,14 @@ def markdown(result: dict) -> str:
 
 
 def measured_at(row: dict, meta: dict) -> str:
-    return f"`{row.get('commit', meta['commit'])}`, {row.get('budget_s', meta['budget_s']):g} s"
+    """swapadvisor's commit and budget, and the commit of any planner measured by a later run."""
+    base = row.get("commit", meta["commit"])
+    text = f"`{base}`, {row.get('budget_s', meta['budget_s']):g} s"
+    later: dict[str, list[str]] = {}
+    for p, r in row["planners"].items():
+        if r.get("commit", base) != base:
+            later.setdefault(r["commit"], []).append(p)
+    return text + "".join(f"; {', '.join(ps)} at `{c}`" for c, ps in later.items())
 
 
 def tflms_section(rows: list[dict], planners: list[str], meta: dict) -> list[str]:
@@ -427,6 +436,7 @@ def tflms_section(rows: list[dict], planners: list[str], meta: dict) -> list[str
                      f"{row['need_bytes'] / row['mem_limit_bytes']:.1f} | " +
                      " | ".join(cell(row["planners"].get(p)) for p in planners) +
                      f" | {_fmt(ratio, lambda v: f'{v:.2f}x') if ratio else why} | {tf.get('threshold', '-')} "
+                     f"(ahead {tf.get('ahead', 1)})"
                      f"| {measured_at(row, meta)} |")
     return lines
 
@@ -653,9 +663,13 @@ def main(argv=None) -> int:
         (out / "paper.md").write_text(markdown(result))
 
     def put(rows: list, row: dict) -> None:
-        """Replace the row of the same (model, batch), or append."""
+        """Replace the row of the same (model, batch), or append. A run of some planners only (--planners)
+        replaces just their cells; the row's commit and budget stay swapadvisor's."""
         for i, r in enumerate(rows):
             if (r["model"], r["batch"]) == (row["model"], row["batch"]):
+                if "swapadvisor" not in args.planners and r.get("mem_limit_bytes") == row["mem_limit_bytes"]:
+                    r["planners"].update(row["planners"])
+                    row = r
                 rows[i] = row
                 return
         rows.append(row)

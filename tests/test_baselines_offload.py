@@ -9,7 +9,7 @@ from tvm_swap.devices import get_device
 from tvm_swap.errors import InfeasibleLimitError
 from tvm_swap.planner import plan_graph
 from tvm_swap.planner.baseline_offload import saved_activations
-from tvm_swap.planner.baseline_tflms import threshold_grid
+from tvm_swap.planner.baseline_tflms import AHEAD_GRID, threshold_grid
 from tvm_swap.planner.baseline_vdnn import forward_ops
 from tvm_swap.planner.bounds import noswap_peak
 from tvm_swap.testing import random_op_times, random_training_graph
@@ -96,10 +96,12 @@ def test_tflms_tunes_its_threshold_over_the_grid():
     need = need_of(g, t, "tflms")
     p = plan(g, t, "tflms", need)
     grid = p.search["grid"]
-    assert [r["threshold"] for r in grid] == threshold_grid(g.num_ops)
+    assert [(r["ahead"], r["threshold"]) for r in grid] == [(a, th) for a in AHEAD_GRID
+                                                             for th in threshold_grid(g.num_ops)]
     fitting = [r for r in grid if r["time_s"] is not None]
     assert fitting and all(r["need_bytes"] <= need for r in fitting)
-    assert p.search["threshold"] == min(fitting, key=lambda r: r["time_s"])["threshold"]
+    fastest = min(fitting, key=lambda r: r["time_s"])
+    assert (p.search["threshold"], p.search["ahead"]) == (fastest["threshold"], fastest["ahead"])
     assert p.predicted["time_s"] == pytest.approx(min(r["time_s"] for r in fitting))
     # a threshold beyond the graph swaps nothing
     far = plan(g, t, "tflms", noswap_peak(g) * 2, tflms_thresholds=[10 * g.num_ops])

@@ -4,13 +4,15 @@ TFLMS rewrites the training graph: for every edge from a forward op to a backwar
 distance is at least `swapout_threshold`, it inserts a swap-out after the producer and a swap-in before
 the consumer, started `swapin_ahead` ops earlier (a control edge). Only activations are swapped; weights,
 gradients and optimizer state stay on the GPU, and what does not fit runs out of memory. Users tune the
-threshold by hand; here it is tuned over a grid, each candidate simulated, the fastest that fits kept.
+threshold (and how far ahead swap-ins start) by hand; here both are tuned over a grid, each candidate
+simulated, the fastest that fits kept.
 
 Simplified: distance is counted in the default schedule (TFLMS uses the graph's topological levels); one
 swap-out per tensor, and one swap-in per gap before a far backward use (TFLMS makes one per edge, or
 groups them); the swap-in is issued at the op `ahead` positions before its consumer (no separate lb/ub
 range); memory is the shared exact-size pool, not TensorFlow's BFC allocator. Options: `tflms_thresholds`
-(the grid, in ops; default: fractions of the op count), `tflms_ahead` (default 1, TFLMS's default lb).
+(the grid, in ops; default: fractions of the op count), `tflms_ahead` (ops, an int or a list; default
+AHEAD_GRID: TFLMS's default lb of 1, and further ahead, which hides more of each copy but holds memory longer).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from .baseline_offload import PolicyLayout, forward_of, gap_policy, plan_policy,
 from .context import PlanningContext
 
 GRID_FRACTIONS = (1 / 512, 1 / 128, 1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2)
+AHEAD_GRID = (1, 4, 16)
 
 
 def threshold_grid(n_ops: int) -> list[int]:
@@ -45,32 +48,34 @@ def tflms_policy(ctx: PlanningContext, layout: PolicyLayout, threshold: int, ahe
 
 def plan_tflms(ctx: PlanningContext) -> Plan:
     try:
-        ahead = int(ctx.options.get("tflms_ahead", 1))
+        aheads = ctx.options.get("tflms_ahead", AHEAD_GRID)
+        aheads = [int(x) for x in (aheads if isinstance(aheads, (list, tuple)) else [aheads])]
         grid = [int(x) for x in ctx.options.get("tflms_thresholds") or threshold_grid(ctx.graph.num_ops)]
     except (TypeError, ValueError) as e:
         raise TvmSwapError(f"bad tflms option: {e}") from None
-    if ahead < 0 or not grid or min(grid) < 1:
-        raise TvmSwapError("tflms_ahead must be >= 0 and tflms_thresholds positive op counts")
+    if not aheads or min(aheads) < 0 or not grid or min(grid) < 1:
+        raise TvmSwapError("tflms_ahead must be ops >= 0 and tflms_thresholds positive op counts")
     from .simulator import simulate
 
     layout = PolicyLayout.build(ctx)
     best, tried, least = None, [], None
-    for th in grid:
-        policy = tflms_policy(ctx, layout, th, ahead)
-        need = policy_need(ctx, layout, policy)
-        least = need[0] if least is None else min(least, need[0])
-        if need[0] > ctx.mem_limit:
-            tried.append({"threshold": th, "need_bytes": int(need[0]), "time_s": None})
-            continue
-        plan = plan_policy(ctx, layout, policy, "tflms", "", need=need)
-        t = float(simulate(ctx.graph, plan.actions, ctx.op_time, ctx.device).time_s)
-        tried.append({"threshold": th, "need_bytes": int(need[0]), "time_s": t})
-        if best is None or t < best[0]:
-            best = (t, th, plan)
+    for ahead in aheads:
+        for th in grid:
+            policy = tflms_policy(ctx, layout, th, ahead)
+            need = policy_need(ctx, layout, policy)
+            least = need[0] if least is None else min(least, need[0])
+            if need[0] > ctx.mem_limit:
+                tried.append({"threshold": th, "ahead": ahead, "need_bytes": int(need[0]), "time_s": None})
+                continue
+            plan = plan_policy(ctx, layout, policy, "tflms", "", need=need)
+            t = float(simulate(ctx.graph, plan.actions, ctx.op_time, ctx.device).time_s)
+            tried.append({"threshold": th, "ahead": ahead, "need_bytes": int(need[0]), "time_s": t})
+            if best is None or t < best[0]:
+                best = (t, (th, ahead), plan)
     if best is None:
         raise InfeasibleLimitError(
             ctx.mem_limit, least, f"tflms keeps weights, gradients and optimizer state on the GPU and swaps "
-            f"only activations; at its best threshold (of {grid}) it needs this much")
-    _, th, plan = best
+            f"only activations; at its best threshold (of {grid}, swap-ins {aheads} ops ahead) it needs this much")
+    _, (th, ahead), plan = best
     plan.search = {**plan.search, "threshold": th, "ahead": ahead, "grid": tried}
     return plan
