@@ -436,7 +436,7 @@ def tflms_section(rows: list[dict], planners: list[str], meta: dict) -> list[str
                      f"{row['need_bytes'] / row['mem_limit_bytes']:.1f} | " +
                      " | ".join(cell(row["planners"].get(p)) for p in planners) +
                      f" | {_fmt(ratio, lambda v: f'{v:.2f}x') if ratio else why} | {tf.get('threshold', '-')} "
-                     f"(ahead {tf.get('ahead', 1)})"
+                     f"(ahead {tf.get('ahead', 1)}) "
                      f"| {measured_at(row, meta)} |")
     return lines
 
