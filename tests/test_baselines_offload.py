@@ -120,6 +120,22 @@ def test_inference_graphs_offload_nothing():
         assert set(swapped(p, "swap_out")) == set(g.outputs)                      # the logits
 
 
+def test_tflms_most_aggressive_setting_needs_the_least():
+    """The early refusal rests on this: no grid point needs less than (smallest threshold, shortest lead)."""
+    from tvm_swap.planner.baseline_offload import PolicyLayout, policy_need
+    from tvm_swap.planner.baseline_tflms import tflms_policy
+    from tvm_swap.planner.context import PlanningContext
+
+    for seed in (1, 3, 6):
+        g, t = graph(seed)
+        ctx = PlanningContext(g, t, DEV, 10**15)
+        layout = PolicyLayout.build(ctx)
+        grid = threshold_grid(g.num_ops)
+        needs = {(a, th): policy_need(ctx, layout, tflms_policy(ctx, layout, th, a))[0]
+                 for a in AHEAD_GRID for th in grid}
+        assert needs[(min(AHEAD_GRID), min(grid))] == min(needs.values())
+
+
 def test_bad_tflms_option_is_a_clear_error():
     from tvm_swap.errors import TvmSwapError
 

@@ -58,6 +58,13 @@ def plan_tflms(ctx: PlanningContext) -> Plan:
     from .simulator import simulate
 
     layout = PolicyLayout.build(ctx)
+    # The smallest threshold with the shortest lead offloads every gap any other setting does, each for no
+    # longer, so nothing needs less memory: if it does not fit, nothing in the grid does.
+    floor = policy_need(ctx, layout, tflms_policy(ctx, layout, min(grid), min(aheads)))[0]
+    if floor > ctx.mem_limit:
+        raise InfeasibleLimitError(
+            ctx.mem_limit, floor, "tflms keeps weights, gradients and optimizer state on the GPU and swaps only "
+            "activations; even swapping every forward-to-backward edge it needs this much")
     best, tried, least = None, [], None
     for ahead in aheads:
         for th in grid:
