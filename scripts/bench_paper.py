@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tvm_swap.errors import InfeasibleLimitError  # noqa: E402
+from tvm_swap.zoo import ZooError  # noqa: E402
 from tvm_swap.units import format_bytes, format_seconds, parse_bytes  # noqa: E402
 
 PLANNERS = ["swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap", "tflms", "save-on-cpu",
@@ -679,7 +680,11 @@ def main(argv=None) -> int:
         for name, batches in parse_models(args.models, args.quick):
             for batch in batches:
                 print(f"{name} batch {batch}", flush=True)
-                row, ctx = bench_workload(name, batch, args, mem_limit)
+                try:
+                    row, ctx = bench_workload(name, batch, args, mem_limit)
+                except ZooError as e:            # e.g. nasnet-25 before its data file is generated
+                    print(f"  skipped: {e}", flush=True)
+                    continue
                 put(result["rows"], row)
                 if (name, batch) == PICTURE or not keep:
                     keep = {"key": (name, batch), **ctx}
