@@ -69,7 +69,7 @@ ZOO: dict[str, dict] = {
     },
     "nasnet-25": {
         "description": "NASNet-A large (331x331, F=168) with 25 normal cells per stage (77 cells), "
-                       "1000 classes, SGD with momentum",
+                       "1000 classes, SGD with momentum (data not generated yet: see models/nasnet.py)",
         "paper_batches": (16, 32, 64),
         "default_batch": 64,
         "paper": {"batch": 64, "memory_need_bytes": 193e9, "ops": 5533, "unique_sizes": 65},
