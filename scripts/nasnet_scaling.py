@@ -2,7 +2,11 @@
 """NasNet-A at R = 1, 2, 3 normal cells per stage at the real sizes (F=168, 331x331), batch 16/64, lowered
 for llvm (cheap): ops and memory need are linear in R, so R = 25 is extrapolated from these."""
 import json
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from relay_passes.lower import lower
 from tvm_swap.graph import from_relax

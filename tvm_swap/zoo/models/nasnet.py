@@ -14,13 +14,14 @@ output, when its spatial size is twice the current one, is reduced by a 1x1 stri
 the two-path factorized reduction; no auxiliary head, no drop-path, no dropout. Batch norm uses batch
 statistics, built from primitive ops (Net.batch_norm), as in the other zoo CNNs.
 
-Against the paper's NasNet-25 (193 GB, 5533 ops, 65 sizes at batch 64). Measured on this model at R = 1 and
-2 (real sizes, llvm lowering; both grow linearly in R), extrapolated to R = 25: about 20,300 ops (1795 +
-772 per extra R: 257 fused kernels per normal cell, forward and backward) and a liveness peak of about
-235 GB at batch 64 (24.6 GB + 8.8 GB per extra R), with 63-65 distinct tensor sizes. The op count is 3.7x
-the paper's because batch norm is built from primitive ops (forward: mean, variance, normalize, scale;
+Against the paper's NasNet-25 (193 GB, 5533 ops, 65 sizes at batch 64). Measured on this model at R = 1, 2
+and 3 (real sizes, llvm lowering: scripts/nasnet_scaling.py, benchmarks/nasnet_scaling.json), each extra R
+adds the same cells, so R = 25 is extrapolated from the R = 2 -> 3 step: about 19,900 ops (3320 at R = 3,
++753 per R: about 250 fused kernels per normal cell, forward and backward) and a liveness peak of about
+222 GB at batch 64 (41.6 GB at R = 3, +8.2 GB per R), with 63-66 distinct tensor sizes. The op count is
+3.6x the paper's because batch norm is built from primitive ops (forward: mean, variance, normalize, scale;
 backward: their gradients) where MXNet has one BatchNorm op each way, and depthwise-conv weight gradients
-take extra reshape/transpose kernels; the memory is 1.22x for the same reason (the normalized activations
+take extra reshape/transpose kernels; the memory is 1.15x for the same reason (the normalized activations
 are kept for backward) and because every separable conv's ReLU output is its own tensor.
 
 Not generated yet (tests/test_zoo.py NOT_GENERATED): building the training step is superlinear in the
