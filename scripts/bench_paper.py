@@ -1,14 +1,23 @@
 #!/usr/bin/env python
 """The SwapAdvisor paper's evaluation, in simulation: its workloads on a V100 at 16 GB, every planner here.
 
-For each workload (model, batch) it plans with swapadvisor, swapadvisor-nosearch, odswap, vdnn and
-noswap at the limit, and reports each plan's throughput as a fraction of the ideal (same schedule,
-unlimited memory), the lower bound, and the paper's published fractions beside them. Then a sweep of
-limits from the no-swap need down to the smallest feasible limit for one CNN and one RNN, plotted as
-throughput vs limit with one line per planner. Writes benchmarks/paper.{json,md}, sweep_*.png,
-convergence.png and a picture of one plan (plan_*.png/.svg/.html).
+Pieces (`--only`, comma list; default all):
+- training (or a model name, e.g. `nasnet-25`): each training workload (model, batch) planned with every
+  planner at the limit (swapadvisor, swapadvisor-nosearch, odswap, vdnn, noswap, and the tools a user
+  would pick instead: tflms, save-on-cpu, save-on-cpu-async), each plan's throughput as a fraction of the
+  ideal (same schedule, unlimited memory), the lower bound, and the paper's published fractions beside them;
+- tflms: WResNet-152-4 at 16 GB, swapadvisor against tflms (paper: at least 3x);
+- inference: the paper's Table 2, ResNet-152 inference at batch 1/16/64 under 64-640 MiB, seconds per
+  iteration, N/A where infeasible, and the smallest limit at which batch 1 runs within 1.1x of unlimited;
+- sweep: limits from the no-swap need down to the smallest feasible one for a CNN and an RNN;
+- picture: one plan drawn (the README's).
+A run merges its pieces into an existing benchmarks/paper.json (rows it measured replace the old ones;
+each row records the commit and budget it was measured with) and rewrites paper.md from the merge.
 
-    python scripts/bench_paper.py                      # the full run, about 30 minutes on 2 cores
+    python scripts/bench_paper.py                      # the full run, about 2 hours on 2 cores
+    python scripts/bench_paper.py --only nasnet-25 --budget-s 120     # one model's rows
+    python scripts/bench_paper.py --only tflms,inference
+    python scripts/bench_paper.py --points nasnet-25@batch=16,inception-4@batch=32
     python scripts/bench_paper.py --quick              # one batch per model, 10 s searches: about 2 minutes
     python scripts/bench_paper.py --models rnn-8-8k,inception-4@batch=32 --budget-s 30 --no-sweep
     python scripts/bench_paper.py --models random:40 --mem-limit 60MB --budget-s 2   # no zoo needed
@@ -30,9 +39,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tvm_swap.errors import InfeasibleLimitError  # noqa: E402
+from tvm_swap.zoo import ZooError  # noqa: E402
 from tvm_swap.units import format_bytes, format_seconds, parse_bytes  # noqa: E402
 
-PLANNERS = ["swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap"]
+PLANNERS = ["swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap", "tflms", "save-on-cpu",
+            "save-on-cpu-async"]
+# Not run: checkpoint-sqrt (Chen et al. 2016) needs recompute actions, which plans cannot contain yet.
 MEM_LIMIT = 16 * 10**9
 DEVICE = "v100-16gb"
 
@@ -44,9 +56,10 @@ WORKLOADS = [
     ("wresnet-152-10", (16, 32, 64)),
     ("inception-4", (16, 32, 64)),
     ("bert-large", (8, 16, 32)),
+    ("nasnet-25", (16, 32, 64)),
 ]
 QUICK_WORKLOADS = [("rnn-8-8k", (128,)), ("brnn-4-8k", (128,)), ("wresnet-152-10", (32,)), ("inception-4", (64,)),
-                   ("bert-large", (16,))]
+                   ("bert-large", (16,)), ("nasnet-25", (32,))]
 SWEEP = [("wresnet-152-10", 32), ("rnn-8-8k", 128)]          # one CNN, one RNN
 PICTURE = ("wresnet-152-10", 32)                             # the plan drawn for the README
 
@@ -58,7 +71,18 @@ PAPER = {
     ("wresnet-152-10", 16): (0.92, 0.75), ("wresnet-152-10", 32): (0.95, 0.82),
     ("wresnet-152-10", 64): (0.97, 0.83),
     ("inception-4", 16): (0.98, 0.82), ("inception-4", 32): (0.99, 0.72), ("inception-4", 64): (0.70, 0.44),
+    ("nasnet-25", 16): (0.84, 0.34), ("nasnet-25", 32): (0.60, 0.30), ("nasnet-25", 64): (0.53, 0.25),
 }
+
+# The TFLMS comparison (paper: SwapAdvisor at least 3x TFLMS on WResNet-152-4; batch not stated).
+TFLMS_WORKLOAD = ("wresnet-152-4", (16, 32, 64))
+# Table 2: ResNet-152 inference latency under small limits ("MB" read as MiB). The paper's text gives two
+# cells relative to unlimited memory (notes/swapadvisor.md): (batch, limit MiB) -> time / unlimited.
+INFERENCE_WORKLOAD = ("resnet-152-inference", (1, 16, 64))
+INFERENCE_LIMITS_MIB = (64, 128, 192, 512, 640)
+PAPER_INFERENCE = {(1, 64): 1.40, (1, 192): 1.06}
+WITHIN = 1.1       # "runs within 1.1x of unlimited"
+PIECES = ("training", "tflms", "inference", "sweep", "picture")
 
 
 # ---------------------------------------------------------------- workloads
@@ -99,6 +123,15 @@ def parse_models(text: str | None, quick: bool) -> list[tuple[str, tuple[int, ..
 
 
 # ---------------------------------------------------------------- planning
+def planner_options(args) -> dict:
+    """Options every plan_graph call gets (the place for a memory-model switch such as pool=...)."""
+    return dict(getattr(args, "planner_options", None) or {})
+
+
+def baseline_budget(args, planner: str, budget: float) -> float:
+    return budget if planner == "swapadvisor" else min(budget, 10.0)
+
+
 def run_planner(graph, planner: str, mem_limit: int, args, budget_s: float) -> tuple[dict, object]:
     """One plan, as a JSON row; failures become rows too, so one bad run does not lose the benchmark."""
     from tvm_swap.devices import get_device
@@ -107,7 +140,8 @@ def run_planner(graph, planner: str, mem_limit: int, args, budget_s: float) -> t
     t0 = time.perf_counter()
     try:
         plan = plan_graph(graph, mem_limit=mem_limit, device=get_device(args.device), planner=planner,
-                          budget_s=budget_s, seed=args.seed, workers=args.workers, progress=False)
+                          budget_s=budget_s, seed=args.seed, workers=args.workers, progress=False,
+                          **planner_options(args))
     except InfeasibleLimitError as e:
         return {"status": "oom" if planner == "noswap" else "infeasible", "needs_bytes": e.min_feasible,
                 "wall_s": time.perf_counter() - t0}, None
@@ -121,6 +155,9 @@ def run_planner(graph, planner: str, mem_limit: int, args, budget_s: float) -> t
         row[k] = p.get(k)
     for k in ("search_s", "generations"):
         row[k] = s.get(k)
+    for k in ("threshold", "ahead"):  # tflms: what its grid picked
+        if k in s:
+            row[k] = s[k]
     if s.get("history"):
         row["history"] = s["history"]
     return row, plan
@@ -160,9 +197,9 @@ def bench_workload(name: str, batch: int, args, mem_limit: int) -> tuple[dict, d
            "planners": {}}
     plans = {}
     for planner in args.planners:
-        budget = args.budget_s if planner == "swapadvisor" else min(args.budget_s, 10.0)
-        r, plan = run_planner(graph, planner, mem_limit, args, budget)
+        r, plan = run_planner(graph, planner, mem_limit, args, baseline_budget(args, planner, args.budget_s))
         _noswap_needs(r, planner, row["need_bytes"])
+        r["commit"] = args.commit
         row["planners"][planner] = r
         if plan is not None:
             plans[planner] = plan
@@ -171,7 +208,87 @@ def bench_workload(name: str, batch: int, args, mem_limit: int) -> tuple[dict, d
         print(f"  {name}@{batch} {planner:<21} {cell(r):<24} ({format_seconds(r['wall_s'])})", flush=True)
     paper = PAPER.get((name, batch))
     row["paper"] = {"swapadvisor": paper[0], "odswap": paper[1]} if paper else None
+    row.update(provenance(args))
     return row, {"graph": graph, "plans": plans}
+
+
+def provenance(args) -> dict:
+    """What a row was measured with: rows of different runs live side by side in paper.json."""
+    return {"commit": args.commit, "budget_s": args.budget_s, "measured": time.strftime("%Y-%m-%d %H:%M"),
+            "options": planner_options(args)}
+
+
+# ---------------------------------------------------------------- inference (Table 2)
+def bench_inference(args) -> dict:
+    """Seconds per inference under each Table 2 limit, every planner; then the smallest limit at which
+    swapadvisor keeps batch 1 within WITHIN x of unlimited memory (bisection on the limit)."""
+    name, batches = INFERENCE_WORKLOAD
+    limits = [mib << 20 for mib in INFERENCE_LIMITS_MIB]
+    out = {"model": name, "limits_bytes": limits, "rows": [], "paper_relative": 
+           {f"{b}@{m}MiB": v for (b, m), v in PAPER_INFERENCE.items()}, **provenance(args)}
+    for batch in batches:
+        graph = load_workload(name, batch)
+        row = {"batch": batch, "ops": graph.num_ops, "need_bytes": noswap_need(graph),
+               "min_feasible_bytes": smallest_feasible(graph, args), "ideal_time_s": ideal_seconds(graph, args),
+               "cells": {}}
+        for limit in limits:
+            cells = {}
+            for planner in args.planners:
+                r, _ = run_planner(graph, planner, limit, args, baseline_budget(args, planner, args.budget_s))
+                _noswap_needs(r, planner, row["need_bytes"])
+                r.pop("history", None)
+                cells[planner] = r
+                print(f"  {name}@{batch} {format_bytes(limit):>10} {planner:<21} {seconds_cell(r)}", flush=True)
+            row["cells"][str(limit)] = cells
+        out["rows"].append(row)
+    if 1 in batches and "swapadvisor" in args.planners:
+        out["within"] = smallest_limit_within(load_workload(name, 1), args, WITHIN)
+        print(f"  {name}@1 within {WITHIN}x of unlimited from {format_bytes(out['within']['limit_bytes'])}",
+              flush=True)
+    return out
+
+
+def ideal_seconds(graph, args) -> float:
+    """Unlimited-memory time: the sum of the roofline op times (what every plan's ideal_time_s is)."""
+    from tvm_swap.devices import get_device
+    from tvm_swap.planner.api import resolve_op_time
+    from tvm_swap.planner.bounds import ideal_time
+
+    return float(ideal_time(graph, resolve_op_time(graph, get_device(args.device), None)))
+
+
+def smallest_limit_within(graph, args, factor: float, steps: int = 8) -> dict:
+    """Bisection between the smallest feasible limit and the no-swap need for the smallest limit whose
+    swapadvisor plan takes at most `factor` x the ideal time (assumes time falls as the limit grows)."""
+    lo, hi = smallest_feasible(graph, args), noswap_need(graph)
+    tried = []
+
+    def ok(limit):
+        r, _ = run_planner(graph, "swapadvisor", limit, args, args.budget_s)
+        good = r.get("status") == "ok" and r["time_s"] <= factor * r["ideal_time_s"]
+        tried.append({"limit_bytes": limit, "time_s": r.get("time_s"), "ideal_time_s": r.get("ideal_time_s"),
+                      "ok": good})
+        return good
+
+    if ok(lo):
+        return {"limit_bytes": lo, "factor": factor, "tried": tried}
+    for _ in range(steps):
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return {"limit_bytes": hi, "factor": factor, "tried": tried}
+
+
+def seconds_cell(r: dict | None) -> str:
+    if r is None:
+        return "-"
+    if r.get("status") == "ok":
+        return f"{r['time_s']:.4f}"
+    if r.get("status") in ("oom", "infeasible"):
+        return "N/A"
+    return "error"
 
 
 def sweep_limits(need: int, floor: int, points: int) -> list[int]:
@@ -221,18 +338,32 @@ def _fmt(v, f) -> str:
     return "-" if v is None else f(v)
 
 
+def planners_in(result: dict) -> list[str]:
+    """Planner columns: every planner any row has, in PLANNERS order."""
+    seen = set(result["meta"].get("planners", []))
+    for row in result.get("rows", []) + result.get("tflms_comparison", []):
+        seen |= set(row["planners"])
+    for row in (result.get("inference") or {}).get("rows", []):
+        for cells in row["cells"].values():
+            seen |= set(cells)
+    return [p for p in PLANNERS if p in seen]
+
+
 def markdown(result: dict) -> str:
     meta = result["meta"]
-    planners = meta["planners"]
+    planners = planners_in(result)
     head = (["model", "batch", "ops", "memory need", "need/limit", "ideal", "LB"] + planners +
-            ["paper SwapAdvisor", "paper ODSwap", "swapadvisor time/LB"])
+            ["paper SwapAdvisor", "paper ODSwap", "swapadvisor time/LB", "measured at"])
     lines = [
         "# The SwapAdvisor evaluation, in simulation",
         "",
         f"Device `{meta['device']}`, memory limit {format_bytes(meta['mem_limit_bytes'])} "
         f"({meta['mem_limit_bytes']:,} bytes); swapadvisor search budget {meta['budget_s']:g} s per run on "
         f"{meta['cpus']} CPU cores; seed {meta['seed']}. Generated by `scripts/bench_paper.py"
-        f"{' --quick' if meta['quick'] else ''}` at commit `{meta['commit']}` in {format_seconds(meta['wall_s'])}.",
+        f"{' --quick' if meta['quick'] else ''}` at commit `{meta['commit']}` in {format_seconds(meta['wall_s'])}; "
+        f"rows measured later by a partial run (`--only`, `--points`) name their own commit and budget in the "
+        f"last column. `-`: not measured in that row's run. checkpoint-sqrt is not run: it needs recompute "
+        f"actions, which plans cannot contain yet.",
         "",
         "Planner columns: throughput as a fraction of the ideal (the same model with unlimited memory: "
         "the sum of its op times). *LB* is the lower bound on the iteration time under the limit "
@@ -253,9 +384,11 @@ def markdown(result: dict) -> str:
                  _fmt(row.get("ideal_time_s"), format_seconds), _fmt(lb, format_seconds)]
         cells += [cell(row["planners"].get(p)) for p in planners]
         cells += [_fmt(paper.get("swapadvisor"), lambda v: f"{v:.2f}"), _fmt(paper.get("odswap"), lambda v: f"{v:.2f}"),
-                  _fmt(ratio, lambda v: f"{v:.2f}x")]
+                  _fmt(ratio, lambda v: f"{v:.2f}x"), measured_at(row, meta)]
         lines.append("| " + " | ".join(cells) + " |")
-    errors = [(r["model"], r["batch"], p, x["error"]) for r in result["rows"]
+    lines += tflms_section(result.get("tflms_comparison") or [], planners, meta)
+    lines += inference_section(result.get("inference"), planners)
+    errors = [(r["model"], r["batch"], p, x["error"]) for r in result["rows"] + result.get("tflms_comparison", [])
               for p, x in r["planners"].items() if x.get("status") == "error"]
     if errors:
         lines += ["", "Errors:", ""] + [f"- {m}@{b} {p}: `{e}`" for m, b, p, e in errors]
@@ -274,8 +407,81 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def measured_at(row: dict, meta: dict) -> str:
+    """swapadvisor's commit and budget, and the commit of any planner measured by a later run."""
+    base = row.get("commit", meta["commit"])
+    text = f"`{base}`, {row.get('budget_s', meta['budget_s']):g} s"
+    later: dict[str, list[str]] = {}
+    for p, r in row["planners"].items():
+        if r.get("commit", base) != base:
+            later.setdefault(r["commit"], []).append(p)
+    return text + "".join(f"; {', '.join(ps)} at `{c}`" for c, ps in later.items())
+
+
+def tflms_section(rows: list[dict], planners: list[str], meta: dict) -> list[str]:
+    if not rows:
+        return []
+    lines = ["", "## WResNet-152-4: swapadvisor against tflms", "",
+             "The paper reports SwapAdvisor at least 3x faster than TFLMS (activations only, hand-tuned) on "
+             "WResNet-152-4. Throughput as a fraction of the ideal at the same limit; *x tflms*: swapadvisor's "
+             "throughput over tflms's (its threshold tuned over a grid, see baseline_tflms).", "",
+             "| batch | memory need | need/limit | " + " | ".join(planners) + " | swapadvisor x tflms | tflms threshold "
+             "| measured at |",
+             "|---|---|---|" + "|".join("---" for _ in planners) + "|---|---|---|"]
+    for row in rows:
+        sa, tf = row["planners"].get("swapadvisor") or {}, row["planners"].get("tflms") or {}
+        ratio = (sa["throughput_vs_ideal"] / tf["throughput_vs_ideal"]
+                 if sa.get("status") == "ok" and tf.get("status") == "ok" else None)
+        why = "tflms cannot fit" if sa.get("status") == "ok" and tf.get("status") in ("infeasible", "oom") else "-"
+        lines.append(f"| {row['batch']} | {format_bytes(row['need_bytes'])} | "
+                     f"{row['need_bytes'] / row['mem_limit_bytes']:.1f} | " +
+                     " | ".join(cell(row["planners"].get(p)) for p in planners) +
+                     f" | {_fmt(ratio, lambda v: f'{v:.2f}x') if ratio else why} | {tf.get('threshold', '-')} "
+                     f"(ahead {tf.get('ahead', 1)}) "
+                     f"| {measured_at(row, meta)} |")
+    return lines
+
+
+def inference_section(inf: dict | None, planners: list[str]) -> list[str]:
+    if not inf:
+        return []
+    limits = inf["limits_bytes"]
+    lines = ["", f"## Inference: {inf['model']} (the paper's Table 2)", "",
+             f"Seconds per inference (simulated) under each limit; N/A: the planner cannot meet it. *unlimited*: "
+             f"the ideal. The paper's text gives batch 1 at 64 MB as 1.40x unlimited and at 192 MB as 1.06x; "
+             f"those are shown beside ours as *x unlimited*. *lower bound*: no plan can be faster (the weights that "
+             f"do not fit must cross the link every inference); our unlimited time is a roofline V100's, faster "
+             f"than the paper's MXNet run, so the same bytes weigh more. Measured at commit `{inf.get('commit')}` with a "
+             f"{inf.get('budget_s', 0):g} s swapadvisor budget per cell.", ""]
+    for row in inf["rows"]:
+        b = row["batch"]
+        lines += [f"### batch {b}", "",
+                  f"Need with everything resident {format_bytes(row['need_bytes'])}, smallest feasible limit "
+                  f"{format_bytes(row['min_feasible_bytes'])}, unlimited {format_seconds(row['ideal_time_s'])} "
+                  f"({row['ideal_time_s']:.4f} s).", "",
+                  "| limit | " + " | ".join(planners) + " | swapadvisor x unlimited | paper x unlimited "
+                  "| lower bound x unlimited |",
+                  "|---|" + "|".join("---" for _ in planners) + "|---|---|---|"]
+        for limit in limits:
+            cells = row["cells"].get(str(limit), {})
+            sa = cells.get("swapadvisor") or {}
+            rel = sa["time_s"] / row["ideal_time_s"] if sa.get("status") == "ok" and row.get("ideal_time_s") else None
+            paper = inf.get("paper_relative", {}).get(f"{b}@{limit >> 20}MiB")
+            lbs = [c["lower_bound_s"] for c in cells.values() if c.get("status") == "ok" and c.get("lower_bound_s")]
+            lb = max(lbs) / row["ideal_time_s"] if lbs and row.get("ideal_time_s") else None
+            lines.append(f"| {limit >> 20} MiB | " + " | ".join(seconds_cell(cells.get(p)) for p in planners) +
+                         f" | {_fmt(rel, lambda v: f'{v:.2f}x')} | {_fmt(paper, lambda v: f'{v:.2f}x')} "
+                         f"| {_fmt(lb, lambda v: f'{v:.2f}x')} |")
+        lines.append("")
+    w = inf.get("within")
+    if w:
+        lines += [f"Smallest limit at which batch 1 runs within {w['factor']}x of unlimited (swapadvisor, bisection "
+                  f"over {len(w['tried'])} plans): **{format_bytes(w['limit_bytes'])}** ({w['limit_bytes']:,} bytes)."]
+    return lines
+
+
 def print_table(result: dict) -> None:
-    planners = result["meta"]["planners"]
+    planners = planners_in(result)
     print()
     print(f"{'workload':<22}{'need':>12}{'ideal':>10}{'LB':>10}" + "".join(f"{p[:14]:>16}" for p in planners) +
           f"{'paper SA':>10}{'paper OD':>10}")
@@ -371,6 +577,11 @@ def parse_args(argv=None):
     ap.add_argument("--sweep-points", type=int, default=None, help="limits per sweep (default 6, quick 4)")
     ap.add_argument("--models", default=None,
                     help="comma list: NAME (its paper batches), NAME@batch=B[/B2], random:LAYERS")
+    ap.add_argument("--only", default=None,
+                    help=f"comma list of pieces to run: {', '.join(PIECES)}, or a model name (its training rows); "
+                         f"merged into the existing paper.json")
+    ap.add_argument("--points", default=None,
+                    help="comma list NAME@batch=B: just these training rows, merged into the existing paper.json")
     ap.add_argument("--planners", default=",".join(PLANNERS), help="comma list (default: all)")
     ap.add_argument("--quick", action="store_true", help="one batch per model, shorter searches (about 2 minutes)")
     ap.add_argument("--no-sweep", action="store_true", help="skip the memory-limit sweep")
@@ -384,6 +595,33 @@ def parse_args(argv=None):
     ap.add_argument("--render-only", action="store_true",
                     help="rewrite paper.md (and the table) from an existing paper.json; plans nothing")
     args = ap.parse_args(argv)
+    args.commit = git_commit()
+    args.planner_options = {}
+    args.pieces, models = set(PIECES), args.models
+    args.partial = bool(args.only or args.points or args.models)
+    if args.only:
+        known = dict(WORKLOADS)
+        items = [x.strip() for x in args.only.split(",") if x.strip()]
+        bad = [x for x in items if x not in PIECES and x not in known]
+        if bad:
+            ap.error(f"unknown --only item(s) {bad}; give pieces ({', '.join(PIECES)}) or models ({', '.join(known)})")
+        args.pieces = {x for x in items if x in PIECES}
+        named = [x for x in items if x in known]
+        if named:
+            args.pieces.add("training")
+            models = ",".join(named)
+        elif "training" not in args.pieces:
+            models = None
+    if args.points:
+        args.pieces = (args.pieces if args.only else set()) | {"training"}
+        models = ",".join(x for x in (models, args.points) if x)
+    if args.models and not args.only:
+        args.pieces = {"training"}
+    args.models = models
+    if args.no_sweep:
+        args.pieces.discard("sweep")
+    if args.no_picture:
+        args.pieces.discard("picture")
     args.budget_s = args.budget_s if args.budget_s is not None else (10.0 if args.quick else 60.0)
     args.sweep_budget_s = args.sweep_budget_s if args.sweep_budget_s is not None else args.budget_s / 2
     args.sweep_points = args.sweep_points or (4 if args.quick else 6)
@@ -407,28 +645,62 @@ def main(argv=None) -> int:
         print_table(result)
         return 0
     t_start = time.perf_counter()
-    result = {"meta": {"device": args.device, "mem_limit_bytes": mem_limit, "budget_s": args.budget_s,
-                       "sweep_budget_s": args.sweep_budget_s, "seed": args.seed, "quick": args.quick,
-                       "planners": args.planners, "cpus": os.cpu_count(), "python": platform.python_version(),
-                       "commit": git_commit(), "started": time.strftime("%Y-%m-%d %H:%M:%S")},
-              "rows": [], "sweeps": [], "pictures": []}
+    run = {"device": args.device, "mem_limit_bytes": mem_limit, "budget_s": args.budget_s,
+           "sweep_budget_s": args.sweep_budget_s, "seed": args.seed, "quick": args.quick,
+           "planners": args.planners, "cpus": os.cpu_count(), "python": platform.python_version(),
+           "commit": args.commit, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "pieces": sorted(args.pieces),
+           "models": args.models, "options": planner_options(args)}
+    existing = out / "paper.json"
+    if args.partial and existing.exists():       # a piece: merge into the last full run's results
+        result = json.loads(existing.read_text())
+        result["meta"].setdefault("partial_runs", []).append(run)
+        run = result["meta"]["partial_runs"][-1]
+    else:
+        result = {"meta": run, "rows": [], "sweeps": [], "pictures": []}
 
     def save() -> None:
-        result["meta"]["wall_s"] = time.perf_counter() - t_start
+        run["wall_s"] = time.perf_counter() - t_start
         (out / "paper.json").write_text(json.dumps(result, indent=1))
         (out / "paper.md").write_text(markdown(result))
 
-    workloads = parse_models(args.models, args.quick)
+    def put(rows: list, row: dict) -> None:
+        """Replace the row of the same (model, batch), or append. A run of some planners only (--planners)
+        replaces just their cells; the row's commit and budget stay swapadvisor's."""
+        for i, r in enumerate(rows):
+            if (r["model"], r["batch"]) == (row["model"], row["batch"]):
+                if "swapadvisor" not in args.planners and r.get("mem_limit_bytes") == row["mem_limit_bytes"]:
+                    r["planners"].update(row["planners"])
+                    row = r
+                rows[i] = row
+                return
+        rows.append(row)
+
     keep = {}
-    for name, batches in workloads:
+    if "training" in args.pieces:
+        for name, batches in parse_models(args.models, args.quick):
+            for batch in batches:
+                print(f"{name} batch {batch}", flush=True)
+                try:
+                    row, ctx = bench_workload(name, batch, args, mem_limit)
+                except ZooError as e:            # e.g. nasnet-25 before its data file is generated
+                    print(f"  skipped: {e}", flush=True)
+                    continue
+                put(result["rows"], row)
+                if (name, batch) == PICTURE or not keep:
+                    keep = {"key": (name, batch), **ctx}
+                save()
+    if "tflms" in args.pieces:
+        name, batches = TFLMS_WORKLOAD
+        rows = result.setdefault("tflms_comparison", [])
         for batch in batches:
-            print(f"{name} batch {batch}", flush=True)
-            row, ctx = bench_workload(name, batch, args, mem_limit)
-            result["rows"].append(row)
-            if (name, batch) == PICTURE or not keep:
-                keep = {"key": (name, batch), **ctx}
+            print(f"{name} batch {batch} (tflms comparison)", flush=True)
+            put(rows, bench_workload(name, batch, args, mem_limit)[0])
             save()
-    if not args.no_picture and keep.get("plans"):
+    if "inference" in args.pieces:
+        print(f"inference: {INFERENCE_WORKLOAD[0]}", flush=True)
+        result["inference"] = bench_inference(args)
+        save()
+    if "picture" in args.pieces and keep.get("plans"):
         from tvm_swap.report.write import write_report
 
         plan = keep["plans"].get("swapadvisor") or next(iter(keep["plans"].values()))
@@ -436,7 +708,7 @@ def main(argv=None) -> int:
         paths[1].unlink()  # the HTML page holds the SVG already; keep the repo light
         result["pictures"] = [str(p) for p in paths if p.exists()]
         print("wrote", ", ".join(result["pictures"]), flush=True)
-    if not args.no_sweep:
+    if "sweep" in args.pieces:
         sweeps = SWEEP
         if args.sweep_models:
             sweeps = [(s.split("@batch=")[0], int(s.split("@batch=")[1]) if "@batch=" in s else 1)
@@ -449,7 +721,7 @@ def main(argv=None) -> int:
             sw["plot"] = str(path)
             result["sweeps"].append(sw)
             save()
-    if plot_convergence(result["rows"], out / "convergence.png"):
+    if not args.partial and plot_convergence(result["rows"], out / "convergence.png"):
         result["convergence_plot"] = str(out / "convergence.png")
     save()
     print_table(result)

@@ -53,15 +53,16 @@ def extract(name: str, batch: int, target: str):
 
     from relay_passes.lower import lower
     from tvm_swap.graph import from_relax
-    from tvm_swap.zoo.models import MODELS, training_module
+    from tvm_swap.zoo.models import MODELS, entry_function, training_module
 
     mod = training_module(name, batch)
     depth = MODELS[name].fuse_max_depth
-    g = from_relax(lower(mod, as_target(target), fuse_max_depth=depth, func_name="train_step"),
-                   "train_step", name=f"{name}@batch={batch}")
+    func = entry_function(name)          # train_step, or forward for an inference model
+    g = from_relax(lower(mod, as_target(target), fuse_max_depth=depth, func_name=func),
+                   func, name=f"{name}@batch={batch}")
     if as_target(target).kind.name == "llvm":
         return g
-    plain = from_relax(lower(mod, "llvm", fuse_max_depth=depth, func_name="train_step"), "train_step")
+    plain = from_relax(lower(mod, "llvm", fuse_max_depth=depth, func_name=func), func)
     if [(o.kernel, o.inputs, o.outputs) for o in plain.ops] != [(o.kernel, o.inputs, o.outputs) for o in g.ops]:
         raise SystemExit(f"{name}@{batch}: the llvm and {target} lowerings have different kernels; "
                          f"cannot take flops from the unscheduled kernels")
@@ -70,11 +71,28 @@ def extract(name: str, batch: int, target: str):
     return DataflowGraph(g.name, g.tensors, ops, g.outputs, g.updates, meta)
 
 
-def generate(name: str, fit_batches, check_batch: int, target: str, out: Path) -> dict:
+def _extract_dict(name: str, batch: int, target: str) -> dict:
+    """extract() for a worker process: graphs travel back as their JSON dict."""
+    return extract(name, batch, target).to_dict()
+
+
+def extract_all(name: str, batches, target: str, jobs: int) -> dict[int, DataflowGraph]:
+    """The graph at each batch, `jobs` extractions at a time in separate processes (1: in this one)."""
+    if jobs <= 1:
+        return {b: extract(name, b, target) for b in batches}
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
+        futures = {b: ex.submit(_extract_dict, name, b, target) for b in batches}
+        return {b: DataflowGraph.from_dict(f.result()) for b, f in futures.items()}
+
+
+def generate(name: str, fit_batches, check_batch: int, target: str, out: Path, jobs: int = 1) -> dict:
     from tvm_swap.zoo.models import MODELS, model_config
 
     t0 = time.time()
-    graphs = {b: extract(name, b, target) for b in (*fit_batches, check_batch)}
+    graphs = extract_all(name, (*fit_batches, check_batch), target, jobs)
     doc = fit(graphs, name, fit_batches=list(fit_batches))
     # The file must reproduce every extraction exactly (sizes, flops, structure).
     for b, g in graphs.items():
@@ -85,7 +103,8 @@ def generate(name: str, fit_batches, check_batch: int, target: str, out: Path) -
     doc["meta"].update({
         "description": ZOO[name]["description"],
         "config": model_config(name),
-        "optimizer": spec.optimizer,
+        "optimizer": None if spec.inference else spec.optimizer,
+        "inference": spec.inference,
         "fuse_max_depth": spec.fuse_max_depth,
         "generator": "scripts/gen_zoo.py",
         "lowered_for": target,
@@ -133,6 +152,8 @@ def main(argv=None) -> int:
     ap.add_argument("--target", default=DEFAULT_TARGET, help=f"TVM target (default: {DEFAULT_TARGET})")
     ap.add_argument("--out-dir", type=Path, default=None, help="default: tvm_swap/zoo/data")
     ap.add_argument("--json", type=Path, help="also write the table as JSON here")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="extract the three batches in this many processes (large models: 3)")
     args = ap.parse_args(argv)
     if len({*args.fit_batches, args.check_batch}) != 3 or min(*args.fit_batches, args.check_batch) < 1:
         ap.error("--fit-batches and --check-batch must be three different positive batch sizes")
@@ -140,7 +161,7 @@ def main(argv=None) -> int:
     rows = []
     for name in args.models:
         out = (args.out_dir / f"{name}.json.gz") if args.out_dir else zoo_path(name)
-        res = generate(name, args.fit_batches, args.check_batch, args.target, out)
+        res = generate(name, args.fit_batches, args.check_batch, args.target, out, args.jobs)
         print(f"{name}: {len(res['doc']['ops'])} ops, {len(res['doc']['tensors'])} tensors -> {out} "
               f"({res['file_bytes'] / 1e3:.0f} kB, {res['seconds']:.0f} s)", flush=True)
         rows += report_rows(name, res["doc"])

@@ -112,7 +112,8 @@ def test_predictions_and_search_record():
 def test_every_planner_dispatches_and_verifies():
     g = random_training_graph(4, n_layers=6)
     ot = random_op_times(g)
-    assert set(PLANNERS) == {"swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap"}
+    assert set(PLANNERS) == {"swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap", "tflms", "save-on-cpu",
+                             "save-on-cpu-async"}
     for name in PLANNERS:
         p = plan_graph(g, "200%", op_time=ot, planner=name, generations=1, population=4, workers=1)
         assert p.verified and p.planner == name

@@ -14,7 +14,8 @@ from tvm_swap.planner.simulator import simulate
 from tvm_swap.testing import random_dag, random_op_times, random_training_graph
 from tvm_swap.verify import verify_plan
 
-PLANNERS = ["swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap"]
+PLANNERS = ["swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap", "tflms", "save-on-cpu",
+            "save-on-cpu-async"]
 DEV = get_device("v100-16gb")
 
 

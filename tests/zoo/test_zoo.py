@@ -17,8 +17,14 @@ from tvm_swap.zoo.affine import AffineFitError, fit, instantiate
 from tvm_swap.zoo.stats import memory_stats, peak_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
-PAPER_POINTS = [(n, i["paper"]["batch"]) for n, i in ZOO.items() if i["paper"]]
-ALL_PAPER_BATCHES = [(n, b) for n, i in ZOO.items() for b in i["paper_batches"]]
+# Models whose data file is not committed yet (their generation is too slow for the machine it was written
+# on; see the model's docstring). Every other zoo model must have its file.
+NOT_GENERATED = {"nasnet-25"}
+STORED = {n: i for n, i in ZOO.items() if n not in NOT_GENERATED}
+PAPER_POINTS = [(n, i["paper"]["batch"]) for n, i in STORED.items() if i["paper"]]
+ALL_PAPER_BATCHES = [(n, b) for n, i in STORED.items() for b in i["paper_batches"]]
+TRAIN_PAPER_BATCHES = [(n, b) for n, b in ALL_PAPER_BATCHES if not ZOO[n].get("inference")]
+INFERENCE = [n for n, i in ZOO.items() if i.get("inference")]
 
 
 def linear_scan_peak(g: DataflowGraph) -> int:
@@ -50,18 +56,32 @@ def linear_scan_peak(g: DataflowGraph) -> int:
 
 # ---- the stored graphs ----
 
-@pytest.mark.parametrize("name,batch", ALL_PAPER_BATCHES)
+@pytest.mark.parametrize("name,batch", TRAIN_PAPER_BATCHES)
 def test_every_model_loads_at_its_paper_batches(name, batch):
     g = load_zoo(f"zoo:{name}@batch={batch}")
     g.validate()
     assert g.name == f"{name}@batch={batch}" and g.meta["batch"] == batch
-    assert 1000 <= g.num_ops <= 20000, "the paper's graphs have 10^3..10^4 ops"
+    assert 1000 <= g.num_ops <= 30000, "the paper's graphs have 10^3..10^4 ops (ours up to 4x: see the zoo)"
     kinds = {t.kind for t in g.tensors}
     assert {"param", "input", "activation", "gradient"} <= kinds
     # every weight (and optimizer state) is updated exactly once by this iteration
     persistent = [t.id for t in g.tensors if t.kind in ("param", "optimizer_state") and g.producer()[t.id] < 0]
     assert sorted(g.updates.values()) == sorted(persistent)
     assert g.total_flops() > 0
+
+
+@pytest.mark.parametrize("name", INFERENCE)
+@pytest.mark.parametrize("batch", [1, 16, 64])
+def test_inference_graphs_are_one_forward_pass(name, batch):
+    g = load_zoo(f"zoo:{name}@batch={batch}")
+    g.validate()
+    kinds = {t.kind for t in g.tensors}
+    assert kinds == {"param", "input", "activation", "output"}, "no gradients, no optimizer state"
+    assert not g.updates and len(g.outputs) == 1
+    convs = [o for o in g.ops if "conv2d" in o.kernel]
+    assert len(convs) == 155, "ResNet-152: 150 convs in 50 bottlenecks, 4 projections, the stem"
+    params = sum(t.nbytes for t in g.tensors if t.kind == "param")
+    assert 0.22e9 < params < 0.25e9, "ResNet-152 has about 60M weights"
 
 
 @pytest.mark.parametrize("name,batch", PAPER_POINTS)
@@ -93,7 +113,15 @@ def test_rnn_graphs_are_unrolled(name):
     assert memory_stats(g)["unique_sizes"] <= 20, "an RNN has few distinct tensor sizes"
 
 
-@pytest.mark.parametrize("name", list(ZOO))
+def test_only_the_listed_models_lack_their_data_file():
+    missing = {n for n in ZOO if not zoo_path(n).exists()}
+    assert missing == NOT_GENERATED, "a generated model lost its file, or a new one was generated: update the list"
+    for name in missing:
+        with pytest.raises(ZooError, match=f"gen_zoo.py --models {name}"):
+            load_zoo(f"zoo:{name}")
+
+
+@pytest.mark.parametrize("name", list(STORED))
 def test_batch_scaling_is_linear(name):
     g2, g4 = load_zoo(f"zoo:{name}@batch=2"), load_zoo(f"zoo:{name}@batch=4")
     assert g2.fingerprint() != g4.fingerprint()
@@ -115,7 +143,7 @@ def test_batch_scaling_is_linear(name):
 def test_stored_files_match_the_zoo_table():
     """The data files were generated from the sizes ZOO states (regenerate after changing them)."""
     total = 0
-    for name, info in ZOO.items():
+    for name, info in STORED.items():
         path = zoo_path(name)
         total += path.stat().st_size
         with gzip.open(path, "rt") as f:
@@ -291,6 +319,7 @@ def test_train_step_matches_numpy(optimizer):
     ("rnn-8-8k", dict(layers=2, hidden=16, seq_len=3, vocab=11, embed=8)),
     ("brnn-4-8k", dict(layers=2, hidden=16, seq_len=3, vocab=11, embed=8)),
     ("bert-large", dict(layers=1, hidden=32, heads=2, ffn=64, seq_len=8, vocab=50)),
+    ("nasnet-25", dict(repeats=1, filters=8, stem_filters=6, image=32, classes=10)),
 ])
 def test_tiny_models_lower_and_extract(name, overrides):
     pytest.importorskip("tvm")
@@ -307,3 +336,18 @@ def test_tiny_models_lower_and_extract(name, overrides):
     assert len(states) == n_slots * len(weights)
     assert len(g.updates) == len(weights) + len(states)
     assert [t.kind for t in g.tensors if t.kind == "input"] and g.total_flops() > 0
+
+
+def test_tiny_inference_model_lowers_to_a_forward_graph():
+    pytest.importorskip("tvm")
+    from relay_passes.lower import lower
+    from tvm_swap.graph import from_relax
+    from tvm_swap.zoo.models import entry_function, training_module
+
+    name = "resnet-152-inference"
+    mod = training_module(name, 2, depth=50, image=32, classes=10)
+    g = from_relax(lower(mod, "llvm"), entry_function(name))
+    g.validate()
+    assert entry_function(name) == "forward" and not g.updates
+    assert {t.kind for t in g.tensors} == {"param", "input", "activation", "output"}
+    assert len([o for o in g.ops if "conv2d" in o.kernel]) == 53   # ResNet-50: 48 + 4 projections + stem

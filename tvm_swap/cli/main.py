@@ -10,7 +10,8 @@ import sys
 
 from ..errors import InfeasibleLimitError, TvmSwapError
 
-PLANNER_CHOICES = ["swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap"]
+PLANNER_CHOICES = ["swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap", "tflms", "save-on-cpu",
+                   "save-on-cpu-async"]
 
 EPILOG_PLAN = """examples:
   tvm-swap plan zoo:wresnet-152-10@batch=64 --mem-limit 16GB --budget-s 60

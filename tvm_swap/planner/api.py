@@ -100,9 +100,9 @@ def _baseline(name: str):
     def run(ctx: PlanningContext) -> Plan:
         from . import baselines  # lazily: the baselines are another module's business
 
-        return getattr(baselines, f"plan_{name}")(ctx)
+        return getattr(baselines, f"plan_{name.replace('-', '_')}")(ctx)
 
-    run.__name__ = f"plan_{name}"
+    run.__name__ = f"plan_{name.replace('-', '_')}"
     return run
 
 
@@ -112,6 +112,9 @@ PLANNERS = {
     "odswap": _baseline("odswap"),
     "vdnn": _baseline("vdnn"),
     "noswap": _baseline("noswap"),
+    "tflms": _baseline("tflms"),                          # the tools a user would pick instead:
+    "save-on-cpu": _baseline("save-on-cpu"),              # see baselines/tflms.py, baselines/save_on_cpu.py
+    "save-on-cpu-async": _baseline("save-on-cpu-async"),
 }
 
 

@@ -2,8 +2,9 @@
 
     g = load_zoo("zoo:wresnet-152-10@batch=64")       # a validated DataflowGraph
     ZOO["rnn-8-8k"]["paper_batches"]                   # (128, 256)
+    g = load_zoo("zoo:resnet-152-inference@batch=1")   # an inference graph (forward only, no updates)
 
-Each graph is one training iteration (forward + loss + backward + optimizer update) of a model written
+Each graph (except the `inference` ones: one forward pass) is one training iteration (forward + loss + backward + optimizer update) of a model written
 in Relax (tvm_swap/zoo/models), lowered by relay_passes.lower (cuda sm_70, fused and GPU-scheduled
 kernels; nothing compiled) and extracted by
 tvm_swap.graph.from_relax. scripts/gen_zoo.py regenerates data/NAME.json.gz; the file stores sizes
@@ -65,6 +66,31 @@ ZOO: dict[str, dict] = {
         "default_batch": 32,
         "paper": None,
         "config": {"layers": 24, "hidden": 1024, "heads": 16, "ffn": 4096, "seq_len": 512, "vocab": 30522},
+    },
+    "nasnet-25": {
+        "description": "NASNet-A large (331x331, F=168) with 25 normal cells per stage (77 cells), "
+                       "1000 classes, SGD with momentum (data not generated yet: see models/nasnet.py)",
+        "paper_batches": (16, 32, 64),
+        "default_batch": 64,
+        "paper": {"batch": 64, "memory_need_bytes": 193e9, "ops": 5533, "unique_sizes": 65},
+        "config": {"repeats": 25, "filters": 168, "stem_filters": 96, "image": 331, "classes": 1000},
+    },
+    "wresnet-152-4": {
+        "description": "Wide ResNet-152 (bottlenecks 3-8-36-3, inner width x4), ImageNet 224x224, "
+                       "1000 classes, SGD with momentum (the paper's TFLMS comparison)",
+        "paper_batches": (16, 32, 64),
+        "default_batch": 64,
+        "paper": None,
+        "config": {"blocks": [3, 8, 36, 3], "width": 4, "image": 224, "classes": 1000},
+    },
+    "resnet-152-inference": {
+        "description": "ResNet-152 (v1.5) inference: one forward pass to logits, 224x224, folded batch "
+                       "norm, no backward (the paper's Table 2)",
+        "paper_batches": (1, 16, 64),
+        "default_batch": 1,
+        "paper": None,
+        "inference": True,
+        "config": {"depth": 152, "width": 1, "image": 224, "classes": 1000},
     },
 }
 

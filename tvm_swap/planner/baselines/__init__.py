@@ -1,8 +1,15 @@
 """The peer planners SwapAdvisor is measured against, under the same plan format and simulator.
 
-    plan_noswap(ctx)  TVM's own static plan: everything resident, best-fit storage reuse (baseline_noswap)
-    plan_odswap(ctx)  on-demand LRU swapping, prefetch by first-iteration order (baseline_odswap)
-    plan_vdnn(ctx)    vDNN: offload layer inputs in forward, prefetch one layer ahead (baseline_vdnn)
+    plan_noswap(ctx)  TVM's own static plan: everything resident, best-fit storage reuse (noswap.py)
+    plan_odswap(ctx)  on-demand LRU swapping, prefetch by first-iteration order (odswap.py)
+    plan_vdnn(ctx)    vDNN: offload layer inputs in forward, prefetch one layer ahead (vdnn.py)
+    plan_tflms(ctx)   TFLMS: swap activations across far forward->backward edges, threshold tuned (tflms.py)
+    plan_save_on_cpu(ctx), plan_save_on_cpu_async(ctx)
+                      PyTorch's save_on_cpu (synchronous) and torchtune's offloading (side stream, one-layer
+                      prefetch) (save_on_cpu.py)
+
+Not here: `checkpoint-sqrt` (activation checkpointing every sqrt(n) layers, Chen et al. 2016) needs
+recompute actions, which plans cannot contain yet; it is skipped until they exist.
 
 Each takes a PlanningContext and returns an unverified Plan with `predicted` empty (api.plan_graph verifies
 and simulates). `default_pool` is the exact-size pool odswap and vdnn share.
@@ -10,9 +17,13 @@ and simulates). `default_pool` is the exact-size pool odswap and vdnn share.
 from .common import PoolLayout, default_pool
 from .noswap import noswap_need, plan_noswap, static_memory_plan
 from .odswap import plan_odswap
+from .save_on_cpu import plan_save_on_cpu, plan_save_on_cpu_async
+from .tflms import plan_tflms
 from .vdnn import forward_ops, offload_candidates, plan_vdnn
 
-BASELINES = {"noswap": plan_noswap, "odswap": plan_odswap, "vdnn": plan_vdnn}
+BASELINES = {"noswap": plan_noswap, "odswap": plan_odswap, "vdnn": plan_vdnn, "tflms": plan_tflms,
+             "save-on-cpu": plan_save_on_cpu, "save-on-cpu-async": plan_save_on_cpu_async}
 
 __all__ = ["BASELINES", "PoolLayout", "default_pool", "forward_ops", "noswap_need", "offload_candidates",
-           "plan_noswap", "plan_odswap", "plan_vdnn", "static_memory_plan"]
+           "plan_noswap", "plan_odswap", "plan_save_on_cpu", "plan_save_on_cpu_async", "plan_tflms", "plan_vdnn",
+           "static_memory_plan"]

@@ -21,6 +21,8 @@ from ..builder import ActionBuilder
 
 
 class OnDemandWalker:
+    builder_class = ActionBuilder      # a policy may derive extra deps (baseline_offload.SyncActionBuilder)
+
     def __init__(self, graph: DataflowGraph, order: list[int], pool: Pool, tensor_class: list[int],
                  resident_params: list[int] = (), keep: list[int] | None = None):
         """`resident_params` start on the device; the successors of `keep` (default: of the residents) stay
@@ -31,7 +33,7 @@ class OnDemandWalker:
         self.cls = tensor_class
         self.obj_class = pool.object_class()
         self.uses = use_positions(graph, self.order)
-        self.b = ActionBuilder(graph, pool.num_objects)
+        self.b = self.builder_class(graph, pool.num_objects)
         self.producer = graph.producer()
         succ = successor_map(graph)
 

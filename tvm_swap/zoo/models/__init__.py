@@ -1,6 +1,7 @@
 """The zoo's models as Relax training steps (imports TVM; only scripts/gen_zoo.py uses this).
 
     mod = training_module("bert-large", batch=32)     # IRModule with one `train_step`
+    mod = training_module("resnet-152-inference", 1)   # inference models: one `forward` (entry_function)
 
 `MODELS[name]` says how each zoo graph is made: the model builder (batch -> build_loss), the
 optimizer, and the FuseOps depth used when lowering (RNN training graphs get a small one, see
@@ -14,8 +15,10 @@ from dataclasses import dataclass, field
 from .. import ZOO
 from .bert import bert
 from .inception import inception_v4
+from .inference import FORWARD_FUNC, forward_module, resnet_forward
 from .lstm import lstm_lm
-from .training import train_step_module
+from .nasnet import nasnet_a
+from .training import TRAIN_FUNC, train_step_module
 from .wresnet import wide_resnet
 
 
@@ -25,6 +28,7 @@ class ModelSpec:
     optimizer: str = "momentum"
     fuse_max_depth: int | None = None
     extra: dict = field(default_factory=dict)   # config beyond ZOO[name]["config"]
+    inference: bool = False         # builder gives build_forward (forward only), not build_loss
 
 
 # The sizes come from ZOO[name]["config"] (the loader's descriptions), so the two cannot drift apart.
@@ -34,6 +38,9 @@ MODELS = {
     "rnn-8-8k": ModelSpec(lstm_lm, fuse_max_depth=4, extra=dict(bidirectional=False)),
     "brnn-4-8k": ModelSpec(lstm_lm, fuse_max_depth=4, extra=dict(bidirectional=True)),
     "bert-large": ModelSpec(bert, optimizer="adam"),
+    "nasnet-25": ModelSpec(nasnet_a),
+    "wresnet-152-4": ModelSpec(wide_resnet),
+    "resnet-152-inference": ModelSpec(resnet_forward, inference=True),
 }
 
 
@@ -47,4 +54,11 @@ def training_module(name: str, batch: int, **overrides):
     """The train_step IRModule of zoo model `name` at `batch`; `overrides` replace config entries."""
     config = {**model_config(name), **overrides}
     spec = MODELS[name]
+    if spec.inference:
+        return forward_module(spec.builder(**config)(batch))
     return train_step_module(spec.builder(**config)(batch), optimizer=spec.optimizer)
+
+
+def entry_function(name: str) -> str:
+    """The Relax function that holds zoo model `name`'s graph."""
+    return FORWARD_FUNC if MODELS[name].inference else TRAIN_FUNC

@@ -1,0 +1,158 @@
+"""The offload baselines a user would pick instead (tflms, save-on-cpu, save-on-cpu-async): verified plans on
+small graphs, each one's policy, and a clear refusal naming what the policy needs."""
+import subprocess
+import sys
+
+import pytest
+
+from tvm_swap.devices import get_device
+from tvm_swap.errors import InfeasibleLimitError
+from tvm_swap.planner import plan_graph
+from tvm_swap.planner.baselines.offload import saved_activations
+from tvm_swap.planner.baselines.tflms import AHEAD_GRID, threshold_grid
+from tvm_swap.planner.baselines.vdnn import forward_ops
+from tvm_swap.planner.bounds import noswap_peak
+from tvm_swap.testing import random_op_times, random_training_graph
+from tvm_swap.verify import verify_plan
+
+DEV = get_device("v100-16gb")
+OFFLOAD = ["tflms", "save-on-cpu", "save-on-cpu-async"]
+
+
+def graph(seed=3, layers=8):
+    g = random_training_graph(seed, n_layers=layers, momentum=True)
+    return g, random_op_times(g, seed)
+
+
+def plan(g, t, planner, limit, **kw):
+    return plan_graph(g, limit, device=DEV, op_time=t, planner=planner, workers=1, **kw)
+
+
+def need_of(g, t, planner):
+    """The smallest limit the planner accepts, read from its refusal at half the no-swap peak."""
+    with pytest.raises(InfeasibleLimitError) as e:
+        plan(g, t, planner, int(noswap_peak(g) * 0.5))
+    return e.value.min_feasible
+
+
+def swapped(p, kind):
+    return [a.tensor for a in p.actions if a.kind == kind]
+
+
+@pytest.mark.parametrize("planner", OFFLOAD)
+@pytest.mark.parametrize("seed", [1, 3, 6])
+def test_plans_verify_at_their_own_need_and_refuse_below_it(planner, seed):
+    g, t = graph(seed)
+    need = need_of(g, t, planner)
+    assert need > noswap_peak(g) * 0.5
+    p = plan(g, t, planner, need)
+    assert p.verified and p.planner == planner and verify_plan(g, p, mem_limit=need) == []
+    assert p.pool.total_bytes() <= need
+    assert p.predicted["time_s"] >= p.predicted["ideal_time_s"] * (1 - 1e-9)
+    with pytest.raises(InfeasibleLimitError, match=planner) as e:
+        plan(g, t, planner, need - 1)
+    assert e.value.min_feasible == need and "raise --mem-limit" in str(e.value)
+
+
+@pytest.mark.parametrize("planner", OFFLOAD)
+def test_only_activations_move(planner):
+    g, t = graph(3)
+    p = plan(g, t, planner, need_of(g, t, planner))
+    outs = swapped(p, "swap_out")
+    assert outs, "at its own need the policy offloads something"
+    moved = {g.tensors[x].kind for x in outs + swapped(p, "swap_in")}
+    assert moved <= {"activation", "output", "input"}, moved
+    assert not any(g.is_persistent(x) for x in outs + swapped(p, "swap_in"))
+
+
+def test_save_on_cpu_copies_out_every_saved_activation_once():
+    g, t = graph(4)
+    saved = saved_activations(g, forward_ops(g))
+    for planner in ("save-on-cpu", "save-on-cpu-async"):
+        p = plan(g, t, planner, noswap_peak(g) * 2)          # even with room to spare: it is a fixed policy
+        outs = swapped(p, "swap_out")
+        produced = [x for x in saved if g.producer()[x] >= 0]     # inputs already have a host copy
+        assert sorted(x for x in outs if x in saved) == sorted(produced), planner
+        assert len(set(outs)) == len(outs), "one copy out per tensor"
+        assert set(saved) <= set(swapped(p, "swap_in"))
+
+
+def test_sync_copies_block_compute_and_cost_time():
+    g, t = graph(5, layers=10)
+    limit = noswap_peak(g) * 2
+    sync, asyn = plan(g, t, "save-on-cpu", limit), plan(g, t, "save-on-cpu-async", limit)
+    assert sync.predicted["swap_out_bytes"] == asyn.predicted["swap_out_bytes"]
+    assert sync.predicted["time_s"] > asyn.predicted["time_s"], "the side stream hides copies the sync one waits on"
+    # every compute after a swap-out waits for it (the synchronous pack hook)
+    acts = sync.actions
+    for i, a in enumerate(acts):
+        if a.kind == "swap_out":
+            nxt = next((j for j in range(i + 1, len(acts)) if acts[j].kind == "compute"), None)
+            assert nxt is None or i in acts[nxt].deps
+
+
+def test_tflms_tunes_its_threshold_over_the_grid():
+    g, t = graph(3)
+    need = need_of(g, t, "tflms")
+    p = plan(g, t, "tflms", need)
+    grid = p.search["grid"]
+    assert [(r["ahead"], r["threshold"]) for r in grid] == [(a, th) for a in AHEAD_GRID
+                                                             for th in threshold_grid(g.num_ops)]
+    fitting = [r for r in grid if r["time_s"] is not None]
+    assert fitting and all(r["need_bytes"] <= need for r in fitting)
+    fastest = min(fitting, key=lambda r: r["time_s"])
+    assert (p.search["threshold"], p.search["ahead"]) == (fastest["threshold"], fastest["ahead"])
+    assert p.predicted["time_s"] == pytest.approx(min(r["time_s"] for r in fitting))
+    # a threshold beyond the graph swaps nothing
+    far = plan(g, t, "tflms", noswap_peak(g) * 2, tflms_thresholds=[10 * g.num_ops])
+    assert not swapped(far, "swap_out") or set(swapped(far, "swap_out")) <= set(g.outputs)
+
+
+def test_inference_graphs_offload_nothing():
+    from tvm_swap.zoo import load_zoo
+
+    g = load_zoo("zoo:resnet-152-inference@batch=1")
+    t = random_op_times(g, 2)
+    for planner in OFFLOAD:
+        p = plan(g, t, planner, noswap_peak(g) * 2)
+        assert p.verified and p.search["offloaded"] == 0, planner
+        assert {g.tensors[x].kind for x in swapped(p, "swap_in")} == {"input"}     # the image, once
+        assert set(swapped(p, "swap_out")) == set(g.outputs)                      # the logits
+
+
+def test_tflms_most_aggressive_setting_needs_the_least():
+    """The early refusal rests on this: no grid point needs less than (smallest threshold, shortest lead)."""
+    from tvm_swap.planner.baselines.offload import PolicyLayout, policy_need
+    from tvm_swap.planner.baselines.tflms import tflms_policy
+    from tvm_swap.planner.context import PlanningContext
+
+    for seed in (1, 3, 6):
+        g, t = graph(seed)
+        ctx = PlanningContext(g, t, DEV, 10**15)
+        layout = PolicyLayout.build(ctx)
+        grid = threshold_grid(g.num_ops)
+        needs = {(a, th): policy_need(ctx, layout, tflms_policy(ctx, layout, th, a))[0]
+                 for a in AHEAD_GRID for th in grid}
+        assert needs[(min(AHEAD_GRID), min(grid))] == min(needs.values())
+
+
+def test_bad_tflms_option_is_a_clear_error():
+    from tvm_swap.errors import TvmSwapError
+
+    g, t = graph(3)
+    with pytest.raises(TvmSwapError, match="tflms"):
+        plan(g, t, "tflms", noswap_peak(g), tflms_thresholds=[0])
+
+
+def test_cli_takes_the_new_planners(tmp_path):
+    g, _ = graph(3)
+    path = tmp_path / "g.json"
+    g.save(path)
+    for planner in OFFLOAD:
+        r = subprocess.run([sys.executable, "-m", "tvm_swap.cli", "plan", str(path), "--mem-limit", "200%",
+                            "--planner", planner, "-o", str(tmp_path / f"{planner}.json")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        r = subprocess.run([sys.executable, "-m", "tvm_swap.cli", "plan", str(path), "--mem-limit", "1%",
+                            "--planner", planner], capture_output=True, text=True)
+        assert r.returncode == 1 and "smallest feasible limit" in r.stderr and "Traceback" not in r.stderr
