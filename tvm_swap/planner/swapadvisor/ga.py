@@ -238,8 +238,20 @@ class GeneticSearch:
         gc_was = gc.isenabled()
         gc.disable()                  # evaluations make no reference cycles; collections would only rescan
         try:
-            self.evaluate(pool, pop)
-            seed_times = {name: g.time_s for name, g in seeds}
+            if generations is None:
+                # a time budget also bounds the first generation (seeds first, a worker's batch at a time):
+                # on large graphs each evaluation can take seconds
+                done: list[Genome] = []
+                step = max(1, n_workers)
+                for k in range(0, len(pop), step):
+                    self.evaluate(pool, pop[k:k + step])
+                    done += pop[k:k + step]
+                    if time.perf_counter() - t0 > budget_s:
+                        break
+                pop = done
+            else:
+                self.evaluate(pool, pop)
+            seed_times = {name: g.time_s for name, g in seeds if math.isfinite(g.time_s)}
             pop = self.select(pop, Np)
             elapsed = time.perf_counter() - t0
             history = [[0, round(elapsed, 4), pop[0].time_s]]
