@@ -30,9 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tvm_swap.errors import InfeasibleLimitError  # noqa: E402
+from tvm_swap.planner.registry import PlannerName  # noqa: E402
 from tvm_swap.units import format_bytes, format_seconds, parse_bytes  # noqa: E402
 
-PLANNERS = ["swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap"]
+PLANNERS = [str(n) for n in PlannerName]
 MEM_LIMIT = 16 * 10**9
 DEVICE = "v100-16gb"
 

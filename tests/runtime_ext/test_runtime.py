@@ -324,7 +324,7 @@ def test_updated_weights_stay_on_the_device_across_calls():
     plan = _kept_updates_plan(g)
     plan.device = get_device("cpu").to_dict()
     check_plan(g, plan)
-    backing = plan.next_object_map(g)
+    backing = plan.next_object_map(g.updates, g.op_outputs())
     assert backing != list(range(plan.pool.num_objects))      # some object really is renamed
     m = SwapModule(build_lowered(apply_plan(low, g, plan), "llvm"), ex.params, plan=plan)
     ref = Unlimited(ex.mod)

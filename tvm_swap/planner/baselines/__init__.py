@@ -12,7 +12,5 @@ from .noswap import noswap_need, plan_noswap, static_memory_plan
 from .odswap import plan_odswap
 from .vdnn import forward_ops, offload_candidates, plan_vdnn
 
-BASELINES = {"noswap": plan_noswap, "odswap": plan_odswap, "vdnn": plan_vdnn}
-
-__all__ = ["BASELINES", "PoolLayout", "default_pool", "forward_ops", "noswap_need", "offload_candidates",
+__all__ = ["PoolLayout", "default_pool", "forward_ops", "noswap_need", "offload_candidates",
            "plan_noswap", "plan_odswap", "plan_vdnn", "static_memory_plan"]

@@ -1,0 +1,44 @@
+"""The one list of planners. PlannerName is the enum every caller names a planner with (CLI choices,
+scripts, tests); PLANNERS maps each to `plan(ctx: PlanningContext) -> Plan`.
+
+    swapadvisor            genetic search over schedule and allocation, then its swap plan (swapadvisor/)
+    swapadvisor-nosearch   the swap planner on the default schedule and a single-class pool
+    odswap                 on-demand LRU swapping, prefetch by first-iteration order (baselines/odswap.py)
+    vdnn                   vDNN: offload layer inputs in forward, prefetch one layer ahead (baselines/vdnn.py)
+    noswap                 TVM's own static plan: everything resident, best-fit reuse (baselines/noswap.py)
+
+A new planner: add a member here and its function to PLANNERS; nothing else lists planners.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import Enum
+
+from ..plan import Plan
+from .baselines import plan_noswap, plan_odswap, plan_vdnn
+from .context import PlanningContext
+from .swapadvisor.planners import plan_swapadvisor, plan_swapadvisor_nosearch
+
+
+class PlannerName(str, Enum):
+    """A planner's name; a str subclass, so "odswap" and PlannerName.ODSWAP are the same key."""
+    SWAPADVISOR = "swapadvisor"
+    SWAPADVISOR_NOSEARCH = "swapadvisor-nosearch"
+    ODSWAP = "odswap"
+    VDNN = "vdnn"
+    NOSWAP = "noswap"
+
+    __hash__ = str.__hash__
+
+    def __str__(self) -> str:
+        return self.value
+
+
+PLANNERS: dict[PlannerName, Callable[[PlanningContext], Plan]] = {
+    PlannerName.SWAPADVISOR: plan_swapadvisor,
+    PlannerName.SWAPADVISOR_NOSEARCH: plan_swapadvisor_nosearch,
+    PlannerName.ODSWAP: plan_odswap,
+    PlannerName.VDNN: plan_vdnn,
+    PlannerName.NOSWAP: plan_noswap,
+}
+BASELINE_NAMES = (PlannerName.ODSWAP, PlannerName.VDNN, PlannerName.NOSWAP)
