@@ -18,11 +18,11 @@ Output: the same IRModule whose function is rebuilt in the plan's action order:
         res = tvm_swap.end()                            # waits for every stream; flat tuple of results
         return <the original return structure, built from res>
 
-Every call is an impure `R.call_packed` (the pipeline would drop unused pure calls, notes §4), and each takes
+Every call is an impure `R.call_packed` (the pipeline would drop unused pure calls, notes/tvm-0.27.md §4), and each takes
 the action index so the runtime executes the plan's event graph from the plan itself. No
 `R.builtin.alloc_tensor` is left for any planned tensor: all device memory of the function is the pool.
 Two extra functions carry the plan and the runtime manifest as JSON strings (`tvm_swap_plan`,
-`tvm_swap_manifest`, notes §9), so an exported library is self-describing.
+`tvm_swap_manifest`, notes/tvm-0.27.md §9), so an exported library is self-describing.
 
 How the graph is matched to the IR, positionally and checked: graph op k is the k-th kernel call; its outputs
 are the kernel's trailing alloc arguments, its inputs the kernel's tensor arguments (constants count when the

@@ -122,7 +122,7 @@ class _Done:
         return self.value
 
 
-class _Pool:
+class _Workers:
     """Evaluates genomes in worker processes (submit returns a Future) or in-process."""
 
     def __init__(self, evaluator: Evaluator, workers: int, mem_limit: int, alignment: int):
@@ -209,12 +209,12 @@ class GeneticSearch:
         return kids
 
     # ---- evaluation and selection ----
-    def submit(self, pool: _Pool, genomes: list[Genome], pending: dict) -> None:
+    def submit(self, workers: _Workers, genomes: list[Genome], pending: dict) -> None:
         """Start evaluating the genomes not seen before; `pending` maps key -> future."""
         for g in genomes:
             k = g.key()
             if k not in self.known and k not in pending:
-                pending[k] = pool.submit(g)
+                pending[k] = workers.submit(g)
 
     def collect(self, genomes: list[Genome], pending: dict) -> None:
         """Wait for `pending` and give every genome its time."""
@@ -225,9 +225,9 @@ class GeneticSearch:
         for g in genomes:
             g.time_s = self.known[g.key()]
 
-    def evaluate(self, pool: _Pool, genomes: list[Genome]) -> None:
+    def evaluate(self, workers: _Workers, genomes: list[Genome]) -> None:
         pending: dict = {}
-        self.submit(pool, genomes, pending)
+        self.submit(workers, genomes, pending)
         self.collect(genomes, pending)
 
     def select(self, candidates: list[Genome], k: int) -> list[Genome]:
@@ -258,12 +258,12 @@ class GeneticSearch:
             pop.append(self.random_genome())
         n_workers = default_workers() if workers is None else max(1, int(workers))
         n_workers = min(n_workers, max(1, Np))
-        pool = _Pool(self.ev, n_workers, self.mem_limit, self.alignment)
+        procs = _Workers(self.ev, n_workers, self.mem_limit, self.alignment)
         bar = _progress_bar(progress, generations)
         gc_was = gc.isenabled()
         gc.disable()                                       # see _init_worker
         try:
-            self.evaluate(pool, pop)
+            self.evaluate(procs, pop)
             seed_times = {name: g.time_s for name, g in seeds}
             pop = self.select(pop, Np)
             elapsed = time.perf_counter() - t0
@@ -285,7 +285,7 @@ class GeneticSearch:
                 for _ in range(max(1, Np // 4)):    # workers start on a crossover's kids while the next is bred
                     i, j = self.rng.choice(len(pop), size=2, replace=len(pop) < 2)
                     new = self.children(pop[int(i)], pop[int(j)])
-                    self.submit(pool, new, pending)
+                    self.submit(procs, new, pending)
                     kids.extend(new)
                 self.collect(kids, pending)
                 pop = self.select(pop + kids, Np)
@@ -297,7 +297,7 @@ class GeneticSearch:
         finally:
             if gc_was:
                 gc.enable()
-            pool.close()
+            procs.close()
             if bar is not None:
                 bar.close()
         return SearchResult(pop[0], gen, self.evaluations, time.perf_counter() - t0, history, seed_times)
