@@ -1,4 +1,4 @@
-"""apply_plan: write a verified swap plan into a lowered Relax function.
+"""ApplySwapPlan (a module pass) and apply_plan: write a verified swap plan into a lowered Relax function.
 
 Input: the output of `relay_passes.lower` (after CallTIRRewrite; each kernel is `alloc = R.builtin.alloc_tensor`,
 `kernel(inputs..., alloc)`, `lv = alloc`), the DataflowGraph extracted from it and a Plan for that graph.
@@ -18,11 +18,11 @@ Output: the same IRModule whose function is rebuilt in the plan's action order:
         res = tvm_swap.end()                            # waits for every stream; flat tuple of results
         return <the original return structure, built from res>
 
-Every call is an impure `R.call_packed` (the pipeline would drop unused pure calls, notes §4), and each takes
+Every call is an impure `R.call_packed` (the pipeline would drop unused pure calls, notes/tvm-0.27.md §4), and each takes
 the action index so the runtime executes the plan's event graph from the plan itself. No
 `R.builtin.alloc_tensor` is left for any planned tensor: all device memory of the function is the pool.
 Two extra functions carry the plan and the runtime manifest as JSON strings (`tvm_swap_plan`,
-`tvm_swap_manifest`, notes §9), so an exported library is self-describing.
+`tvm_swap_manifest`, notes/tvm-0.27.md §9), so an exported library is self-describing.
 
 How the graph is matched to the IR, positionally and checked: graph op k is the k-th kernel call; its outputs
 are the kernel's trailing alloc arguments, its inputs the kernel's tensor arguments (constants count when the
@@ -33,18 +33,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import tvm
+
 from tvm_swap.errors import PlanError, UnsupportedModelError
-from tvm_swap.graph import PERSISTENT_KINDS, DataflowGraph
-from tvm_swap.plan import Plan
+from tvm_swap.graph import PERSISTENT_KINDS, DataflowGraph, ir
+from tvm_swap.graph.ir import Kind
+from tvm_swap.plan import ActionKind, Plan
 
 PLAN_FUNC = "tvm_swap_plan"
 MANIFEST_FUNC = "tvm_swap_manifest"
-_ALLOC_OP = "relax.builtin.alloc_tensor"
-# Views of their first argument (same list as tvm_swap.graph.extract); apply re-creates them as reshapes.
-_VIEW_OPS = ("relax.reshape", "relax.memory.view", "relax.memory.ensure_zero_offset", "relax.builtin.stop_lift_params")
-_VIEW_PACKED = ("vm.builtin.reshape",)
-# Bindings that carry no tensor data (extract ignores them too); apply leaves them out.
-_IGNORED_OPS = ("relax.shape_of", "relax.null_value", "relax.print", "relax.assert_op", "relax.tensor_to_shape")
 
 
 # ---------------------------------------------------------------- IR analysis
@@ -80,27 +77,14 @@ class Program:
     ret: object           # Ref of the return value
 
 
-def _op_name(call):
-    import tvm
-
-    return call.op.name if isinstance(call.op, tvm.ir.Op) else None
-
-
 def analyze(mod, func_name: str = "main") -> Program:
     """Kernels in program order with their arguments resolved to tensors (see the module docstring)."""
     from tvm import relax
 
-    if func_name not in [gv.name_hint for gv in mod.functions]:
-        raise PlanError(f"the module has no function {func_name!r} to apply a plan to")
-    func = mod[func_name]
-    if not isinstance(func, relax.Function):
-        raise PlanError(f"{func_name!r} is not a Relax function")
+    func = ir.relax_function(mod, func_name, PlanError)
+    ir.check_tensor_params(func, func_name)
     ref: dict = {}
     for i, p in enumerate(func.params):
-        if not isinstance(p.ty, relax.TensorType):
-            raise UnsupportedModelError(
-                f"parameter {p.name!r} of {func_name!r} is a {type(p.ty).__name__}, not a tensor; tuple "
-                f"parameters are not supported: pass each tensor as its own parameter")
         ref[p] = TensorRef(("param", i), p.ty)
     pending_alloc: dict = {}      # alloc var -> its type, until a kernel writes it
     kernels: list[Kernel] = []
@@ -129,24 +113,24 @@ def analyze(mod, func_name: str = "main") -> Program:
                 ref[v] = _as_view(resolve(val), v.ty)
                 continue
             if isinstance(val, relax.Call):
-                name = _op_name(val)
-                if name == _ALLOC_OP:
+                kind = ir.classify(mod, val)
+                if kind == Kind.ALLOC:
                     pending_alloc[v] = v.ty
                     continue
-                if name in _IGNORED_OPS:
+                if kind == Kind.IGNORED:
                     continue
-                packed = str(val.op.global_symbol) if isinstance(val.op, relax.ExternFunc) else None
-                if name in _VIEW_OPS or packed in _VIEW_PACKED:
-                    ref[v] = _as_view(resolve(val.args[0]), v.ty)
+                if kind == Kind.VIEW:
+                    ref[v] = _as_view(resolve(ir.view_source(val)), v.ty)
                     continue
-                if name is None and _is_kernel_callee(mod, val.op):
+                if kind == Kind.KERNEL or (kind == Kind.PACKED and isinstance(val.op, relax.ExternFunc)
+                                           and not ir.is_runtime_symbol(str(val.op.global_symbol))):
                     args = list(val.args)
                     n_out = 0
                     while n_out < len(args) and isinstance(args[-1 - n_out], relax.Var) \
                             and args[-1 - n_out] in pending_alloc:
                         n_out += 1
                     if n_out == 0:
-                        raise UnsupportedModelError(f"kernel call {_callee_name(val.op)!r} writes no allocated "
+                        raise UnsupportedModelError(f"kernel call {ir.callee_name(val.op)!r} writes no allocated "
                                                     f"output; in-place kernels are not supported")
                     outs = args[len(args) - n_out:]
                     k = len(kernels)
@@ -155,8 +139,9 @@ def analyze(mod, func_name: str = "main") -> Program:
                     for j, o in enumerate(outs):
                         ref[o] = TensorRef(("out", k, j), pending_alloc.pop(o))
                     continue
+                callee = ir.op_name(val) or ir.callee_name(val.op)
                 raise UnsupportedModelError(
-                    f"binding {v.name!r} calls {name or _callee_name(val.op)!r}, which the swap pass cannot "
+                    f"binding {v.name!r} calls {callee!r}, which the swap pass cannot "
                     f"place; lower the model with relay_passes.lower first")
             ref[v] = resolve(val)
     if pending_alloc:
@@ -171,38 +156,17 @@ def _as_view(src, ty):
 
     if not isinstance(src, TensorRef) or not isinstance(ty, relax.TensorType):
         return src
-    if _dtype(ty) != _dtype(src.ty):
-        raise UnsupportedModelError(f"a view changes dtype {_dtype(src.ty)} -> {_dtype(ty)}; the swap pass only "
+    if ir.dtype_of(ty) != ir.dtype_of(src.ty):
+        raise UnsupportedModelError(f"a view changes dtype {ir.dtype_of(src.ty)} -> {ir.dtype_of(ty)}; the swap "
+                                    f"pass only "
                                     f"supports reshapes of a tensor")
     return TensorRef(src.base, ty)
-
-
-def _is_kernel_callee(mod, op) -> bool:
-    from tvm import relax, tirx
-
-    if isinstance(op, relax.ExternFunc):
-        return not str(op.global_symbol).startswith(("vm.", "tvm_swap."))
-    if isinstance(op, relax.GlobalVar):
-        return isinstance(mod[op], tirx.PrimFunc)
-    return False
-
-
-def _callee_name(op) -> str:
-    return getattr(op, "name_hint", None) or str(getattr(op, "global_symbol", op))
 
 
 def _flat_leaves(r) -> list:
     if isinstance(r, TupleRef):
         return [x for f in r.fields for x in _flat_leaves(f)]
     return [r]
-
-
-def _shape(ty) -> tuple[int, ...]:
-    return tuple(int(d) for d in ty.shape.values)
-
-
-def _dtype(ty) -> str:
-    return str(ty.dtype.dtype) if hasattr(ty.dtype, "dtype") else str(ty.dtype)
 
 
 # ---------------------------------------------------------------- graph <-> IR
@@ -229,7 +193,7 @@ def match_graph(prog: Program, graph: DataflowGraph) -> dict:
             if src and src[0] == "param":
                 bind(("param", int(src[1])), t, f"parameter {graph.tensors[t].name!r}")
     for k, (kern, op) in enumerate(zip(prog.kernels, graph.ops)):
-        name = _callee_name(kern.call.op)
+        name = ir.callee_name(kern.call.op)
         if op.kernel and op.kernel != name:
             raise PlanError(f"graph op {k} runs kernel {op.kernel!r} but the module's kernel {k} is {name!r}; "
                             f"extract the graph from this lowered module")
@@ -277,7 +241,7 @@ def check_plan_fits(graph: DataflowGraph, plan: Plan) -> None:
     for i, a in enumerate(plan.actions):
         if any(not 0 <= d < i for d in a.deps):
             raise PlanError(f"action {i} waits on {list(a.deps)}; deps must name earlier actions")
-        if a.kind == "compute":
+        if a.kind == ActionKind.COMPUTE:
             if not 0 <= a.op < graph.num_ops or a.op in seen_ops:
                 raise PlanError(f"action {i} computes op {a.op}, which is out of range or computed twice")
             seen_ops.add(a.op)
@@ -307,7 +271,7 @@ def build_manifest(prog: Program, graph: DataflowGraph, tob: dict, func_name: st
             role = "input" if i < int(num_input) else "unused"
         else:
             role = "unused"
-        params.append(ParamSpec(p.name, _shape(p.ty), _dtype(p.ty), role, t))
+        params.append(ParamSpec(p.name, ir.shape_of(p.ty), ir.dtype_of(p.ty), role, t))
     outputs = []
     for leaf in _flat_leaves(prog.ret):
         if not isinstance(leaf, TensorRef):
@@ -315,7 +279,7 @@ def build_manifest(prog: Program, graph: DataflowGraph, tob: dict, func_name: st
         if leaf.base not in tob:
             raise UnsupportedModelError(f"{func_name!r} returns parameter {func.params[leaf.base[1]].name!r} "
                                         f"that no kernel reads; return only computed tensors")
-        outputs.append(OutputSpec(tob[leaf.base], _shape(leaf.ty), _dtype(leaf.ty)))
+        outputs.append(OutputSpec(tob[leaf.base], ir.shape_of(leaf.ty), ir.dtype_of(leaf.ty)))
     if graph.outputs and sorted(set(graph.outputs)) != sorted({o.tensor for o in outputs}):
         raise PlanError(f"the graph's outputs {graph.outputs} are not what {func_name!r} returns "
                         f"{[o.tensor for o in outputs]}; extract the graph from this lowered module")
@@ -352,10 +316,9 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
     dropped objects), so kernels also wait on them; a program built without it cannot be run poisoned.
     Raises PlanError when plan, graph and module do not belong together.
     """
-    import tvm
     from tvm import relax
 
-    from runtime_ext.executor import call_sites
+    from tvm_swap.events import call_sites
 
     graph.validate()
     check_plan_fits(graph, plan)
@@ -368,7 +331,7 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
     manifest.meta["poison_ready"] = bool(debug_poison)
     needs_wait, needs_record = call_sites(plan, poison=debug_poison)
     if trace:
-        needs_wait = needs_record = [a.kind == "compute" for a in plan.actions]
+        needs_wait = needs_record = [a.kind == ActionKind.COMPUTE for a in plan.actions]
     kernel_of_op = dict(enumerate(prog.kernels))
     input_tensors = {p.tensor for p in manifest.params if p.role == "input" and p.tensor >= 0}
 
@@ -398,7 +361,7 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
             cur[t] = bb.emit(_packed("tvm_swap.object", [_int(-1), _int(t), _int(o)], tensor_ty(t)),
                              name_hint=name_of(t))
         for i, a in enumerate(plan.actions):
-            if a.kind == "compute":
+            if a.kind == ActionKind.COMPUTE:
                 op = graph.ops[a.op]
                 kern = kernel_of_op[a.op]
                 if needs_wait[i]:
@@ -410,8 +373,8 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
                     if isinstance(r, TensorRef):
                         t = tob[r.base]
                         v = current(t, f"op {op.name!r}")
-                        if _shape(r.ty) != tuple(graph.tensors[t].shape):
-                            v = bb.emit(relax.op.reshape(v, list(_shape(r.ty))), name_hint=name_of(t) + "_view")
+                        if ir.shape_of(r.ty) != tuple(graph.tensors[t].shape):
+                            v = bb.emit(relax.op.reshape(v, list(ir.shape_of(r.ty))), name_hint=name_of(t) + "_view")
                         args.append(v)
                     else:
                         args.append(r.expr)
@@ -421,14 +384,14 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
                     cur[t] = v
                 if needs_record[i]:
                     bb.emit(_packed("tvm_swap.record", [_int(i)]), name_hint="_")
-            elif a.kind == "swap_out":
+            elif a.kind == ActionKind.SWAP_OUT:
                 bb.emit(_packed("tvm_swap.swap_out", [_int(i), current(a.tensor, f"swap-out (action {i})")]),
                         name_hint="_")
-            elif a.kind == "swap_in":
+            elif a.kind == ActionKind.SWAP_IN:
                 src = [param_var[a.tensor]] if a.tensor in input_tensors else []
                 cur[a.tensor] = bb.emit(_packed("tvm_swap.swap_in", [_int(i), *src], tensor_ty(a.tensor)),
                                         name_hint=name_of(a.tensor))
-            elif a.kind == "drop":
+            elif a.kind == ActionKind.DROP:
                 current(a.tensor, f"drop (action {i})")
                 bb.emit(_packed("tvm_swap.drop", [_int(i)]), name_hint="_")
                 del cur[a.tensor]
@@ -452,6 +415,46 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
             fb.emit_func_output(tvm.ir.StringImm(text))
         out[fname] = fb.get()[fname]
     return out
+
+
+@tvm.transform.module_pass(opt_level=0, name="tvm_swap.ApplySwapPlan")
+class ApplySwapPlan:
+    """Write a verified swap plan into a lowered Relax module: a module pass, usable in a
+    `tvm.transform.Sequential` like TVM's own `relax.transform` passes.
+
+        applied = ApplySwapPlan(graph, plan, target="llvm")(lowered)
+        seq = tvm.transform.Sequential([ApplySwapPlan(graph, plan), *finalize_passes])
+
+    Parameters
+    ----------
+    graph : DataflowGraph
+        The graph extracted from the module the pass will run on (tvm_swap.graph.from_relax).
+    plan : Plan
+        A plan for `graph`, verified (tvm_swap.verify.check_plan; every plan from plan_graph is).
+    func_name : str
+        The function to rewrite.
+    target : str or Target
+        Recorded in the manifest so the runtime picks its backend ("llvm" or "cuda").
+    trace : bool
+        Call `tvm_swap.wait` / `tvm_swap.record` around every kernel, so a tracing runtime can time each one.
+    debug_poison : bool
+        Drops are real work (the runtime overwrites dropped objects), so kernels also wait on them.
+
+    Returns
+    -------
+    A `tvm.transform.ModulePass`: IRModule -> IRModule with `func_name` rebuilt in plan order and the plan
+    and manifest embedded (see the module docstring). Raises PlanError when plan, graph and module do not
+    belong together.
+    """
+
+    def __init__(self, graph: DataflowGraph, plan: Plan, func_name: str = "main", target="llvm",
+                 trace: bool = False, debug_poison: bool = False):
+        self.graph, self.plan, self.func_name = graph, plan, func_name
+        self.target, self.trace, self.debug_poison = target, trace, debug_poison
+
+    def transform_module(self, mod, ctx):
+        return apply_plan(mod, self.graph, self.plan, self.func_name, target=self.target, trace=self.trace,
+                          debug_poison=self.debug_poison)
 
 
 def count_calls(mod, func_name: str = "main") -> dict:

@@ -66,7 +66,7 @@ def _parse_string(text: str) -> dict:
 
 
 def _detected_arch() -> str | None:
-    from runtime_ext.cuda import gpu_available
+    from tvm_swap.cuda_env import gpu_available
 
     if not gpu_available():
         return None

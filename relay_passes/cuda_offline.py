@@ -14,7 +14,7 @@ needs NVRTC or nvcc on the GPU machine at load time (notes/tvm-0.27.md §5). The
 The stand-in never runs a kernel: any driver call fails with "no device". So that nothing else in the
 process changes behaviour, it also sets TVM_COMPILE_FORCE_FALLBACK=1 (TVM's codegen then keeps source
 exactly as before); relay_passes.cuda_build lifts that only around its own fatbin builds.
-runtime_ext.cuda.gpu_available() stays False under the stand-in (its first driver call fails).
+tvm_swap.cuda_env.gpu_available() stays False under the stand-in (its first driver call fails).
 """
 from __future__ import annotations
 

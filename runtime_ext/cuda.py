@@ -25,7 +25,7 @@ pool's allocations, and at the start and end of every call. TVM's VM allocator i
 during a run), so anything the program allocates besides the pool is still held at the end of the call,
 where it is sampled. stats() reports the measured figures next to the pool's own books.
 
-Everything that needs a GPU sits behind `gpu_available()` (the one switch; `why_no_gpu()` says why not):
+Everything that needs a GPU sits behind `gpu_available()` (tvm_swap.cuda_env, the one switch; `why_no_gpu()` says why not):
 cuda-bindings importable, a driver and a device, TVM's CUDA runtime loaded (tvm_swap.cuda_env loads it
 by hand for a runtime-only TVM), and TVM seeing the device. A stand-in driver (relay_passes.cuda_offline)
 fails the first check that reaches the driver, so builds on a GPU-less machine never think they have one.
@@ -36,69 +36,17 @@ import math
 import queue
 import threading
 
+from tvm_swap.cuda_env import _error_text, gpu_available, gpu_status, why_no_gpu  # noqa: F401  (the one switch)
 from tvm_swap.errors import TvmSwapError
 
 from .backend import POISON_BYTE, STREAMS, Backend
-
-_status: list = []       # [(available, reason)] once probed
 
 
 class CudaError(TvmSwapError):
     """A CUDA runtime call failed (the message names the call and CUDA's error)."""
 
 
-# ---------------------------------------------------------------- the one switch
-def _probe() -> tuple[bool, str]:
-    try:
-        from cuda.bindings import runtime as rt
-    except ImportError:
-        return False, "cuda-bindings is not installed (pip install 'tvm_swap[cuda]')"
-    err, count = rt.cudaGetDeviceCount()
-    if err != rt.cudaError_t.cudaSuccess:
-        return False, f"no usable CUDA driver or device ({_error_text(rt, err)})"
-    if count < 1:
-        return False, "the CUDA driver reports no device"
-    from tvm_swap import cuda_env
-
-    try:
-        cuda_env.ensure_runtime()
-    except OSError as e:
-        return False, f"TVM's CUDA runtime does not load: {str(e).splitlines()[0]}"
-    import tvm
-
-    dev = tvm.cuda(0)
-    if not dev.exist:
-        return False, "TVM sees no CUDA device (its CUDA runtime may be older than the driver allows)"
-    return True, f"{dev.device_name} (sm_{dev.compute_version.replace('.', '')}), {count} device(s)"
-
-
-def gpu_status() -> tuple[bool, str]:
-    """(available, reason): the probe runs once per process."""
-    if not _status:
-        try:
-            _status.append(_probe())
-        except Exception as e:  # a broken install must read as "no GPU", with the reason
-            _status.append((False, f"probing CUDA failed: {type(e).__name__}: {e}"))
-    return _status[0]
-
-
-def gpu_available() -> bool:
-    """True when this process can run CUDA kernels and this backend (see the module docstring)."""
-    return gpu_status()[0]
-
-
-def why_no_gpu() -> str:
-    ok, reason = gpu_status()
-    return "" if ok else reason
-
-
 # ---------------------------------------------------------------- helpers
-def _error_text(rt, err) -> str:
-    _, name = rt.cudaGetErrorName(err)
-    _, text = rt.cudaGetErrorString(err)
-    return f"{name.decode() if isinstance(name, bytes) else name}: {text.decode() if isinstance(text, bytes) else text}"
-
-
 def _check(rt, result, what: str):
     """cuda-bindings calls return (err, *values): raise CudaError on failure, else the value(s)."""
     if isinstance(result, tuple):

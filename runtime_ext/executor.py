@@ -21,56 +21,13 @@ import time
 import numpy as np
 
 from tvm_swap.errors import PlanError
+from tvm_swap.events import event_graph
 from tvm_swap.manifest import Manifest
-from tvm_swap.plan import STREAM_OF, Plan
+from tvm_swap.plan import Plan
 
 from .backend import Backend
 from .host_store import HostStore
 from .pool import DevicePool, PoolError
-
-
-def event_graph(plan: Plan, poison: bool = False) -> tuple[list, list]:
-    """(stream of each action, the actions each one waits on across streams) — the backend's events.
-
-    Same-stream deps are dropped (streams are FIFO). Without poisoning a drop has no stream and does no work,
-    so a dep on it is a dep on its own deps (expanded); with poisoning it is work on the aux stream.
-    """
-    acts = plan.actions
-    stream = [STREAM_OF[a.kind] or ("aux" if poison else None) for a in acts]
-    expanded: dict[int, tuple] = {}
-
-    def expand(d):
-        if stream[d] is not None:
-            return (d,)
-        if d not in expanded:
-            expanded[d] = tuple(x for dd in acts[d].deps for x in expand(dd))
-        return expanded[d]
-
-    waits = []
-    for i, a in enumerate(acts):
-        if stream[i] is None:
-            waits.append(())
-            continue
-        waits.append(tuple(sorted({e for d in a.deps for e in expand(d) if stream[e] != stream[i]})))
-    return stream, waits
-
-
-def call_sites(plan: Plan, poison: bool = False) -> tuple[list[bool], list[bool]]:
-    """Where the program must call the runtime around kernels: needs_wait[i] (compute i waits on another
-    stream) and needs_record[i] (another stream waits on compute i). relay_passes.apply emits
-    `tvm_swap.wait(i)` / `tvm_swap.record(i)` exactly there; a program built for poisoning (drops are work)
-    has a superset of the call sites of one built without."""
-    _, waits = event_graph(plan, poison)
-    n = len(plan.actions)
-    needs_wait = [False] * n
-    needs_record = [False] * n
-    for i, a in enumerate(plan.actions):
-        if a.kind == "compute" and waits[i]:
-            needs_wait[i] = True
-        for e in waits[i]:
-            if plan.actions[e].kind == "compute":
-                needs_record[e] = True
-    return needs_wait, needs_record
 
 
 class PlanExecutor:
@@ -196,11 +153,7 @@ class PlanExecutor:
         if problems:
             raise PlanError("the plan does not end in its start state, so it cannot repeat: "
                             + "; ".join(problems[:5]))
-        from types import SimpleNamespace
-
-        shim = SimpleNamespace(updates=dict(updates), ops=[SimpleNamespace(outputs=tuple(o))
-                                                           for o in self.man.meta["op_outputs"]])
-        self.next_backing = [int(k) for k in self.plan.next_object_map(shim)]
+        self.next_backing = [int(k) for k in self.plan.next_object_map(updates, self.man.meta["op_outputs"])]
         # Host copies of persistent tensors: needed when the plan reads one from the host before writing it.
         self.needs_host = {p for p in self.persistent if first_host_use.get(p) == "in"}
         resident_at_start = {t for t, _ in self.initial}

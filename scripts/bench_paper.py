@@ -39,11 +39,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tvm_swap.errors import InfeasibleLimitError  # noqa: E402
+from tvm_swap.planner.registry import PlannerName  # noqa: E402
 from tvm_swap.zoo import ZooError  # noqa: E402
 from tvm_swap.units import format_bytes, format_seconds, parse_bytes  # noqa: E402
 
-PLANNERS = ["swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap", "tflms", "save-on-cpu",
-            "save-on-cpu-async"]
+PLANNERS = [str(n) for n in PlannerName]
 # Not run: checkpoint-sqrt (Chen et al. 2016) needs recompute actions, which plans cannot contain yet.
 MEM_LIMIT = 16 * 10**9
 DEVICE = "v100-16gb"

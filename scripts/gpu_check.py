@@ -202,7 +202,7 @@ def wheel_report(wheels: Path) -> dict:
 def environment() -> dict:
     import tvm
 
-    from runtime_ext.cuda import gpu_status
+    from tvm_swap.cuda_env import gpu_status
 
     env = {"python": platform.python_version(), "tvm": getattr(tvm, "__version__", "?"),
            "tvm_runtime_only": bool(getattr(tvm.base, "_RUNTIME_ONLY", False)), "host": platform.node()}

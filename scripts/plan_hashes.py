@@ -15,6 +15,7 @@ import sys
 
 EXAMPLES = ("mlp", "cnn", "mlp-train", "cnn-train")
 ZOO = ("zoo:rnn-8-8k@batch=128", "zoo:wresnet-152-10@batch=16")
+# Spelled out rather than read from tvm_swap.planner.registry, so the script also runs on trees without it.
 PLANNERS = ("swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap")
 
 

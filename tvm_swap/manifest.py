@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from tvm_swap.errors import PlanError
+from .errors import PlanError
+from .jsonio import check_versioned, parse_json
 
 MANIFEST_FORMAT = "tvm_swap.manifest"
 MANIFEST_VERSION = 1
@@ -87,9 +88,8 @@ class Manifest:
     @classmethod
     def from_json(cls, text: str) -> "Manifest":
         try:
-            d = json.loads(text)
-            if d.get("format") != MANIFEST_FORMAT or d.get("version") != MANIFEST_VERSION:
-                raise PlanError(f"not a tvm_swap manifest of version {MANIFEST_VERSION}; rebuild the module")
+            d = check_versioned(parse_json(text, "manifest", PlanError), MANIFEST_FORMAT, MANIFEST_VERSION,
+                                "manifest", PlanError, "; rebuild the module")
             tensors = {int(i): TensorSpec(int(i), str(n), tuple(int(s) for s in sh), str(dt), int(b), str(k))
                        for i, n, sh, dt, b, k in d["tensors"]}
             params = [ParamSpec(str(p["name"]), tuple(int(s) for s in p["shape"]), str(p["dtype"]), str(p["role"]),

@@ -1,5 +1,5 @@
-"""The steps behind `tvm_swap.build`: lower, extract, cost, plan, verify, apply, relax.build; the result is a
-SwapModule.
+"""The steps behind `tvm_swap.build`: lower, extract, time, plan (verified), apply, relax.build; the result
+is a SwapModule.
 
     m = tvm_swap.build(mod, target="llvm", mem_limit="60%", params=params)   # '60%' of the no-swap peak
     y = m(x)
@@ -7,11 +7,16 @@ SwapModule.
 Steps (each a module with one job):
     relay_passes.lower        TVM's pipeline up to fused kernels with explicit allocations
     tvm_swap.graph.extract    DataflowGraph of the lowered function
-    tvm_swap.cost             per-op seconds: kernels profiled on llvm (profile=True), roofline otherwise
-    tvm_swap.planner.api      plan_graph (verified; InfeasibleLimitError below the smallest feasible limit)
-    tvm_swap.verify           check_plan again, independently of the planner
+    tvm_swap.profile          per-op seconds: kernels timed on llvm (profile=True or "insitu"), else the
+                              roofline of tvm_swap.cost
+    tvm_swap.planner.api      plan_graph: every plan it returns passed tvm_swap.verify (InfeasibleLimitError
+                              below the smallest feasible limit)
     relay_passes.apply        the plan written into the program (order, pool objects, swap calls, plan JSON)
     relay_passes.lower.build_lowered   finalize passes + codegen (relax_pipeline=None)
+
+The plan is verified once on this path (inside plan_graph); apply checks only the structure it relies on,
+and the runtime checks what it relies on again when a library is loaded, since a library file is untrusted
+input (runtime_ext.executor).
 
 mem_limit=None plans with no limit: the "noswap" planner at the memory TVM's own static plan needs.
 `compile_model` stops before the runtime (for targets with no runtime backend here, e.g. CUDA on a machine
@@ -55,106 +60,6 @@ def _device_spec(device, target_kind: str, bandwidth):
     return spec.with_link(bw)
 
 
-def _random_value(shape, dtype, rng):
-    import numpy as np
-
-    if "float" in dtype:
-        return (0.5 + 0.5 * rng.random(shape)).astype(dtype)   # no denormals (they slow CPU kernels down)
-    return np.zeros(shape, dtype=dtype)
-
-
-class InSituProfiler:
-    """Times each kernel where it really runs: a traced no-swap build of `lowered` on this runtime.
-
-    `sample(n)` makes n traced calls; `op_times()` turns the traces so far into seconds per op
-    (runtime_ext.trace.op_times: fastest third of the calls, per-op median). llvm only. Missing params /
-    inputs are random data in [0.5, 1). Benchmarks interleave `sample` with the runs they predict, so both
-    see the same machine load.
-    """
-
-    def __init__(self, lowered, graph, target="llvm", params=None, inputs=None, func_name: str = "main",
-                 warmup: int = 5):
-        import numpy as np
-
-        from relay_passes.apply import apply_plan
-        from relay_passes.lower import as_target, build_lowered
-        from runtime_ext.swap_module import SwapModule
-
-        from .planner.api import plan_graph
-        from .planner.baselines.noswap import noswap_need
-
-        target = as_target(target)
-        if target.kind.name != "llvm":
-            raise TvmSwapError("in-situ profiling runs the model, so it needs target llvm here; use "
-                               "profile=False (roofline) for other targets")
-        self.graph = graph
-        self.plan = plan_graph(graph, noswap_need(graph, 256), device="cpu",
-                               op_time=np.full(graph.num_ops, 1e-5), planner="noswap")
-        lib = build_lowered(apply_plan(lowered, graph, self.plan, func_name, target="llvm", trace=True), target)
-        rng = np.random.default_rng(0)
-        self.module = m = SwapModule(lib, _fill_params(lib, params, rng), plan=self.plan, trace=True)
-        if isinstance(inputs, (list, tuple)):
-            inputs = {p.name: x for p, x in zip(m.manifest.inputs, inputs)}
-        inputs = dict(inputs or {})
-        self.inputs = [inputs[p.name] if p.name in inputs else _random_value(p.shape, p.dtype, rng)
-                       for p in m.manifest.inputs]
-        for _ in range(warmup):
-            m(*self.inputs)
-        self.reset()
-
-    def reset(self) -> None:
-        self.module._times.clear()
-        self.module.executor.traces.clear()
-
-    def sample(self, n: int = 1) -> None:
-        m = self.module
-        m.executor.keep_traces = max(m.executor.keep_traces, len(m.executor.traces) + n)
-        for _ in range(n):
-            m(*self.inputs)
-
-    def op_times(self):
-        from runtime_ext.trace import op_times
-
-        m = self.module
-        return op_times(m.executor.traces, m.call_times, self.plan, self.graph.num_ops)
-
-    def close(self) -> None:
-        self.module.close()
-
-
-def insitu_op_times(lowered, graph, target="llvm", params=None, inputs=None, func_name: str = "main",
-                    repeat: int = 30, warmup: int = 5):
-    """Seconds per op measured where the kernels really run (see InSituProfiler)."""
-    prof = InSituProfiler(lowered, graph, target, params, inputs, func_name, warmup)
-    prof.sample(repeat)
-    times = prof.op_times()
-    prof.close()
-    return times
-
-
-def _fill_params(lib, params, rng):
-    """params as given, completed with random values for the ones missing (read from the library)."""
-    import tvm
-    from tvm import relax
-
-    from runtime_ext.swap_module import _read_manifest
-
-    man = _read_manifest(relax.VirtualMachine(lib, tvm.cpu()))
-    given = dict(params or {})
-    return {p.name: given[p.name] if p.name in given else _random_value(p.shape, p.dtype, rng)
-            for p in man.persistent}
-
-
-def _op_times(lowered, graph, target, spec, profile, cost_cache, params=None, inputs=None, func_name="main"):
-    from .cost import profile_times, roofline_times
-
-    if profile == "insitu":
-        return insitu_op_times(lowered, graph, target, params, inputs, func_name), "insitu"
-    if profile and target.kind.name == "llvm":
-        return profile_times(lowered, graph, target, cache=cost_cache), "profiled"
-    return roofline_times(graph, spec), "roofline"
-
-
 def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str = "swapadvisor",
                   budget_s: float = 10.0, seed: int = 0, generations: int | None = None, fuse_max_depth=None,
                   profile: bool = True, bandwidth=None, func_name: str = "main", workers: int | None = 1,
@@ -164,14 +69,14 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     example_inputs only feed in-situ profiling here)."""
     import tvm
 
-    from relay_passes.apply import apply_plan
+    from relay_passes.apply import ApplySwapPlan
     from relay_passes.cuda_build import build_lowered, resolve_target   # CUDA: kernels in a fatbin
     from relay_passes.lower import lower
 
     from .graph.extract import graph_from_relax
     from .planner.api import plan_graph
     from .planner.baselines.noswap import noswap_need
-    from .verify import check_plan
+    from .profile import per_op_times
 
     if not isinstance(mod, tvm.IRModule):
         raise TvmSwapError(f"build needs a Relax tvm.IRModule, got {type(mod).__name__}")
@@ -193,8 +98,8 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
         check_feasible(graph, resolve_limit(graph, mem_limit), resolve_pool(planner, planner_options.get("pool")))
     t1 = time.perf_counter()
     if op_time is None:
-        op_time, cost_source = _op_times(lowered, graph, target, spec, profile, cost_cache, params,
-                                         example_inputs, func_name)
+        op_time, cost_source = per_op_times(lowered, graph, target, spec, profile, cost_cache, params,
+                                            example_inputs, func_name)
     else:
         cost_source = "given"
     times["cost_s"] = time.perf_counter() - t1
@@ -204,12 +109,11 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
         mem_limit = noswap_need(graph, 256)
     plan = plan_graph(graph, mem_limit, device=spec, op_time=op_time, planner=planner, budget_s=budget_s, seed=seed,
                       generations=generations, workers=workers, progress=progress, **planner_options)
-    check_plan(graph, plan)
     times["plan_s"] = time.perf_counter() - t2
     if _plan_hook is not None:   # private: tests corrupt a verified plan on purpose to prove the runtime's checks
         plan = _plan_hook(plan)
     t3 = time.perf_counter()
-    applied = apply_plan(lowered, graph, plan, func_name, target=kind, debug_poison=debug_poison)
+    applied = ApplySwapPlan(graph, plan, func_name, target=kind, debug_poison=debug_poison)(lowered)
     executable = build_lowered(applied, target)
     times["codegen_s"] = time.perf_counter() - t3
     info = {"target": kind, "planner": plan.planner, "cost": cost_source, "num_ops": graph.num_ops,
@@ -244,7 +148,7 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
 
     kind = resolve_target(target).kind.name
     if kind == "cuda":
-        from runtime_ext.cuda import why_no_gpu
+        from .cuda_env import why_no_gpu
 
         if why_no_gpu():
             raise TvmSwapError(f"no CUDA GPU to run on ({why_no_gpu()}); tvm_swap.pipeline.compile_model(...) "

@@ -22,20 +22,48 @@ was written into another object than the old value's.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 import numpy as np
 
 from .errors import PlanError
+from .jsonio import check_versioned, parse_json, read_json
 
 PLAN_FORMAT = "tvm_swap.plan"
 PLAN_VERSION = 2          # 2: pool kinds ("size-classes" | "arena"); version-1 plans (size classes) still load
 SUPPORTED_VERSIONS = (1, 2)
 POOL_KINDS = ("arena", "size-classes")
-ACTION_KINDS = ("compute", "swap_out", "swap_in", "drop")
-STREAM_OF = {"compute": "compute", "swap_out": "d2h", "swap_in": "h2d", "drop": None}
 DEFAULT_ALIGNMENT = 256  # cudaMalloc's alignment; also keeps CPU kernels' 64-byte requirement
+
+
+class ActionKind(str, Enum):
+    """The four kinds of action. A str subclass: `a.kind == "compute"` holds and JSON writes the value."""
+    COMPUTE = "compute"
+    SWAP_OUT = "swap_out"
+    SWAP_IN = "swap_in"
+    DROP = "drop"
+
+    __hash__ = str.__hash__          # so a kind and its string are the same dict key
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ACTION_KINDS = tuple(k.value for k in ActionKind)
+STREAM_OF = {ActionKind.COMPUTE: "compute", ActionKind.SWAP_OUT: "d2h", ActionKind.SWAP_IN: "h2d",
+             ActionKind.DROP: None}
+
+
+def aligned_bytes(nbytes, alignment: int = DEFAULT_ALIGNMENT):
+    """Bytes of the pool object that holds a tensor of `nbytes`: rounded up to `alignment`, never 0 (every
+    tensor needs storage). An int for an int, an int64 array for an array (or list) of sizes."""
+    a = int(alignment)
+    if isinstance(nbytes, (int, np.integer)):
+        return max(a, (int(nbytes) + a - 1) // a * a)
+    return np.maximum(a, (np.asarray(nbytes, dtype=np.int64) + a - 1) // a * a)
 
 
 @dataclass(frozen=True)
@@ -49,7 +77,7 @@ class Action:
 
     def to_json(self) -> dict:
         d: dict = {"k": self.kind}
-        if self.kind == "compute":
+        if self.kind == ActionKind.COMPUTE:
             d["op"] = self.op
             d["out"] = list(self.out_objs)
         else:
@@ -61,11 +89,12 @@ class Action:
 
     @classmethod
     def from_json(cls, d: dict) -> "Action":
-        k = d["k"]
-        if k not in ACTION_KINDS:
-            raise PlanError(f"unknown action kind {k!r}")
+        try:
+            k = ActionKind(d["k"])
+        except ValueError:
+            raise PlanError(f"unknown action kind {d['k']!r}") from None
         deps = tuple(int(x) for x in d.get("deps", ()))
-        if k == "compute":
+        if k is ActionKind.COMPUTE:
             return cls(k, op=int(d["op"]), deps=deps, out_objs=tuple(int(x) for x in d.get("out", ())))
         return cls(k, tensor=int(d["t"]), obj=int(d["obj"]), deps=deps)
 
@@ -212,17 +241,18 @@ class Plan:
 
     # ---- stats derived from the actions ----
     def swap_stats(self, tensor_bytes: np.ndarray) -> dict:
-        out = [a.tensor for a in self.actions if a.kind == "swap_out"]
-        inn = [a.tensor for a in self.actions if a.kind == "swap_in"]
+        out = [a.tensor for a in self.actions if a.kind == ActionKind.SWAP_OUT]
+        inn = [a.tensor for a in self.actions if a.kind == ActionKind.SWAP_IN]
         return {
             "swap_out_count": len(out), "swap_in_count": len(inn),
             "swap_out_bytes": int(tensor_bytes[out].sum()) if out else 0,
             "swap_in_bytes": int(tensor_bytes[inn].sum()) if inn else 0,
         }
 
-    def next_object_map(self, graph) -> list[int]:
+    def next_object_map(self, updates: Mapping[int, int], op_outputs: Sequence[Sequence[int]]) -> list[int]:
         """backing[k] = this iteration's object whose buffer plays object k in the next iteration.
 
+        updates: {new tensor: old tensor} (DataflowGraph.updates); op_outputs[o]: op o's output tensors.
         Each initial resident's object is backed by the object its (updated) value ends in; the other
         objects of each class take the class's remaining buffers in index order. In an arena every
         initial resident ends in its own object or its ping-pong partner (the verifier checks it), so the map
@@ -235,14 +265,14 @@ class Plan:
                 backing[k] = j
             return backing
 
-        new_of = {old: new for new, old in graph.updates.items()}
+        new_of = {old: new for new, old in updates.items()}
         where = dict(self.initial_residents)       # replay tenancy: tensor -> object at the end
         for a in self.actions:
-            if a.kind == "compute":
-                where.update(zip(graph.ops[a.op].outputs, a.out_objs))
-            elif a.kind == "swap_in":
+            if a.kind == ActionKind.COMPUTE:
+                where.update(zip(op_outputs[a.op], a.out_objs))
+            elif a.kind == ActionKind.SWAP_IN:
                 where[a.tensor] = a.obj
-            elif a.kind == "drop":
+            elif a.kind == ActionKind.DROP:
                 where.pop(a.tensor, None)
         end_obj = {o: where[new_of.get(t, t)] for t, o in self.initial_residents}
         cls = self.pool.object_class()
@@ -258,6 +288,35 @@ class Plan:
             else:
                 backing[k] = spare[int(cls[k])].pop(0)
         return backing
+
+    def summary(self) -> dict:
+        """What the plan promises, flat: the JSON of `tvm-swap plan --json` (scripts outside the tests read
+        these keys). Read from `predicted` and `search`, so it is only as complete as those are."""
+        p, s = self.predicted, self.search
+        time_s = p.get("time_s")
+        lb = p.get("lower_bound_s")
+        return {
+            "planner": self.planner,
+            "pool": self.pool.kind,
+            "graph": self.graph_name,
+            "device": self.device.get("name"),
+            "mem_limit_bytes": int(self.mem_limit),
+            "peak_bytes": p.get("peak_bytes"),
+            "pool_bytes": p.get("pool_bytes"),
+            "ideal_time_s": p.get("ideal_time_s"),
+            "lower_bound_s": lb,
+            "time_s": time_s,
+            "throughput_vs_ideal": p.get("throughput_vs_ideal"),
+            "time_vs_lower_bound": (time_s / lb) if time_s and lb else None,
+            "swap_out_bytes": p.get("swap_out_bytes"),
+            "swap_in_bytes": p.get("swap_in_bytes"),
+            "swap_out_count": p.get("swap_out_count"),
+            "swap_in_count": p.get("swap_in_count"),
+            "verified": bool(self.verified),
+            "search_s": s.get("search_s"),
+            "generations": s.get("generations"),
+            "seed": s.get("seed"),
+        }
 
     # ---- JSON ----
     def to_dict(self) -> dict:
@@ -278,11 +337,7 @@ class Plan:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Plan":
-        if not isinstance(d, dict) or d.get("format") != PLAN_FORMAT:
-            raise PlanError(f"not a tvm_swap plan (expected \"format\": \"{PLAN_FORMAT}\")")
-        if d.get("version") not in SUPPORTED_VERSIONS:
-            raise PlanError(f"plan version {d.get('version')} is not supported (this reads versions "
-                            f"{', '.join(map(str, SUPPORTED_VERSIONS))}); re-plan")
+        check_versioned(d, PLAN_FORMAT, SUPPORTED_VERSIONS, "plan", PlanError, "; re-plan")
         try:
             return cls(
                 graph_name=str(d["graph"]["name"]), graph_fingerprint=str(d["graph"]["fingerprint"]),
@@ -301,18 +356,11 @@ class Plan:
 
     @classmethod
     def from_json(cls, text: str) -> "Plan":
-        try:
-            return cls.from_dict(json.loads(text))
-        except json.JSONDecodeError as e:
-            raise PlanError(f"plan is not valid JSON: {e}") from None
+        return cls.from_dict(parse_json(text, "plan", PlanError))
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json())
 
     @classmethod
     def load(cls, path: str | Path) -> "Plan":
-        try:
-            text = Path(path).read_text()
-        except OSError as e:
-            raise PlanError(f"cannot read plan file {str(path)!r}: {e}") from None
-        return cls.from_json(text)
+        return cls.from_dict(read_json(path, "plan file", PlanError))

@@ -18,7 +18,7 @@ import numpy as np
 
 from .devices import DeviceSpec, get_device
 from .graph import DataflowGraph, OpInfo, TensorInfo
-from .plan import DEFAULT_ALIGNMENT, Plan, Pool
+from .plan import DEFAULT_ALIGNMENT, Plan, Pool, aligned_bytes
 
 # Sizes repeat and some are not multiples of the alignment, so classes and rounding both matter.
 DEFAULT_SIZES = (1_000_000, 1 << 20, 3 << 20, 4_000_000, 8 << 20)
@@ -210,10 +210,6 @@ def random_op_times(graph: DataflowGraph, seed=0, flops_per_s: float = 1e12, jit
     return np.maximum(flops / flops_per_s * factor, floor_s)
 
 
-def _aligned(nbytes: int, alignment: int) -> int:
-    return max(alignment, (int(nbytes) + alignment - 1) // alignment * alignment)
-
-
 def random_topological_order(graph: DataflowGraph, seed=0) -> list[int]:
     """A uniformly random choice among ready ops at each step: some valid schedule."""
     rng = _rng(seed)
@@ -253,7 +249,7 @@ def simple_plan_for(graph: DataflowGraph, schedule=None, alignment: int = DEFAUL
 
     schedule = list(range(graph.num_ops)) if schedule is None else [int(o) for o in schedule]
     used = graph.used_tensors()
-    aligned = {t: _aligned(graph.tensors[t].nbytes, alignment) for t in used}
+    aligned = {t: aligned_bytes(graph.tensors[t].nbytes, alignment) for t in used}
     class_bytes = sorted(set(aligned.values()))
     cls_of_size = {b: c for c, b in enumerate(class_bytes)}
     tensor_class = [-1] * graph.num_tensors
@@ -323,7 +319,7 @@ def simple_plan_for(graph: DataflowGraph, schedule=None, alignment: int = DEFAUL
                 release(t)
 
     workspace = max((op.workspace for op in graph.ops), default=0)
-    pool = Pool(class_bytes, n_local, alignment, _aligned(workspace, alignment) if workspace else 0)
+    pool = Pool(class_bytes, n_local, alignment, aligned_bytes(workspace, alignment) if workspace else 0)
     first = pool.first_object().tolist()
     obj = lambda ck: first[ck[0]] + ck[1]  # noqa: E731
 

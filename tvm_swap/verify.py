@@ -35,7 +35,7 @@ import bisect
 
 from .errors import VerificationError
 from .graph import DataflowGraph
-from .plan import Plan
+from .plan import Plan, aligned_bytes
 
 _STREAM = {"compute": 0, "swap_out": 1, "swap_in": 2, "drop": -1}
 MAX_VIOLATIONS = 500
@@ -50,10 +50,6 @@ class _Report:
             self.items.append(msg)
         elif len(self.items) == MAX_VIOLATIONS:
             self.items.append(f"(more violations not listed; fix the first {MAX_VIOLATIONS})")
-
-
-def _aligned(nbytes: int, alignment: int) -> int:
-    return max(alignment, (int(nbytes) + alignment - 1) // alignment * alignment)
 
 
 def _check_structure(graph: DataflowGraph, plan: Plan, mem_limit, r: _Report) -> bool:
@@ -280,7 +276,7 @@ class _Replay:
         self.obj_class = plan.pool.object_class().tolist()
         self.obj_bytes = plan.pool.object_bytes().tolist()
         a = plan.pool.alignment
-        self.aligned_bytes = [max(a, (t.nbytes + a - 1) // a * a) for t in graph.tensors]
+        self.aligned_bytes = [aligned_bytes(t.nbytes, a) for t in graph.tensors]
         self.tenant = [-1] * plan.pool.num_objects
         self.last_drop = [-1] * plan.pool.num_objects
         self.arena = getattr(plan.pool, "kind", "") == "arena"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import struct
 import sys
@@ -26,11 +25,12 @@ from tvm_swap.frontends.mxnet_params import (  # noqa: E402
 DATA = Path(__file__).resolve().parents[1] / "data" / "mxnet"
 sys.path.insert(0, str(DATA))
 import make_symbols  # noqa: E402
+from shared_fixtures import fixture_dir  # noqa: E402
+from shared_fixtures import needs_fixtures as needs_mxnet_fixtures  # noqa: E402
 import numpy_reference as ref  # noqa: E402
 
-FIXTURES = Path(os.environ.get("TVM_SWAP_MXNET_FIXTURES",
-                               Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "mxnet"))
-needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"MXNet fixtures not found at {FIXTURES}")
+FIXTURES = fixture_dir("mxnet")
+needs_fixtures = needs_mxnet_fixtures("mxnet")
 WITH_PARAMS = ["mlp", "mlp_symbolic", "small_cnn", "lstm_lm_small", "transformer_encoder"]
 
 
@@ -704,12 +704,3 @@ def test_load_model_rejects_unknown_files(tmp_path):
     other.write_text("hello")
     with pytest.raises(TvmSwapError, match="cannot tell what kind"):
         load_model(other)
-
-
-def test_onnx_hook_is_clear_until_implemented():
-    import importlib.util
-
-    if importlib.util.find_spec("tvm_swap.frontends.onnx_import") is not None:
-        pytest.skip("the ONNX importer exists")
-    with pytest.raises(TvmSwapError, match="not yet supported"):
-        from_onnx("model.onnx", {"x": (1, 3)})

@@ -170,26 +170,38 @@ def test_dynamic_shape_in_a_lowered_module_is_refused():
         from_relax(bb.get())
 
 
-def test_tuple_params_and_constants():
-    """A tuple parameter gives one tensor per field; constants are not tensors but are counted."""
+def test_tuple_params_are_refused_as_apply_refuses_them():
+    """Extraction and plan application read the IR with one walker (graph/ir.py): a tuple parameter is refused
+    by both, with the same message, before any planning."""
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType([16], "float32"))
     st = relax.Var("state", relax.TupleType([relax.TensorType([16], "float32"), relax.TensorType([], "int64")]))
     with bb.function("main", [x, st], attrs={"num_input": 1}):
         with bb.dataflow():
             m = bb.emit(relax.TupleGetItem(st, 0))
+            gv = bb.emit_output(relax.Tuple([bb.emit(relax.op.add(x, m))]))
+        bb.emit_func_output(gv)
+    with pytest.raises(UnsupportedModelError, match="tuple parameters are not supported"):
+        graph_from_relax(lower(bb.get()))
+
+
+def test_constants_are_not_tensors_but_are_counted():
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([16], "float32"))
+    m = relax.Var("m", relax.TensorType([16], "float32"))
+    with bb.function("main", [x, m], attrs={"num_input": 1}):
+        with bb.dataflow():
             c = relax.const(__import__("numpy").arange(16, dtype="float32"))
             y = bb.emit(relax.op.add(relax.op.multiply(x, c), m))
             gv = bb.emit_output(relax.Tuple([y]))
         bb.emit_func_output(gv)
-    mod = bb.get().with_attr("unused", 1)
-    g = graph_from_relax(lower(mod), param_kinds={"state": "optimizer_state"}, updates={0: 1})
-    assert [t.name for t in g.tensors[:3]] == ["x", "state.0", "state.1"]
-    assert [t.kind for t in g.tensors[:3]] == ["input", "optimizer_state", "optimizer_state"]
-    assert g.meta["tensor_source"][2] == ["param", 2]
+    g = graph_from_relax(lower(bb.get()), param_kinds={"m": "optimizer_state"}, updates={0: 1})
+    assert [t.name for t in g.tensors[:2]] == ["x", "m"]
+    assert [t.kind for t in g.tensors[:2]] == ["input", "optimizer_state"]
+    assert g.meta["tensor_source"][1] == ["param", 1]
     assert g.updates == {g.outputs[0]: 1} and g.tensors[g.outputs[0]].kind == "optimizer_state"
     assert g.meta["constant_bytes"] == 64
-    assert all(1 in op.inputs for op in g.ops[-1:])   # state.0 read through TupleGetItem
+    assert all(1 in op.inputs for op in g.ops[-1:])
 
 
 def test_in_place_kernel_is_refused():

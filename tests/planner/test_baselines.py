@@ -6,8 +6,10 @@ from hypothesis import strategies as st
 from tvm_swap.devices import get_device
 from tvm_swap.errors import InfeasibleLimitError
 from tvm_swap.graph import DataflowGraph, OpInfo, TensorInfo
-from tvm_swap.planner.baselines.common import align, default_pool
-from tvm_swap.planner.baselines import (BASELINES, forward_ops, noswap_need, offload_candidates, plan_noswap,
+from tvm_swap.planner.baselines.common import default_pool
+from tvm_swap.plan import aligned_bytes
+from tvm_swap.planner.registry import BASELINE_NAMES, PLANNERS
+from tvm_swap.planner.baselines import (forward_ops, noswap_need, offload_candidates, plan_noswap,
                                         plan_odswap, plan_vdnn)
 from tvm_swap.planner.bounds import ideal_time, lower_bound
 from tvm_swap.planner.context import PlanningContext
@@ -60,7 +62,7 @@ def liveness_peak(g, alignment=A):
             start = 0 if prod[t] < 0 else uses[0]
             end = n - 1 if (prod[t] < 0 or t in results) else uses[-1]
             if start <= i <= end:
-                live += align(g.tensors[t].nbytes, alignment)
+                live += aligned_bytes(g.tensors[t].nbytes, alignment)
         peak = max(peak, live)
     return peak
 
@@ -68,7 +70,7 @@ def liveness_peak(g, alignment=A):
 # ---------------------------------------------------------------- every baseline, every limit
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("frac", [1.0, 0.6, 0.35])
-@pytest.mark.parametrize("name", ["noswap", "odswap", "vdnn"])
+@pytest.mark.parametrize("name", BASELINE_NAMES)
 def test_baselines_verify_on_training_graphs(name, frac, seed):
     g = training_graph(seed)
     limit = int(noswap_need(g, A) * frac)
@@ -78,7 +80,7 @@ def test_baselines_verify_on_training_graphs(name, frac, seed):
             plan_noswap(ctx)
         assert e.value.min_feasible == noswap_need(g, A)
         return
-    plan = BASELINES[name](ctx)
+    plan = PLANNERS[name](ctx)
     assert plan.planner == name and plan.predicted == {}
     assert plan.pool.total_bytes() <= limit
     check_plan(g, plan)
@@ -98,10 +100,10 @@ def test_baselines_verify_or_name_their_minimum(seed, frac, training, name):
         g = random_dag(seed, n_ops=5 + seed % 40, update_prob=0.5, workspace_prob=0.3)
     limit = max(1, int(noswap_need(g, A) * frac))
     try:
-        plan = BASELINES[name](ctx_for(g, limit))
+        plan = PLANNERS[name](ctx_for(g, limit))
     except InfeasibleLimitError as e:
         assert e.min_feasible > limit
-        plan = BASELINES[name](ctx_for(g, e.min_feasible))  # the named minimum is enough
+        plan = PLANNERS[name](ctx_for(g, e.min_feasible))  # the named minimum is enough
         limit = e.min_feasible
     assert plan.pool.total_bytes() <= limit
     check_plan(g, plan)
@@ -112,9 +114,9 @@ def test_pool_floor_is_the_named_minimum(name):
     g = random_dag(3, n_ops=30, update_prob=0.5, workspace_prob=0.3)
     floor = default_pool(ctx_for(g, 10**15)).min_bytes()
     with pytest.raises(InfeasibleLimitError) as e:
-        BASELINES[name](ctx_for(g, floor - 1))
+        PLANNERS[name](ctx_for(g, floor - 1))
     assert e.value.min_feasible == floor
-    check_plan(g, BASELINES[name](ctx_for(g, floor)))
+    check_plan(g, PLANNERS[name](ctx_for(g, floor)))
 
 
 # ---------------------------------------------------------------- default_pool
@@ -170,7 +172,7 @@ def test_noswap_is_the_liveness_peak_on_hand_graphs():
 def test_noswap_reuses_storage(seed):
     g = training_graph(seed)
     need = noswap_need(g, A)
-    assert need < sum(align(t.nbytes, A) for t in g.tensors)
+    assert need < sum(aligned_bytes(t.nbytes, A) for t in g.tensors)
     assert need >= liveness_peak(g)        # no placement beats the peak of what is alive
 
 
@@ -195,7 +197,7 @@ def test_noswap_keeps_updated_params_on_the_device():
     assert {t for t, _ in plan.initial_residents} == persistent
     assert not any(a.kind == "swap_in" and a.tensor in persistent for a in plan.actions)
     assert not any(a.kind == "swap_out" and a.tensor in g.updates for a in plan.actions)
-    assert plan.next_object_map(g) != list(range(plan.pool.num_objects))
+    assert plan.next_object_map(g.updates, g.op_outputs()) != list(range(plan.pool.num_objects))
 
 
 def test_noswap_names_its_need():
@@ -221,7 +223,7 @@ def lru_graph():
 def test_odswap_evicts_least_recently_used():
     g = lru_graph()
     x, a = 1, 2
-    plan = plan_odswap(ctx_for(g, 3 * align(S, A)))
+    plan = plan_odswap(ctx_for(g, 3 * aligned_bytes(S, A)))
     check_plan(g, plan)
     assert plan.pool.class_count == [3]
     kinds = [(act.kind, act.tensor) for act in plan.actions if act.kind != "compute"]
@@ -237,12 +239,12 @@ def test_odswap_prefetches_one_op_ahead_into_free_objects():
     g = make_graph(([("x", "input"), ("w", "input"), ("a", "activation"), ("b", "activation"),
                      ("y", "output")],
                     [("f", ["x"], ["a"]), ("g", ["a"], ["b"]), ("h", ["b", "w"], ["y"])]), outputs=["y"])
-    plan = plan_odswap(ctx_for(g, 10 * align(S, A)))
+    plan = plan_odswap(ctx_for(g, 10 * aligned_bytes(S, A)))
     check_plan(g, plan)
     w_in = next(i for i, act in enumerate(plan.actions) if act.kind == "swap_in" and act.tensor == 1)
     g_op = next(i for i, act in enumerate(plan.actions) if act.kind == "compute" and act.op == 1)
     assert w_in < g_op      # issued before op g, so it overlaps g instead of stalling h
-    no_pf = plan_odswap(ctx_for(g, 10 * align(S, A), options={"odswap_prefetch": False}))
+    no_pf = plan_odswap(ctx_for(g, 10 * aligned_bytes(S, A), options={"odswap_prefetch": False}))
     w_in2 = next(i for i, act in enumerate(no_pf.actions) if act.kind == "swap_in" and act.tensor == 1)
     assert w_in2 > g_op
 
@@ -337,11 +339,11 @@ def test_vdnn_falls_back_at_tight_limits():
 
 
 # ---------------------------------------------------------------- the periodic start state
-@pytest.mark.parametrize("name", ["noswap", "odswap", "vdnn"])
+@pytest.mark.parametrize("name", BASELINE_NAMES)
 def test_params_stay_resident_when_memory_allows(name):
     """With room to spare and params nothing updates (inference), every param is an initial resident."""
     g = random_training_graph(6, n_layers=10, with_updates=False)
-    plan = BASELINES[name](ctx_for(g, 4 * noswap_need(g, A)))
+    plan = PLANNERS[name](ctx_for(g, 4 * noswap_need(g, A)))
     check_plan(g, plan)
     params = {t.id for t in g.tensors if t.kind == "param"}
     assert {t for t, _ in plan.initial_residents} == params

@@ -9,13 +9,14 @@ from hypothesis import strategies as st
 from tvm_swap.devices import get_device
 from tvm_swap.errors import InfeasibleLimitError
 from tvm_swap.planner.bounds import ideal_time, lower_bound_detail, noswap_peak
+from tvm_swap.planner.baselines import noswap_need
 from tvm_swap.planner.feasibility import min_feasible_limit
+from tvm_swap.planner.registry import PlannerName
 from tvm_swap.planner.simulator import simulate
 from tvm_swap.testing import random_dag, random_op_times, random_training_graph
 from tvm_swap.verify import verify_plan
 
-PLANNERS = ["swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap", "tflms", "save-on-cpu",
-            "save-on-cpu-async"]
+PLANNERS = list(PlannerName)
 DEV = get_device("v100-16gb")
 
 
@@ -36,6 +37,23 @@ def limit_between(g, frac: float) -> int:
     lo = min_feasible_limit(g)
     hi = max(lo, noswap_peak(g))
     return int(lo + frac * (hi - lo))
+
+
+def must_fit(g, planner) -> int | None:
+    """A limit at and above which `planner` must find a plan, or None where only its own floor says.
+    noswap: what TVM's static plan needs. SwapAdvisor's planners: the no-swap peak (everything resident in
+    the default schedule), or the smallest feasible limit where that (which counts what one op needs at
+    once, conservatively) is above it. odswap and vdnn keep exact-size pools that may need more than either
+    (as in the paper, where they fail where SwapAdvisor does not): for them a refusal must name a limit
+    that is enough, which the property test checks by planning at it."""
+    if planner == PlannerName.NOSWAP:
+        return noswap_need(g, 256)
+    if planner in (PlannerName.ODSWAP, PlannerName.VDNN):
+        return None
+    return max(min_feasible_limit(g), min(noswap_need(g, 256), noswap_peak(g)))
+
+
+MUST_FIT = [p for p in PlannerName if p not in (PlannerName.ODSWAP, PlannerName.VDNN)]
 
 
 def topological(g, schedule) -> bool:
@@ -74,9 +92,26 @@ def test_every_plan_verifies_fits_and_respects_the_bound(planner, seed, training
         plan = plan_graph(g, limit, device=DEV, op_time=t, planner=planner, budget_s=0.5, seed=seed,
                           generations=2, workers=1, progress=False)
     except InfeasibleLimitError as e:
-        # a planner may need more than the minimum (noswap needs the whole peak); it must say how much
+        # a planner may need more than the smallest feasible limit (noswap needs its whole static plan), but
+        # not where it must fit, and the limit it names must then be enough
+        need = must_fit(g, planner)
+        assert need is None or limit < need, f"{planner} refused {limit} bytes, at or above what it must fit"
         assert e.min_feasible > limit, f"{planner} refused {limit} bytes but names {e.min_feasible} as enough"
-        return
+        limit = e.min_feasible
+        plan = plan_graph(g, limit, device=DEV, op_time=t, planner=planner, budget_s=0.5, seed=seed,
+                          generations=2, workers=1, progress=False)
+    check_properties(g, plan, limit, t)
+
+
+@pytest.mark.parametrize("planner", MUST_FIT)
+@settings(**SETTINGS)
+@given(seed=st.integers(0, 10**6), training=st.booleans())
+def test_every_planner_plans_at_the_limit_it_must_fit(planner, seed, training):
+    g = graph_for(seed, training)
+    t = random_op_times(g, seed)
+    limit = must_fit(g, planner)
+    plan = plan_graph(g, limit, device=DEV, op_time=t, planner=planner, budget_s=0.5, seed=seed,
+                      generations=2, workers=1, progress=False)
     check_properties(g, plan, limit, t)
 
 

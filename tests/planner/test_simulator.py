@@ -300,6 +300,7 @@ def test_memory_timeline_of_random_plans_stays_in_the_pool(seed):
     assert (total_by_kind == tl["tensor_bytes"]).all()
 
 
+@pytest.mark.slow   # a wall-clock assertion: only with the slow tests
 def test_simulator_is_fast_on_3e4_actions():
     """The GA's budget: well under 20 ms for 3x10^4 actions on a workstation; 150 ms here is a regression."""
 

@@ -151,7 +151,7 @@ def test_codegen_outside_the_fatbin_build_is_left_as_it_was(tmp_path):
 
 
 def test_a_stand_in_driver_never_looks_like_a_gpu():
-    import runtime_ext.cuda as rc
+    import tvm_swap.cuda_env as rc
 
     mode = cuda_offline.ensure_codegen_runtime()
     if mode != "stand-in":

@@ -12,7 +12,7 @@ tvm = pytest.importorskip("tvm")
 import tvm_swap  # noqa: E402
 from cuda_fake import FakeRuntime  # noqa: E402
 from runtime_ext.cuda import CudaBackend, CudaError  # noqa: E402
-from runtime_ext.executor import event_graph  # noqa: E402
+from tvm_swap.events import event_graph  # noqa: E402
 from runtime_ext.swap_module import SwapModule  # noqa: E402
 from swap_models import Unlimited, bitwise_equal, flat, mlp  # noqa: E402
 from tvm_swap.errors import TvmSwapError  # noqa: E402

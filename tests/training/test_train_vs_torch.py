@@ -18,8 +18,9 @@ tvm = pytest.importorskip("tvm")
 import tvm_swap  # noqa: E402
 from tvm_swap.frontends import from_mxnet, from_torch  # noqa: E402
 from tvm_swap.training.step import train_step  # noqa: E402
+from shared_fixtures import fixture_dir, needs_fixtures  # noqa: E402
 
-FIXTURES = "/work/shared/fixtures/mxnet"
+FIXTURES = fixture_dir("mxnet")
 FAST = dict(planner="swapadvisor", generations=2, workers=1, profile=False)
 STEPS = 3
 RTOL = 1e-4
@@ -77,6 +78,7 @@ def _torch_small_cnn(params):
     return net
 
 
+@needs_fixtures("mxnet")
 def test_mxnet_small_cnn_adam():
     batch = 8     # batch 8 and fusion depth 2 make 50% of the no-swap peak feasible (no kernel needs more)
     mod, params = from_mxnet(f"{FIXTURES}/small_cnn-symbol.json", params=f"{FIXTURES}/small_cnn-0000.params",

@@ -10,8 +10,9 @@ from tvm import relax  # noqa: E402
 
 from tvm_swap.errors import TvmSwapError, UnsupportedModelError  # noqa: E402
 from tvm_swap.training.step import train_step  # noqa: E402
+from shared_fixtures import fixture_dir, needs_fixtures  # noqa: E402
 
-FIXTURES = "/work/shared/fixtures/mxnet"
+FIXTURES = fixture_dir("mxnet")
 RNG = np.random.default_rng(0)
 N, D, C = 6, 5, 4
 
@@ -221,6 +222,7 @@ def test_tuple_output_picks_the_prediction():
         train_step(mod, None, output_index=5)
 
 
+@needs_fixtures("mxnet")
 def test_mxnet_batchnorm_model_trains_on_batch_statistics():
     """Running statistics are not read in training mode, so they leave the step."""
     from tvm_swap.frontends import from_mxnet

@@ -17,35 +17,6 @@ def _say(args, text: str) -> None:
         print(text, file=sys.stderr)
 
 
-def plan_summary(plan) -> dict:
-    """The JSON contract of `tvm-swap plan --json` (keys checked by scripts outside the tests)."""
-    p, s = plan.predicted, plan.search
-    time_s = p.get("time_s")
-    lb = p.get("lower_bound_s")
-    return {
-        "planner": plan.planner,
-        "pool": plan.pool.kind,
-        "graph": plan.graph_name,
-        "device": plan.device.get("name"),
-        "mem_limit_bytes": int(plan.mem_limit),
-        "peak_bytes": p.get("peak_bytes"),
-        "pool_bytes": p.get("pool_bytes"),
-        "ideal_time_s": p.get("ideal_time_s"),
-        "lower_bound_s": lb,
-        "time_s": time_s,
-        "throughput_vs_ideal": p.get("throughput_vs_ideal"),
-        "time_vs_lower_bound": (time_s / lb) if time_s and lb else None,
-        "swap_out_bytes": p.get("swap_out_bytes"),
-        "swap_in_bytes": p.get("swap_in_bytes"),
-        "swap_out_count": p.get("swap_out_count"),
-        "swap_in_count": p.get("swap_in_count"),
-        "verified": bool(plan.verified),
-        "search_s": s.get("search_s"),
-        "generations": s.get("generations"),
-        "seed": s.get("seed"),
-    }
-
-
 def print_plan_table(summary: dict, out=sys.stdout) -> None:
     rows = [
         ("graph", summary["graph"]),
@@ -82,7 +53,7 @@ def cmd_plan(args) -> int:
                       pool=args.pool, executor=getattr(args, "executor", "processes"),
                       ray_address=getattr(args, "ray_address", None))
     plan.search["graph_spec"] = args.graph   # so `tvm-swap report plan.json` finds the graph again
-    summary = plan_summary(plan)
+    summary = plan.summary()
     if args.output:
         plan.save(args.output)
         _say(args, f"wrote {args.output}")

@@ -9,9 +9,8 @@ import json
 import sys
 
 from ..errors import InfeasibleLimitError, TvmSwapError
+from ..planner.registry import PlannerName
 
-PLANNER_CHOICES = ["swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap", "tflms", "save-on-cpu",
-                   "save-on-cpu-async"]
 
 EPILOG_PLAN = """examples:
   tvm-swap plan zoo:wresnet-152-10@batch=64 --mem-limit 16GB --budget-s 60
@@ -39,7 +38,7 @@ def _add_planner_args(p: argparse.ArgumentParser) -> None:
                    help="bytes (17179869184), with units (16GB, 512MiB) or a fraction of the no-swap peak (25%%)")
     p.add_argument("--device", default=None, metavar="NAME",
                    help="device spec for the cost model and the simulator (v100-16gb, h200, h100, cpu)")
-    p.add_argument("--planner", default="swapadvisor", choices=PLANNER_CHOICES)
+    p.add_argument("--planner", default="swapadvisor", choices=[str(n) for n in PlannerName])
     p.add_argument("--pool", default=None, choices=("arena", "size-classes"),
                    help="device memory model: one arena with a byte offset per stay (default for swapadvisor) or "
                         "the paper's size classes (the baselines' only model)")

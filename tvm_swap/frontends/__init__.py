@@ -3,22 +3,24 @@
     from tvm_swap.frontends import load_model, from_mxnet
     mod, params = load_model("resnet18_v1-symbol.json", shapes={"data": (1, 3, 224, 224)})
 
-`load_model` picks the importer from the path: an MXNet `-symbol.json` (its `PREFIX-0000.params` is found
-beside it), an `.onnx` file, or a PyTorch `module:factory` spec.
+`model_kind` is the one place that tells the importer from the path: an MXNet `-symbol.json` (its
+`PREFIX-0000.params` is found beside it), an `.onnx` file, or a PyTorch `module:factory` spec; `load_model`
+and the command line's model loading (model_io.py) both dispatch on it. sources.py turns what a user names
+on the command line (zoo, graph JSON, model) into a DataflowGraph.
 """
 from __future__ import annotations
 
 import glob
 import importlib
-import importlib.util
 import json
 import os
 
 from ..errors import TvmSwapError
 
-__all__ = ["from_mxnet", "from_onnx", "from_torch", "from_torch_factory", "load_model", "find_mxnet_params"]
+__all__ = ["from_mxnet", "from_onnx", "from_torch", "from_torch_factory", "load_model", "find_mxnet_params",
+           "model_kind"]
 
-# Where the ONNX and PyTorch importers live once written; the hooks below load them on first use.
+# The ONNX and PyTorch importers, loaded on first use (they need onnx / torch installed).
 _ONNX_MODULE = "tvm_swap.frontends.onnx_import"
 _TORCH_MODULE = "tvm_swap.frontends.torch_import"
 
@@ -30,27 +32,24 @@ def from_mxnet(symbol, params=None, shapes=None, dtype="float32"):
     return impl(symbol, params=params, shapes=shapes, dtype=dtype)
 
 
-def _hook(module: str, func: str, what: str):
-    if importlib.util.find_spec(module) is None:
-        raise TvmSwapError(f"{what} import is not yet supported by tvm_swap ({module}.{func} is not written); "
-                           "export the model to MXNet symbol JSON, or build a Relax IRModule yourself")
+def _importer(module: str, func: str):
     return getattr(importlib.import_module(module), func)
 
 
 def from_onnx(model, shapes=None, **kw):
     """ONNX file or ModelProto -> (IRModule, params). Implemented in tvm_swap.frontends.onnx_import."""
-    return _hook(_ONNX_MODULE, "from_onnx", "ONNX")(model, shapes, **kw)
+    return _importer(_ONNX_MODULE, "from_onnx")(model, shapes, **kw)
 
 
 def from_torch(module, example_inputs, **kw):
     """torch.nn.Module + example inputs -> (IRModule, params). Implemented in tvm_swap.frontends.torch_import."""
-    return _hook(_TORCH_MODULE, "from_torch", "PyTorch")(module, example_inputs, **kw)
+    return _importer(_TORCH_MODULE, "from_torch")(module, example_inputs, **kw)
 
 
 def from_torch_factory(spec: str):
     """`pkg.module:factory` (or `file.py:factory`) -> (IRModule, params, example inputs by name).
     Implemented in tvm_swap.frontends.torch_import."""
-    return _hook(_TORCH_MODULE, "from_torch_factory", "PyTorch")(spec)
+    return _importer(_TORCH_MODULE, "from_torch_factory")(spec)
 
 
 def find_mxnet_params(symbol_path: str) -> str | None:
@@ -78,11 +77,23 @@ def _is_mxnet_json(path: str) -> bool:
 
 
 def _is_torch_spec(spec: str) -> bool:
-    """`package.module:factory` or `path/to/file.py:factory`."""
-    if ":" not in spec or os.path.exists(spec):
+    """`package.module:factory` or `path/to/file.py:factory` (not `zoo:NAME`)."""
+    if ":" not in spec or spec.startswith("zoo:") or os.path.exists(spec):
         return False
     mod, _, fn = spec.rpartition(":")
     return bool(mod) and fn.isidentifier()
+
+
+def model_kind(spec) -> str | None:
+    """Which importer reads `spec`: "mxnet", "onnx", "torch", or None when none of them does."""
+    s = os.fspath(spec)
+    if s.lower().endswith("-symbol.json") or (os.path.isfile(s) and _is_mxnet_json(s)):
+        return "mxnet"
+    if s.lower().endswith(".onnx"):
+        return "onnx"
+    if _is_torch_spec(s):
+        return "torch"
+    return None
 
 
 def load_model(path, shapes=None, params=None, **kw):
@@ -95,15 +106,18 @@ def load_model(path, shapes=None, params=None, **kw):
     if isinstance(path, dict):
         return from_mxnet(path, params=params, shapes=shapes, **kw)
     spec = os.fspath(path)
-    if os.path.isfile(spec) and _is_mxnet_json(spec):
+    kind = model_kind(spec)
+    if kind == "mxnet":
+        if not os.path.isfile(spec):
+            raise TvmSwapError(f"MXNet symbol file {spec!r} does not exist")
         if params is None:
             params = find_mxnet_params(spec)
         return from_mxnet(spec, params=params, shapes=shapes, **kw)
-    if spec.endswith(".onnx"):
+    if kind == "onnx":
         if not os.path.isfile(spec):
             raise TvmSwapError(f"ONNX file {spec!r} does not exist")
         return from_onnx(spec, shapes, **kw)
-    if _is_torch_spec(spec):
+    if kind == "torch":
         mod, prm, _ = from_torch_factory(spec)
         return mod, prm
     if not os.path.exists(spec):

@@ -1,5 +1,5 @@
-"""Load what a user names as a model (bundled example, Relax module file, MXNet, ONNX, torch factory)
-into (IRModule, params, example inputs), and from there into a DataflowGraph.
+"""Load what a user names as a model (bundled example, Relax module file, or a file an importer reads: the
+kinds of frontends.model_kind) into (IRModule, params, example inputs), and from there into a DataflowGraph.
 
 Everything here imports TVM lazily: `tvm-swap plan zoo:...` never needs it.
 """
@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import TvmSwapError
+from . import from_torch_factory, load_model, model_kind
 
 
 def example_names() -> list[str]:
@@ -22,12 +23,7 @@ def example_names() -> list[str]:
 
 
 def is_model_spec(spec: str) -> bool:
-    low = spec.lower()
-    if low.endswith(("-symbol.json", ".onnx", ".py")):
-        return True
-    if ":" in spec and not spec.startswith("zoo:") and not Path(spec).exists():
-        return True  # module:factory
-    return spec in _safe_example_names()
+    return spec.lower().endswith(".py") or model_kind(spec) is not None or spec in _safe_example_names()
 
 
 def _random_inputs(shapes: dict, dtypes: dict | None = None, seed: int = 0) -> dict[str, np.ndarray]:
@@ -60,15 +56,9 @@ def load_model_for_build(spec: str, shapes: dict | None = None, params: str | No
 
         return EXAMPLES[spec]()
     path = Path(spec)
-    if low.endswith("-symbol.json"):
-        from . import from_mxnet
-
-        mod, prm = from_mxnet(spec, params=params, shapes=shapes)
-        return mod, prm, _random_inputs(shapes)
-    if low.endswith(".onnx"):
-        from . import from_onnx
-
-        mod, prm = from_onnx(spec, shapes=shapes)
+    kind = model_kind(spec)
+    if kind in ("mxnet", "onnx"):
+        mod, prm = load_model(spec, shapes=shapes, params=params)
         return mod, prm, _random_inputs(shapes)
     if low.endswith(".py"):
         if not path.exists():
@@ -77,11 +67,8 @@ def load_model_for_build(spec: str, shapes: dict | None = None, params: str | No
         if not hasattr(module, "mod"):
             raise TvmSwapError(f"{spec!r} must define `mod` (a Relax IRModule) and may define `params` and `inputs`")
         return module.mod, getattr(module, "params", None), getattr(module, "inputs", None)
-    if ":" in spec:
-        from . import from_torch_factory
-
-        mod, prm, inputs = from_torch_factory(spec)
-        return mod, prm, inputs
+    if kind == "torch":
+        return from_torch_factory(spec)
     raise TvmSwapError(
         f"cannot load model {spec!r}: expected one of the bundled examples ({', '.join(_safe_example_names())}), "
         f"a Relax module file (.py defining `mod`), an MXNet NAME-symbol.json, an .onnx file, or module:factory"

@@ -18,15 +18,16 @@ import numpy as np
 from ..errors import TvmSwapError, UnsupportedModelError
 from .mxnet_graph import Graph, Node, parse_symbol
 from .mxnet_params import DTYPE_FLAGS, load_params, strip_prefixes
+from .mxnet_registry import CONVERTERS, Fill
 
 __all__ = ["from_mxnet", "MXNetImporter", "random_params", "supported_operators"]
 
 
-class _Fill:
-    """A `_zeros`/`_ones`/`_full` whose shape has 0 dims ("infer from data"): its consumer fixes the shape."""
+def converters() -> dict:
+    """MXNet operator name -> converter, with every converter module loaded."""
+    from . import mxnet_ops, mxnet_rnn  # noqa: F401  (each registers its converters on import)
 
-    def __init__(self, node: Node, shape: tuple, value: float, dtype: str):
-        self.node, self.shape, self.value, self.dtype = node, shape, value, dtype
+    return CONVERTERS
 
 
 def _ident(name: str) -> str:
@@ -48,7 +49,7 @@ class MXNetImporter:
         self.shapes = shapes
         self.dtype = dtype
         self.bb = relax.BlockBuilder()
-        self.values: dict[int, list] = {}           # node index -> its outputs (Relax exprs or _Fill)
+        self.values: dict[int, list] = {}           # node index -> its outputs (Relax exprs or Fill)
         self.vars: dict[str, relax.Var] = {}        # variable name -> Relax param
         self.var_node: dict[str, int] = {}          # variable name -> first node index (for ordering)
         self.data_names: set[str] = set()
@@ -101,7 +102,7 @@ class MXNetImporter:
                 raise self.error(node, f"input #{slot} uses output {out} of {src_node.op!r} node "
                                        f"{src_node.name!r}, which has only {len(outs)} supported output(s)")
             value = outs[out]
-            if isinstance(value, _Fill):
+            if isinstance(value, Fill):
                 value = self._materialize_fill(value, node, shape)
         if shape is not None and strict and self.shape(value) != tuple(shape):
             raise self.error(node, f"input #{slot} ({src_node.name!r}) has shape {self.shape(value)}, "
@@ -109,7 +110,7 @@ class MXNetImporter:
         return value
 
     def raw_input(self, node: Node, slot: int):
-        """The stored value for an input, without materializing a `_Fill` (None for a variable)."""
+        """The stored value for an input, without materializing a `Fill` (None for a variable)."""
         src, out = node.inputs[slot]
         if self.graph.nodes[src].op == "null":
             return None
@@ -163,7 +164,7 @@ class MXNetImporter:
                 f"but {user.op!r} node {user.name!r} needs {tuple(need)}")
         return merged
 
-    def _materialize_fill(self, fill: _Fill, user: Node, need: tuple | None):
+    def _materialize_fill(self, fill: Fill, user: Node, need: tuple | None):
         if need is None or len(need) != len(fill.shape):
             raise UnsupportedModelError(
                 f"{fill.node.op!r} node {fill.node.name!r} has shape {fill.shape} with 0 (infer) dims, and its user "
@@ -177,12 +178,10 @@ class MXNetImporter:
 
     # ---- driver ---------------------------------------------------------------------------------------
     def convert(self):
-        from .mxnet_ops import CONVERTERS
-
         relax = self.relax
         needed = self._needed_nodes()
         try:
-            params = self._build_main(needed, CONVERTERS)
+            params = self._build_main(needed, converters())
         except Exception:
             self._close_open_block()
             raise
@@ -208,7 +207,7 @@ class MXNetImporter:
                     if not isinstance(outs, list):
                         outs = [outs]
                     self.values[node.index] = [
-                        o if isinstance(o, (_Fill, relax.Var)) else self.emit(o, node.name) for o in outs]
+                        o if isinstance(o, (Fill, relax.Var)) else self.emit(o, node.name) for o in outs]
                 heads = [self._head(h) for h in self.graph.heads]
                 result = heads[0] if len(heads) == 1 else relax.Tuple(heads)
                 out = self.bb.emit_output(result)
@@ -233,7 +232,7 @@ class MXNetImporter:
         if out >= len(outs):
             raise self.error(node, f"graph output uses output {out}, but only {len(outs)} are supported")
         v = outs[out]
-        if isinstance(v, _Fill):
+        if isinstance(v, Fill):
             if any(d == 0 for d in v.shape):
                 raise self.error(node, f"graph output has shape {v.shape} with 0 (infer) dims")
             v = self._materialize_fill(v, node, v.shape)
@@ -314,9 +313,7 @@ def from_mxnet(symbol, params=None, shapes=None, dtype="float32"):
 
 def supported_operators() -> list[str]:
     """MXNet operator names the importer converts (aliases included), sorted."""
-    from .mxnet_ops import CONVERTERS
-
-    return sorted(CONVERTERS)
+    return sorted(converters())
 
 
 def random_params(mod, seed: int = 0, func: str = "main") -> dict[str, np.ndarray]:

@@ -9,18 +9,9 @@ import math
 
 from tvm import relax
 
-from .mxnet import _Fill
+from .mxnet_registry import Fill, register
 
 R = relax.op
-CONVERTERS: dict = {}
-
-
-def register(*names):
-    def deco(fn):
-        for n in names:
-            CONVERTERS[n] = fn
-        return fn
-    return deco
 
 
 def _norm_axis(ctx, node, axis: int, ndim: int, key: str = "axis") -> int:
@@ -425,7 +416,7 @@ def _apply_binary(ctx, kind: str, lhs, rhs):
 
 def _binary_inputs(ctx, node):
     """Both operands; a `_zeros` with 0 dims takes its shape from the other operand."""
-    first_fill = isinstance(ctx.raw_input(node, 0), _Fill)
+    first_fill = isinstance(ctx.raw_input(node, 0), Fill)
     if first_fill:
         rhs = ctx.input(node, 1)
         return ctx.input(node, 0, ctx.shape(rhs), strict=False), rhs
@@ -762,7 +753,7 @@ def fill(ctx, node):
     if any(d < 0 for d in shape):
         raise a.unsupported("shape", "negative dims")
     if any(d == 0 for d in shape):
-        return _Fill(node, shape, value, dtype)  # 0 = inferred from the consumer (e.g. RNN begin states)
+        return Fill(node, shape, value, dtype)  # 0 = inferred from the consumer (e.g. RNN begin states)
     return R.full(shape, ctx.const(value, dtype), dtype)
 
 
@@ -847,10 +838,3 @@ def upsampling(ctx, node):
     x = ctx.input(node, 0)
     y = ctx.emit(R.repeat(x, scale, axis=2))
     return R.repeat(y, scale, axis=3)
-
-
-def _load_rnn():
-    from . import mxnet_rnn  # noqa: F401  (registers RNN)
-
-
-_load_rnn()

@@ -168,9 +168,3 @@ def dump_params(params: dict[str, np.ndarray]) -> bytes:
         raw = name.encode("utf-8")
         parts.append(struct.pack("<Q", len(raw)) + raw)
     return b"".join(parts)
-
-
-def save_params(path: str | os.PathLike, params: dict[str, np.ndarray]) -> None:
-    """Write {name: array} as an MXNet `.params` file (prefix names with arg:/aux: as MXNet does)."""
-    with open(path, "wb") as f:
-        f.write(dump_params(params))

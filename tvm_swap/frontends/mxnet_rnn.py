@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tvm import relax
 
-from .mxnet_ops import register
+from .mxnet_registry import register
 
 R = relax.op
 GATES = {"lstm": 4, "gru": 3, "rnn_relu": 1, "rnn_tanh": 1}

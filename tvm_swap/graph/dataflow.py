@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GraphError
+from ..jsonio import check_versioned, read_json
 
 KINDS = ("param", "input", "activation", "gradient", "optimizer_state", "output")
 PERSISTENT_KINDS = ("param", "optimizer_state")
@@ -111,6 +112,10 @@ class DataflowGraph:
                     s[p].append(o)
             self._cache["succs"] = s
         return self._cache["succs"]
+
+    def op_outputs(self) -> list[tuple[int, ...]]:
+        """op_outputs()[o] = the tensors op o writes (what Plan.next_object_map needs of a graph)."""
+        return [tuple(op.outputs) for op in self.ops]
 
     def tensor_bytes(self) -> np.ndarray:
         if "bytes" not in self._cache:
@@ -201,10 +206,7 @@ class DataflowGraph:
 
     @classmethod
     def from_dict(cls, d: dict) -> "DataflowGraph":
-        if not isinstance(d, dict) or d.get("format") != GRAPH_FORMAT:
-            raise GraphError(f"not a tvm_swap graph (expected \"format\": \"{GRAPH_FORMAT}\")")
-        if d.get("version") != GRAPH_VERSION:
-            raise GraphError(f"graph version {d.get('version')} is not supported (this is version {GRAPH_VERSION})")
+        check_versioned(d, GRAPH_FORMAT, GRAPH_VERSION, "graph", GraphError)
         try:
             tensors = [
                 TensorInfo(i, str(n), int(b), tuple(int(s) for s in sh), str(dt), str(k), tuple(v))
@@ -238,18 +240,7 @@ class DataflowGraph:
 
     @classmethod
     def load(cls, path: str | Path) -> "DataflowGraph":
-        path = Path(path)
-        try:
-            if path.suffix == ".gz":
-                with gzip.open(path, "rt", encoding="utf-8") as f:
-                    d = json.load(f)
-            else:
-                d = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise GraphError(f"graph file {str(path)!r} does not exist") from None
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise GraphError(f"cannot read graph file {str(path)!r}: {e}") from None
-        return cls.from_dict(d)
+        return cls.from_dict(read_json(path, "graph file", GraphError))
 
     def summary(self) -> str:
         from ..units import format_bytes

@@ -11,10 +11,9 @@ result of a non-DPS packed call). Everything else that names a tensor is a view 
 
 How tensors and ops map back to the IR (for relay_passes.apply):
 - `tensors[i].name` is the Relax var name (`Var.name`) of the parameter or alloc binding it came from,
-  made unique by appending `#k` when two vars share a name. Tuple parameters give one tensor per field,
-  named `param.0`, `param.1`, ... (nested: `param.0.1`).
-- `meta["tensor_source"][i]` is exact: `["param", flat_index]` (index over the function's parameters
-  flattened depth-first through tuples; equals the parameter index when there are no tuple params),
+  made unique by appending `#k` when two vars share a name. Parameters must be tensors: tuple parameters
+  are refused, as plan application refuses them (both read the IR through graph/ir.py).
+- `meta["tensor_source"][i]` is exact: `["param", index]` (the function parameter),
   `["alloc", block, binding]` (position of the alloc binding in `func.body.blocks[block].bindings`), or
   `["call", block, binding]` (a packed call that returned a new tensor).
 - `meta["op_binding"][o]` is `[block, binding]` of op o's kernel call; `ops[o].kernel` is the PrimFunc's
@@ -23,7 +22,7 @@ How tensors and ops map back to the IR (for relay_passes.apply):
 Kinds
 - Parameters: the first `num_inputs` are "input" (default: the `num_input` function attribute, else all);
   the others "param", unless `param_kinds` (or the function attribute `tvm_swap.param_kinds`, a map
-  name -> kind) says "optimizer_state" (or "input"). A tuple parameter's fields share its kind.
+  name -> kind) says "optimizer_state" (or "input").
 - Function results are "output", except those that update a parameter, which take that parameter's kind.
 - Updates: `updates={flat_output_index: flat_param_index}`, or the function attribute
   `tvm_swap.updates`: a list of `[flat_output_index, flat_param_index]` pairs, where the output index
@@ -50,7 +49,9 @@ import math
 from dataclasses import dataclass
 
 from ..errors import GraphError, UnsupportedModelError
+from . import ir
 from .dataflow import KINDS, DataflowGraph, OpInfo, TensorInfo
+from .ir import FINALIZED_OPS, IGNORED_OPS, UNLOWERED_OPS, VIEW_OPS, VIEW_PACKED, Kind  # noqa: F401  (re-exported)
 
 UPDATES_ATTR = "tvm_swap.updates"
 PARAM_KINDS_ATTR = "tvm_swap.param_kinds"
@@ -58,15 +59,6 @@ PARAM_KIND_CHOICES = ("input", "param", "optimizer_state")
 GRADIENT_NAME_HINTS = ("adjoint", "grad")
 GRADIENT_KERNEL_HINTS = ("backward", "grad")
 
-# Relax ops that return a view of their first argument: no new storage.
-VIEW_OPS = ("relax.reshape", "relax.memory.view", "relax.memory.ensure_zero_offset",
-            "relax.builtin.stop_lift_params")
-VIEW_PACKED = ("vm.builtin.reshape",)
-# Relax ops that produce no tensor data a plan has to place.
-IGNORED_OPS = ("relax.shape_of", "relax.null_value", "relax.print", "relax.assert_op", "relax.tensor_to_shape")
-FINALIZED_OPS = ("relax.memory.alloc_storage", "relax.memory.alloc_tensor", "relax.vm.alloc_storage",
-                 "relax.vm.alloc_tensor")
-UNLOWERED_OPS = ("relax.call_tir", "relax.call_tir_inplace", "relax.call_dps_packed", "relax.call_tir_with_grad")
 
 
 class _Const:
@@ -86,23 +78,6 @@ class _Tensor:
     kind: str = "activation"
     producer: int = -1
     views: list = None
-
-
-def _type_of_tensor(ty, what):
-    """(shape, dtype, nbytes) of a static TensorType; UnsupportedModelError otherwise."""
-    from tvm import relax, tirx
-
-    if not isinstance(ty, relax.TensorType) or ty.shape is None or getattr(ty.shape, "values", None) is None:
-        raise UnsupportedModelError(f"{what} has type {ty}; only tensors with static shapes are supported")
-    dims = []
-    for d in ty.shape.values:
-        if not isinstance(d, tirx.IntImm):
-            raise UnsupportedModelError(
-                f"{what} has a dynamic shape ({ty}); dynamic shapes are not supported: give static input shapes")
-        dims.append(int(d))
-    dt = ty.dtype.dtype
-    nbytes = math.prod(dims) * ((dt.bits * dt.lanes + 7) // 8)
-    return tuple(dims), str(dt), int(nbytes)
 
 
 def _unique(name, used):
@@ -133,17 +108,10 @@ def _attr(func, key):
 
 class _Extractor:
     def __init__(self, mod, func_name):
-        from tvm import relax
-
         self.mod = mod
         self.func_name = func_name
-        try:
-            self.func = mod[func_name]
-        except Exception:
-            names = [gv.name_hint for gv in mod.functions]
-            raise GraphError(f"the module has no function {func_name!r}; it has: {', '.join(sorted(names))}") from None
-        if not isinstance(self.func, relax.Function):
-            raise GraphError(f"{func_name!r} is not a Relax function")
+        self.func = ir.relax_function(mod, func_name, GraphError)
+        ir.check_tensor_params(self.func, func_name)
         self.tensors: list[_Tensor] = []
         self.ops: list[dict] = []
         self.env: dict = {}          # relax Var -> tensor id | tuple of refs | CONST | None
@@ -156,7 +124,7 @@ class _Extractor:
 
     # ---- tensors ----
     def new_tensor(self, var_name, ty, source, what):
-        shape, dtype, nbytes = _type_of_tensor(ty, what)
+        shape, dtype, nbytes = ir.tensor_type(ty, what)
         t = _Tensor(_unique(var_name, self.used_names), shape, dtype, nbytes, source, views=[])
         self.tensors.append(t)
         return len(self.tensors) - 1
@@ -194,7 +162,7 @@ class _Extractor:
             if not isinstance(base, tuple):
                 raise GraphError(f"{where}: TupleGetItem of a non-tuple")
             return base[expr.index]
-        if self._is_constant(expr):
+        if ir.is_constant(expr):
             if hash(expr) not in self.constants_seen:
                 self.constants_seen.add(hash(expr))
                 self.constant_bytes += self._constant_nbytes(expr)
@@ -202,18 +170,9 @@ class _Extractor:
         return None              # shapes, prim values, strings, dtypes: not data
 
     @staticmethod
-    def _is_constant(expr):
-        import tvm
-        from tvm import relax
-
-        const_types = tuple(t for t in (getattr(tvm.ir, "GenericConst", None), getattr(relax, "Constant", None))
-                            if isinstance(t, type))
-        return bool(const_types) and isinstance(expr, const_types)
-
-    @staticmethod
     def _constant_nbytes(expr):
         try:
-            return int(_type_of_tensor(expr.ty, "constant")[2])
+            return int(ir.tensor_type(expr.ty, "constant")[2])
         except UnsupportedModelError:
             return 0
 
@@ -258,34 +217,32 @@ class _Extractor:
         return n_out
 
     def visit_binding(self, b, pos):
-        import tvm
         from tvm import relax
 
         var, value = b.var, b.value
         where = f"{self.func_name}: binding {var.name!r}"
-        if isinstance(b, relax.MatchCast):
+        kind = Kind.ALIAS if isinstance(b, relax.MatchCast) else ir.classify(self.mod, value)
+        if kind in (Kind.ALIAS, Kind.CONSTANT):
             self.env[var] = self.ref(value, where)
-            return
-        if isinstance(value, (relax.Var, relax.Tuple, relax.TupleGetItem)):
-            self.env[var] = self.ref(value, where)
-            return
-        if self._is_constant(value):
-            self.env[var] = self.ref(value, where)
-            return
-        if isinstance(value, relax.If):
+        elif kind == Kind.CONTROL_FLOW:
             raise UnsupportedModelError(f"{where}: control flow (if/else) is not supported; use a graph "
                                         f"without data-dependent branches")
-        if not isinstance(value, relax.Call):
+        elif kind == Kind.OTHER and not isinstance(value, relax.Call):
             self.env[var] = None
-            return
-        op = value.op
-        if isinstance(op, tvm.ir.Op):
-            self.visit_op_call(var, op.name, value, pos, where)
-        elif isinstance(op, tvm.ir.GlobalVar):
-            callee = self.mod[op]
-            if isinstance(callee, relax.Function):
-                raise UnsupportedModelError(f"{where}: calls Relax function {op.name_hint!r}; inline it first "
-                                            f"(relax.transform.InlinePrivateFunctions) so the graph is one function")
+        elif kind == Kind.ALLOC:
+            self.env[var] = self.new_tensor(var.name, var.ty, ["alloc", *pos], where)
+        elif kind == Kind.VIEW:
+            self.env[var] = self.ref(ir.view_source(value), where)
+        elif kind == Kind.PACKED:
+            symbol, args = ir.packed_call(value)
+            self.visit_packed(var, symbol, args, pos, where)
+        elif kind == Kind.IGNORED:
+            self.env[var] = None
+        elif kind == Kind.RELAX_CALL:
+            raise UnsupportedModelError(f"{where}: calls Relax function {value.op.name_hint!r}; inline it first "
+                                        f"(relax.transform.InlinePrivateFunctions) so the graph is one function")
+        elif kind == Kind.KERNEL:
+            op = value.op
             flops, ws = self.kernel_info(op)
             if self.dps_call(op.name_hint, value.args, pos, where, flops, ws) == 0:
                 # An in-place kernel rewrites a tensor that already exists: a planner could not reorder
@@ -294,29 +251,18 @@ class _Extractor:
                                             f"(call_tir_inplace); in-place kernels are not supported, so do not "
                                             f"run DataflowUseInplaceCalls before tvm_swap")
             self.env[var] = None
-        elif isinstance(op, relax.ExternFunc):
-            self.visit_packed(var, op.global_symbol, value.args, pos, where)
+        elif kind == Kind.FINALIZED:
+            raise GraphError(f"{where}: the module is already memory-planned ({ir.op_name(value)}); extract the "
+                             f"graph from the output of relay_passes.lower, before finalize")
+        elif kind == Kind.UNLOWERED or (kind == Kind.UNKNOWN_OP and not self.lowered):
+            raise GraphError(f"{where}: the module is not lowered ({ir.op_name(value)}); run "
+                             f"relay_passes.lower(mod, target) first")
+        elif kind == Kind.UNKNOWN_OP:
+            raise UnsupportedModelError(f"{where}: operator {ir.op_name(value)} has no kernel after lowering; it "
+                                        f"is not supported (is it legalizable for this target?)")
         else:
-            raise UnsupportedModelError(f"{where}: calls a {type(op).__name__}; only kernel calls are supported")
-
-    def visit_op_call(self, var, name, call, pos, where):
-        if name == "relax.builtin.alloc_tensor":
-            self.env[var] = self.new_tensor(var.name, var.ty, ["alloc", *pos], where)
-        elif name in VIEW_OPS:
-            self.env[var] = self.ref(call.args[0], where)
-        elif name in ("relax.call_packed", "relax.call_pure_packed"):
-            self.visit_packed(var, call.args[0].global_symbol, call.args[1:], pos, where)
-        elif name in IGNORED_OPS:
-            self.env[var] = None
-        elif name in FINALIZED_OPS:
-            raise GraphError(f"{where}: the module is already memory-planned ({name}); extract the graph from "
-                             f"the output of relay_passes.lower, before finalize")
-        elif name in UNLOWERED_OPS or not self.lowered:
-            raise GraphError(f"{where}: the module is not lowered ({name}); run relay_passes.lower(mod, target) "
-                             f"first")
-        else:
-            raise UnsupportedModelError(f"{where}: operator {name} has no kernel after lowering; it is not "
-                                        f"supported (is it legalizable for this target?)")
+            raise UnsupportedModelError(f"{where}: calls a {type(value.op).__name__}; only kernel calls are "
+                                        f"supported")
 
     def visit_packed(self, var, symbol, args, pos, where):
         from tvm import relax

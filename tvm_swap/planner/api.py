@@ -14,108 +14,19 @@ import time
 
 import numpy as np
 
+from ..cost import roofline_times
 from ..devices import DeviceSpec, get_device
 from ..errors import InfeasibleLimitError, TvmSwapError
 from ..graph import DataflowGraph
 from ..plan import Plan
 from ..units import parse_limit
 from .context import PlanningContext
-from .swapadvisor.encoding import AllocationSpace
 from .feasibility import min_feasible_limit
-from .swapadvisor.ga import GASettings, GeneticSearch
 from .graphindex import GraphIndex
-from .swapadvisor.arena import arena_min_limit, plan_arena
-from .swapadvisor.swapplan import plan_swaps
+from .registry import PLANNERS, SEARCH_PLANNERS
+from .swapadvisor.arena import arena_min_limit
 
 POOL_KINDS = ("arena", "size-classes")
-SEARCH_PLANNERS = ("swapadvisor", "swapadvisor-nosearch")   # the planners with an arena mode
-
-
-# ---------------------------------------------------------------- the SwapAdvisor planners
-def plan_swapadvisor(ctx: PlanningContext) -> Plan:
-    """Genetic search over schedule and allocation (ga.py), then the swap plan of the best genome."""
-    try:
-        settings = GASettings.from_options(ctx.options)
-    except (TypeError, ValueError) as e:
-        raise TvmSwapError(f"bad swapadvisor option: {e}") from None
-    t0 = time.perf_counter()
-    if ctx.pool == "arena":
-        from .swapadvisor.ga import Evaluator
-
-        ev = Evaluator(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, pool="arena")
-    else:
-        ev = _keep_updated_or_not(ctx)
-    budget = max(0.1 * ctx.budget_s, ctx.budget_s - (time.perf_counter() - t0))
-    search = GeneticSearch(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed, settings,
-                           evaluator=ev)
-    res = search.run(budget_s=budget, generations=ctx.generations, workers=ctx.workers,
-                     progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
-                     ray_address=ctx.options.get("ray_address"))
-    if ctx.pool == "arena":
-        sp = plan_arena(search.gi, res.best.schedule, ctx.mem_limit, res.best.alloc, ctx.op_time, ctx.device)
-    else:
-        sp = plan_swaps(search.gi, search.space, res.best.schedule, res.best.alloc)
-    plan = sp.to_plan(ctx.graph, "swapadvisor", ctx.mem_limit, ctx.device)
-    plan.search = {
-        "search_s": round(res.search_s, 4), "generations": res.generations, "evaluations": res.evaluations,
-        "seed": ctx.seed, "population": settings.population, "history": res.history,
-        "seed_times_s": res.seed_times,
-    }
-    return plan
-
-
-def _keep_updated_or_not(ctx: PlanningContext):
-    """The GA's evaluator, keeping updated params on the device (graphindex.ROLE_KEEP_*) or not, whichever
-    gives the faster best seed genome: keeping them saves their copies when memory allows, but under
-    pressure the kept ones can crowd out activations (e.g. BERT-large at 16 GB)."""
-    from .swapadvisor.ga import Evaluator
-    from .graphindex import KEEP_UPDATED
-
-    forced = ctx.options.get("keep_updated")           # planner option: skip the choice
-    modes = (bool(forced),) if forced is not None else (True, False) if KEEP_UPDATED else (False,)
-    evs = [Evaluator(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, k) for k in modes]
-    if len(evs) == 1 or not evs[0].gi.old_of.max(initial=-1) >= 0:
-        return evs[-1] if len(evs) == 1 else evs[0]
-    best = []
-    for ev in evs:
-        seeds = GeneticSearch(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed,
-                              evaluator=ev).seed_genomes()
-        best.append(min(ev.time_of(g.schedule, g.alloc) for _, g in seeds))
-    return evs[0] if best[0] <= best[1] else evs[1]
-
-
-def plan_swapadvisor_nosearch(ctx: PlanningContext) -> Plan:
-    """The swap planner on the default (graph) schedule and a single-class pool (arena: Belady, no headroom)."""
-    if ctx.pool == "arena":
-        gi = GraphIndex.build(ctx.graph, ctx.alignment, keep_updated=False)
-        return plan_arena(gi, gi.default_schedule(), ctx.mem_limit, None, ctx.op_time, ctx.device).to_plan(
-            ctx.graph, "swapadvisor-nosearch", ctx.mem_limit, ctx.device)
-    gi = GraphIndex.build(ctx.graph, ctx.alignment)
-    space = AllocationSpace(gi, ctx.mem_limit)
-    sp = plan_swaps(gi, space, gi.default_schedule(), space.single_class())
-    return sp.to_plan(ctx.graph, "swapadvisor-nosearch", ctx.mem_limit, ctx.device)
-
-
-def _baseline(name: str):
-    def run(ctx: PlanningContext) -> Plan:
-        from . import baselines  # lazily: the baselines are another module's business
-
-        return getattr(baselines, f"plan_{name.replace('-', '_')}")(ctx)
-
-    run.__name__ = f"plan_{name.replace('-', '_')}"
-    return run
-
-
-PLANNERS = {
-    "swapadvisor": plan_swapadvisor,
-    "swapadvisor-nosearch": plan_swapadvisor_nosearch,
-    "odswap": _baseline("odswap"),
-    "vdnn": _baseline("vdnn"),
-    "noswap": _baseline("noswap"),
-    "tflms": _baseline("tflms"),                          # the tools a user would pick instead:
-    "save-on-cpu": _baseline("save-on-cpu"),              # see baselines/tflms.py, baselines/save_on_cpu.py
-    "save-on-cpu-async": _baseline("save-on-cpu-async"),
-}
 
 
 # ---------------------------------------------------------------- inputs
@@ -173,21 +84,8 @@ def resolve_limit(graph: DataflowGraph, mem_limit, alignment: int = 256) -> int:
     return int(limit)
 
 
-def _fallback_roofline(graph: DataflowGraph, device: DeviceSpec) -> np.ndarray:
-    """max(flops / attainable FLOP/s, bytes touched / memory bandwidth) + launch overhead per op."""
-    nb = graph.tensor_bytes()
-    moved = np.array([float(nb[list(set(op.inputs) | set(op.outputs))].sum()) for op in graph.ops])
-    flops = np.array([op.flops for op in graph.ops], dtype=np.float64)
-    eff = device.compute_efficiency
-    return np.maximum(flops / (device.peak_flops * eff), moved / (device.mem_bandwidth * eff)) + device.launch_overhead_s
-
-
 def resolve_op_time(graph: DataflowGraph, device: DeviceSpec, op_time) -> np.ndarray:
     if op_time is None:
-        try:
-            from ..cost import roofline_times
-        except ImportError:                 # cost model not available: same roofline, locally
-            return _fallback_roofline(graph, device)
         return np.asarray(roofline_times(graph, device), dtype=np.float64)
     t = np.asarray(getattr(op_time, "times", op_time), dtype=np.float64).reshape(-1)
     if len(t) != graph.num_ops:
@@ -207,7 +105,7 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
 
     mem_limit: bytes, '16GB', '512MiB' or '25%' (of the no-swap peak, see the module docstring).
     op_time: seconds per op (array), or None for roofline times on `device`.
-    planner: one of PLANNERS. budget_s: search wall-clock budget; generations: if given, exactly that many
+    planner: a PlannerName (or its string; see registry.py). budget_s: search wall-clock budget; generations: if given, exactly that many
     GA generations (reproducible: same seed + generations = same plan) and budget_s is ignored.
     workers: processes for the search (None: all cores; 1: in-process). executor: "processes" (local) or
     "ray" (Ray actors; ray_address: a running cluster, default a local Ray with `workers` CPUs); the plan
@@ -224,7 +122,7 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
         raise TvmSwapError(f"plan_graph needs a DataflowGraph, got {type(graph).__name__}; "
                            f"load one with DataflowGraph.load(path) or tvm_swap.frontends.sources.load_graph")
     if planner not in PLANNERS:
-        raise TvmSwapError(f"unknown planner {planner!r}; choose one of {', '.join(PLANNERS)}")
+        raise TvmSwapError(f"unknown planner {planner!r}; choose one of {', '.join(map(str, PLANNERS))}")
     if not isinstance(alignment, int) or alignment <= 0:
         raise TvmSwapError(f"alignment must be a positive number of bytes, got {alignment!r}")
     if generations is not None and (not isinstance(generations, (int, np.integer)) or generations < 0):

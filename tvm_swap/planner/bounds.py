@@ -37,14 +37,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import DataflowGraph
-from ..plan import DEFAULT_ALIGNMENT
+from ..plan import DEFAULT_ALIGNMENT, aligned_bytes
 from .simulator import _link_rates
-
-
-def _aligned_bytes(graph: DataflowGraph, alignment: int) -> np.ndarray:
-    b = graph.tensor_bytes()
-    a = int(alignment)
-    return np.maximum(a, (b + a - 1) // a * a)
 
 
 def ideal_time(graph: DataflowGraph, op_time) -> float:
@@ -70,7 +64,7 @@ def _kept_bytes_bound(nbytes: np.ndarray, aligned: np.ndarray, cap: float) -> fl
 def must_move_bytes(graph: DataflowGraph, mem_limit: int, alignment: int = DEFAULT_ALIGNMENT) -> dict:
     """Lower bounds on the bytes any valid plan copies in and out per iteration (see module docstring)."""
     nbytes = graph.tensor_bytes()
-    aligned = _aligned_bytes(graph, alignment)
+    aligned = aligned_bytes(graph.tensor_bytes(), alignment)
     prod = graph.producer()
     used = np.zeros(graph.num_tensors, dtype=bool)
     used[graph.used_tensors()] = True
@@ -144,7 +138,7 @@ def noswap_profile(graph: DataflowGraph, order=None, alignment: int = DEFAULT_AL
     producer to its last reader (graph outputs and updates to the end); each op adds its workspace.
     Entry i is the bytes during the i-th op of the order."""
     order = list(range(graph.num_ops)) if order is None else [int(o) for o in order]
-    aligned = _aligned_bytes(graph, alignment)
+    aligned = aligned_bytes(graph.tensor_bytes(), alignment)
     prod = graph.producer()
     used = graph.used_tensors()
     base = int(sum(aligned[t] for t in used if prod[t] < 0))

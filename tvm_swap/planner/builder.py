@@ -16,7 +16,7 @@ Same-stream order is implied by FIFO streams, so deps on the same stream are lef
 from __future__ import annotations
 
 from ..graph import DataflowGraph
-from ..plan import STREAM_OF, Action
+from ..plan import STREAM_OF, Action, ActionKind
 
 
 class ActionBuilder:
@@ -39,9 +39,6 @@ class ActionBuilder:
     def has_host_copy(self, t: int) -> bool:
         g = self.g
         return t in self.host_copy or (g.producer()[t] < 0)
-
-    def free_objects(self) -> list[int]:
-        return [o for o, t in enumerate(self.obj_tenant) if t < 0]
 
     # ---- setup ----
     def place_initial(self, t: int, obj: int) -> None:
@@ -82,7 +79,7 @@ class ActionBuilder:
             deps.append(self.arrival[t])
         for o in out_objs:
             deps.extend(self._free_deps(o))
-        idx = self._emit(Action("compute", op=op_id, deps=tuple(deps), out_objs=tuple(out_objs)))
+        idx = self._emit(Action(ActionKind.COMPUTE, op=op_id, deps=tuple(deps), out_objs=tuple(out_objs)))
         for t in op.inputs:
             self.last_reader[t] = idx
         for t, o in zip(op.outputs, out_objs):
@@ -91,7 +88,7 @@ class ActionBuilder:
         return idx
 
     def swap_out(self, t: int) -> int:
-        idx = self._emit(Action("swap_out", tensor=t, obj=self.where[t], deps=(self.arrival[t],)))
+        idx = self._emit(Action(ActionKind.SWAP_OUT, tensor=t, obj=self.where[t], deps=(self.arrival[t],)))
         self.tenancy_swap_out[t] = idx
         self.host_copy[t] = idx
         return idx
@@ -99,7 +96,7 @@ class ActionBuilder:
     def drop(self, t: int) -> int:
         obj = self.where.pop(t)
         deps = (self.last_reader.get(t, self.arrival[t]), self.tenancy_swap_out.get(t, -1))
-        idx = self._emit(Action("drop", tensor=t, obj=obj, deps=deps))
+        idx = self._emit(Action(ActionKind.DROP, tensor=t, obj=obj, deps=deps))
         self.obj_tenant[obj] = -1
         self._mark_free(obj, idx)
         return idx
@@ -108,7 +105,7 @@ class ActionBuilder:
         if not self.has_host_copy(t):
             raise RuntimeError(f"planner bug: tensor {t} has no host copy to swap in")
         deps = (*self._free_deps(obj), self.host_copy.get(t, -1))
-        idx = self._emit(Action("swap_in", tensor=t, obj=obj, deps=deps))
+        idx = self._emit(Action(ActionKind.SWAP_IN, tensor=t, obj=obj, deps=deps))
         self._occupy(t, obj, arrival=idx)
         return idx
 

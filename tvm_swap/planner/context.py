@@ -7,7 +7,7 @@ import numpy as np
 
 from ..devices import DeviceSpec
 from ..graph import DataflowGraph
-from ..plan import DEFAULT_ALIGNMENT
+from ..plan import DEFAULT_ALIGNMENT, aligned_bytes
 
 
 @dataclass
@@ -26,5 +26,4 @@ class PlanningContext:
     pool: str = "size-classes"     # device memory model: "arena" or "size-classes"
 
     def aligned(self, nbytes: int) -> int:
-        a = self.alignment
-        return max(a, (int(nbytes) + a - 1) // a * a)
+        return aligned_bytes(nbytes, self.alignment)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import DataflowGraph
+from ..plan import aligned_bytes
 
 # Tensor roles for the swap planner (what must happen to a tensor's last device copy).
 ROLE_TEMP = 0        # activation/gradient: dead after its last use
@@ -26,12 +27,6 @@ ROLE_KEEP_NEW = 5    # its p_new: stays resident (next use: p's first use next i
 # tensor ends in its own object), so no plan needs the runtime to rename objects between iterations.
 # The runtime renames objects between calls (runtime_ext.pool.DevicePool.rename).
 KEEP_UPDATED = True
-
-
-def aligned_size(nbytes, alignment: int):
-    """Bytes of the pool object a tensor needs: rounded up to `alignment`, never 0 (works on arrays)."""
-    a = int(alignment)
-    return np.maximum(a, (np.asarray(nbytes, dtype=np.int64) + a - 1) // a * a)
 
 
 @dataclass
@@ -80,7 +75,7 @@ class GraphIndex:
         op_ptr = np.asarray(ptr, dtype=np.int64)
         used = np.zeros(n_t, dtype=bool)
         used[op_tensors] = True
-        size = aligned_size(graph.tensor_bytes(), alignment) if n_t else np.zeros(0, np.int64)
+        size = aligned_bytes(graph.tensor_bytes(), alignment) if n_t else np.zeros(0, np.int64)
         ts = np.unique(size[used])
         size_idx = np.full(n_t, -1, dtype=np.int64)
         size_idx[used] = np.searchsorted(ts, size[used])
@@ -109,7 +104,7 @@ class GraphIndex:
                     old_of[new] = old
 
         ws = max((op.workspace for op in graph.ops), default=0)
-        workspace = int(aligned_size(ws, alignment)) if ws > 0 else 0
+        workspace = int(aligned_bytes(ws, alignment)) if ws > 0 else 0
 
         pair_op = np.repeat(np.arange(graph.num_ops, dtype=np.int64), np.diff(op_ptr))
         pair_size = size_idx[op_tensors]

@@ -353,11 +353,6 @@ def _assemble(p: PackedActions, run) -> tuple[np.ndarray, np.ndarray, dict]:
     return start, end, busy
 
 
-def simulate_arrays(p: PackedActions, device) -> tuple[np.ndarray, np.ndarray]:
-    """(start, end) per action, in seconds. See the module docstring for the model."""
-    start, end, _ = _assemble(p, _run_streams(p, device))
-    return start, end
-
 
 def _drop_ends(p: PackedActions, is_drop: np.ndarray, drops: np.ndarray, end: np.ndarray) -> None:
     """A drop ends at the latest end of its deps, 0 without deps (in place)."""

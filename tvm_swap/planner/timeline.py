@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import KINDS, DataflowGraph
-from ..plan import Plan
+from ..plan import ActionKind, Plan
 from .simulator import SimResult
 
 
@@ -22,13 +22,13 @@ def _tenancies(graph: DataflowGraph, plan: Plan, sim: SimResult):
     start, end = sim.start, sim.end
     for i, a in enumerate(plan.actions):
         k = a.kind
-        if k == "compute":
+        if k == ActionKind.COMPUTE:
             s = float(start[i])
             for t, o in zip(graph.ops[a.op].outputs, a.out_objs):
                 open_at[t] = (o, s)
-        elif k == "swap_in":
+        elif k == ActionKind.SWAP_IN:
             open_at[a.tensor] = (a.obj, float(start[i]))
-        elif k == "drop":
+        elif k == ActionKind.DROP:
             o, b = open_at.pop(a.tensor, (a.obj, 0.0))
             out.append((a.tensor, o, b, float(end[i])))
     # still resident at the end: carried into the next iteration, never released

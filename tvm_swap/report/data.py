@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import PlanError
+from ..plan import STREAM_OF, ActionKind
 from ..units import format_bytes, format_seconds
 
 # Streams in the order they are drawn (top to bottom), with the row labels people read.
 STREAMS = ("compute", "d2h", "h2d")
 STREAM_LABELS = {"compute": "compute", "d2h": "swap-out (D2H)", "h2d": "swap-in (H2D)"}
-STREAM_OF_KIND = {"compute": "compute", "swap_out": "d2h", "swap_in": "h2d"}
 
 # One colour per tensor kind, shared by the memory stack and the swap bars so they read together.
 # Stack order, bottom up: the constant workspace reservation first, so the varying kinds ride on a flat floor.
@@ -49,7 +49,7 @@ class ReportData:
     mem_by_kind: dict[str, np.ndarray]  # kind -> bytes in use at mem_times (same length)
     mem_limit: int
     pool_bytes: int
-    summary: dict                      # commands.plan_summary(plan)
+    summary: dict                      # Plan.summary()
     mem_objects: np.ndarray | None = None  # pool object bytes occupied (>= the stack: size-class slack)
     history: np.ndarray | None = None  # rows (generation, elapsed_s, best_time_s) or None
     ideal_s: float | None = None
@@ -87,18 +87,18 @@ def _bars(graph, plan, start: np.ndarray, end: np.ndarray) -> dict[str, StreamBa
     acc: dict[str, tuple[list, list, list]] = {s: ([], [], []) for s in STREAMS}
     tb = graph.tensor_bytes()
     for i, a in enumerate(plan.actions):
-        stream = STREAM_OF_KIND.get(a.kind)
+        stream = STREAM_OF[a.kind]
         if stream is None:
             continue
         idx, labels, kinds = acc[stream]
         dur = format_seconds(end[i] - start[i])
-        if a.kind == "compute":
+        if a.kind == ActionKind.COMPUTE:
             op = graph.ops[a.op]
             labels.append(f"{op.name} [{op.kernel}] {dur}")
             kinds.append("compute")
         else:
             t = graph.tensors[a.tensor]
-            verb = "swap-out" if a.kind == "swap_out" else "swap-in"
+            verb = "swap-out" if a.kind == ActionKind.SWAP_OUT else "swap-in"
             labels.append(f"{verb} {t.name} ({t.kind}, {format_bytes(tb[a.tensor])}) {dur}")
             kinds.append(t.kind)
         idx.append(i)
@@ -128,7 +128,6 @@ def _memory(graph, plan, sim) -> tuple[np.ndarray, dict[str, np.ndarray], np.nda
 
 def build_report_data(graph, plan, op_time=None) -> ReportData:
     """Simulate `plan` with the op times and gather everything the pictures draw."""
-    from ..cli.commands import plan_summary
     from ..devices import DeviceSpec
     from ..planner.simulator import simulate
 
@@ -150,7 +149,7 @@ def build_report_data(graph, plan, op_time=None) -> ReportData:
     return ReportData(
         title=title, time_s=float(sim.time_s), bars=bars,
         mem_times=mem_t, mem_by_kind=mem_by_kind, mem_objects=mem_objects, mem_limit=int(plan.mem_limit),
-        pool_bytes=int(p.get("pool_bytes") or plan.pool.total_bytes()), summary=plan_summary(plan),
+        pool_bytes=int(p.get("pool_bytes") or plan.pool.total_bytes()), summary=plan.summary(),
         history=_history(plan), ideal_s=p.get("ideal_time_s"), lower_bound_s=p.get("lower_bound_s"),
         notes={"compute_idle_s": compute_idle},
     )

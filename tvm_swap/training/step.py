@@ -30,6 +30,7 @@ import numpy as np
 
 from . import gradients
 from ..errors import TvmSwapError, UnsupportedModelError
+from ..graph.ir import relax_function
 from .grad_scope import split_by_dependence
 
 UPDATES_ATTR = "tvm_swap.updates"
@@ -94,12 +95,7 @@ def train_step(mod, params=None, loss: str = "cross_entropy", optimizer: str | O
         raise TvmSwapError(f"unknown loss {loss!r}; choose one of {', '.join(LOSSES)}")
     if not isinstance(mod, tvm.IRModule):
         raise TvmSwapError(f"train_step needs a Relax tvm.IRModule, got {type(mod).__name__}")
-    names = [gv.name_hint for gv in mod.functions]
-    if func_name not in names:
-        raise TvmSwapError(f"the module has no function {func_name!r}; it has: {', '.join(sorted(names))}")
-    fwd = mod[func_name]
-    if not isinstance(fwd, relax.Function):
-        raise TvmSwapError(f"{func_name!r} is not a Relax function")
+    fwd = relax_function(mod, func_name, TvmSwapError)
     if num_inputs is None:
         attr = fwd.attrs.get("num_input") if fwd.attrs is not None else None
         num_inputs = int(attr) if attr is not None else 1
@@ -120,11 +116,30 @@ def train_step(mod, params=None, loss: str = "cross_entropy", optimizer: str | O
     if len(dtypes) > 1:
         raise UnsupportedModelError(f"trainable params mix dtypes {sorted(dtypes)}; train_step needs one "
                                     "floating-point dtype (freeze or cast the others)")
-    split = split_by_dependence(loss_fn, chosen)   # only what depends on a trainable param is differentiated
-    adjoint = _differentiate(tvm.IRModule({"loss": split.core}), chosen)
-    step = _assemble(adjoint, loss_fn.params[:n_data], kept, chosen, opt, split.prelude)
+    step = step_from_loss(loss_fn, n_data, opt, chosen, split=True)
     state = _initial_state(step, n_data, params, weights, chosen, opt)
     return step, state
+
+
+def step_from_loss(loss_func, num_inputs: int, optimizer: Optimizer, trainable=None, split: bool = False):
+    """The one training-step builder (train_step and the bundled examples use it): an IRModule whose only
+    function `main(*inputs, *params, *optimizer_state) -> (loss, *new trainable params, *new state)` runs
+    `loss_func(*inputs, *params) -> scalar` (a relax.Function with one dataflow block), its gradient and the
+    optimizer update, inlined into one dataflow function; attrs num_input, tvm_swap.updates and
+    tvm_swap.param_kinds. trainable: the params (relax Vars of loss_func) to update; default all. split:
+    differentiate only the bindings that depend on a trainable param (grad_scope: masks, position ids and
+    other integer work go to a prelude that needs no gradient)."""
+    import tvm
+
+    params = list(loss_func.params)
+    kept = params[num_inputs:]
+    chosen = kept if trainable is None else list(trainable)
+    if split:
+        parts = split_by_dependence(loss_func, chosen)
+        adjoint = _differentiate(tvm.IRModule({"loss": parts.core}), chosen)
+        return _assemble(adjoint, params[:num_inputs], kept, chosen, optimizer, parts.prelude)
+    loss_mod = tvm.IRModule({"loss": loss_func.without_attr("global_symbol")})
+    return _assemble(_differentiate(loss_mod, chosen), params[:num_inputs], kept, chosen, optimizer)
 
 
 # ---------------------------------------------------------------- pieces

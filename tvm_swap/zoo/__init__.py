@@ -14,14 +14,13 @@ This module must not import TVM (the planner and the CLI use it on machines with
 """
 from __future__ import annotations
 
-import gzip
-import json
 import re
 from functools import lru_cache
 from pathlib import Path
 
 from ..errors import TvmSwapError
 from ..graph import DataflowGraph
+from ..jsonio import read_json
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -134,15 +133,8 @@ def zoo_path(name: str) -> Path:
 
 @lru_cache(maxsize=None)
 def _document(name: str) -> dict:
-    path = zoo_path(name)
-    try:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise ZooError(f"the zoo file {path} is missing; regenerate it with "
-                       f"`python scripts/gen_zoo.py --models {name}`") from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ZooError(f"cannot read the zoo file {path}: {e}") from None
+    return read_json(zoo_path(name), "the zoo file", ZooError,
+                     f"; regenerate it with `python scripts/gen_zoo.py --models {name}`")
 
 
 def load_zoo(spec: str) -> DataflowGraph:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..errors import GraphError
+from ..jsonio import check_versioned
 from ..graph import DataflowGraph
 from ..graph.dataflow import GRAPH_FORMAT, GRAPH_VERSION
 
@@ -123,10 +124,7 @@ def fit(graphs: dict[int, DataflowGraph], model: str, fit_batches=None) -> dict:
 
 def instantiate(doc: dict, batch: int, name: str | None = None) -> DataflowGraph:
     """The DataflowGraph of a zoo document at batch size `batch` (validated)."""
-    if doc.get("format") != ZOO_FORMAT:
-        raise GraphError(f"not a tvm_swap zoo file (expected \"format\": \"{ZOO_FORMAT}\")")
-    if doc.get("version") != ZOO_VERSION:
-        raise GraphError(f"zoo file version {doc.get('version')} is not supported (this is version {ZOO_VERSION})")
+    check_versioned(doc, ZOO_FORMAT, ZOO_VERSION, "zoo file", GraphError)
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise GraphError(f"batch size must be a positive integer, got {batch!r}")
     ev = lambda v: evaluate(v, batch)  # noqa: E731

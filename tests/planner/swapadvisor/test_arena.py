@@ -236,7 +236,7 @@ def test_roomy_training_arena_keeps_updated_params_with_no_param_traffic():
     assert len(p.arena.swaps) == len(g.updates)                 # every update stays, ping-pong
     moved = {g.tensors[a.tensor].kind for a in plan.actions if a.kind in ("swap_in", "swap_out")}
     assert moved <= {"input", "output"}
-    backing = plan.next_object_map(g)
+    backing = plan.next_object_map(g.updates, g.op_outputs())
     assert sorted(backing) == list(range(plan.pool.num_objects)) and backing != list(range(plan.pool.num_objects))
     # the search takes the kept seed when memory allows it
     best = plan_graph(g, lim, DEV, planner="swapadvisor", generations=0, workers=1)

@@ -170,7 +170,7 @@ def test_updated_params_stay_on_the_device_when_everything_fits():
     assert not any(a.kind == "swap_in" and g.is_persistent(a.tensor) for a in plan.actions)
     assert not any(a.kind == "swap_out" and a.tensor in g.updates for a in plan.actions)
     # each update ends in another object of its param's class: the runtime must rename objects
-    assert plan.next_object_map(g) != list(range(plan.pool.num_objects))
+    assert plan.next_object_map(g.updates, g.op_outputs()) != list(range(plan.pool.num_objects))
 
 
 def test_old_rule_swaps_updates_out_and_keeps_objects():
@@ -182,7 +182,7 @@ def test_old_rule_swaps_updates_out_and_keeps_objects():
     assert plan.initial_residents == []
     outs = {a.tensor for a in plan.actions if a.kind == "swap_out"}
     assert set(g.updates) <= outs
-    assert plan.next_object_map(g) == list(range(plan.pool.num_objects))
+    assert plan.next_object_map(g.updates, g.op_outputs()) == list(range(plan.pool.num_objects))
 
 
 @pytest.mark.parametrize("which", ["50%", "min"])

@@ -21,9 +21,6 @@ from .save_on_cpu import plan_save_on_cpu, plan_save_on_cpu_async
 from .tflms import plan_tflms
 from .vdnn import forward_ops, offload_candidates, plan_vdnn
 
-BASELINES = {"noswap": plan_noswap, "odswap": plan_odswap, "vdnn": plan_vdnn, "tflms": plan_tflms,
-             "save-on-cpu": plan_save_on_cpu, "save-on-cpu-async": plan_save_on_cpu_async}
-
-__all__ = ["BASELINES", "PoolLayout", "default_pool", "forward_ops", "noswap_need", "offload_candidates",
+__all__ = ["PoolLayout", "default_pool", "forward_ops", "noswap_need", "offload_candidates",
            "plan_noswap", "plan_odswap", "plan_save_on_cpu", "plan_save_on_cpu_async", "plan_tflms", "plan_vdnn",
            "static_memory_plan"]

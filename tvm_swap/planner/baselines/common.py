@@ -24,7 +24,7 @@ import numpy as np
 
 from ...errors import InfeasibleLimitError
 from ...graph import DataflowGraph
-from ...plan import Plan, Pool
+from ...plan import Plan, Pool, aligned_bytes
 from ..builder import ActionBuilder
 from ..context import PlanningContext
 
@@ -33,16 +33,10 @@ EXACT_OBJECT_PERIODICITY = False
 
 
 # ---------------------------------------------------------------- sizes
-def align(nbytes: int, alignment: int) -> int:
-    """Bytes of the pool object that holds a tensor of `nbytes` (never 0: every tensor needs storage)."""
-    a = int(alignment)
-    return max(a, (int(nbytes) + a - 1) // a * a)
-
-
 def workspace_bytes(graph: DataflowGraph, alignment: int) -> int:
     """Kernel scratch the pool reserves: the largest single op's workspace (ops run one at a time)."""
     ws = max((op.workspace for op in graph.ops), default=0)
-    return align(ws, alignment) if ws > 0 else 0
+    return aligned_bytes(ws, alignment) if ws > 0 else 0
 
 
 def default_order(graph: DataflowGraph) -> list[int]:
@@ -70,11 +64,11 @@ def next_use(uses: list[int], pos: int) -> int | None:
 def class_of_size(graph: DataflowGraph, alignment: int) -> tuple[list[int], list[int]]:
     """Exact-size classes: (sorted distinct aligned sizes, per-tensor class id or -1 if never on the device)."""
     used = graph.used_tensors()
-    sizes = sorted({align(graph.tensors[t].nbytes, alignment) for t in used})
+    sizes = sorted({aligned_bytes(graph.tensors[t].nbytes, alignment) for t in used})
     index = {s: i for i, s in enumerate(sizes)}
     tensor_class = [-1] * graph.num_tensors
     for t in used:
-        tensor_class[t] = index[align(graph.tensors[t].nbytes, alignment)]
+        tensor_class[t] = index[aligned_bytes(graph.tensors[t].nbytes, alignment)]
     return sizes, tensor_class
 
 

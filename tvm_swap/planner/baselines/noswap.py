@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from ...errors import InfeasibleLimitError
 from ...graph import DataflowGraph
-from ...plan import Plan, Pool
-from .common import (align, assemble_plan, default_order, keepable_params, settle_residents,
+from ...plan import Plan, Pool, aligned_bytes
+from .common import (assemble_plan, default_order, keepable_params, settle_residents,
                               successor_map, use_positions, workspace_bytes)
 from ..builder import ActionBuilder
 from ..context import PlanningContext
@@ -42,7 +42,7 @@ def static_memory_plan(graph: DataflowGraph, order: list[int], alignment: int) -
     """Best-fit storage reuse over the schedule (see the module docstring)."""
     g = graph
     uses = use_positions(g, order)
-    size = {t: align(g.tensors[t].nbytes, alignment) for t in g.used_tensors()}
+    size = {t: aligned_bytes(g.tensors[t].nbytes, alignment) for t in g.used_tensors()}
     succ = successor_map(g)
     # Class ids only matter for "same size" here, so the aligned size stands in for the class.
     kept = keepable_params(g, [size.get(t, -1) for t in range(g.num_tensors)])

@@ -1,0 +1,64 @@
+"""The `tvm-swap` commands, each run in a fresh process where torch cannot be imported (the command line must
+not need it): plan (JSON contract, plan file, report), report, zoo, devices, compile and run."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# Block torch (and onnx) the way a missing install does, then run the CLI's main.
+PRELUDE = "import sys; sys.modules['torch'] = None; sys.modules['onnx'] = None; from tvm_swap.cli import main; "
+
+
+def tvm_swap(*args, cwd=None):
+    code = PRELUDE + f"sys.exit(main({list(args)!r}))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
+
+
+def test_plan_json_contract_plan_file_and_report(tmp_path):
+    r = tvm_swap("plan", "zoo:inception-4@batch=16", "--mem-limit", "16GB", "--generations", "1",
+                 "--workers", "1", "--json", "-q", "-o", str(tmp_path / "p.json"))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["verified"] is True and out["planner"] == "swapadvisor"
+    assert out["peak_bytes"] <= out["mem_limit_bytes"] == 16 * 10**9
+    assert set(out) >= {"time_s", "lower_bound_s", "throughput_vs_ideal", "swap_in_bytes", "generations"}
+    pytest.importorskip("matplotlib")
+    r = tvm_swap("report", str(tmp_path / "p.json"), "-o", str(tmp_path / "p.html"), "-q")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "p.html").stat().st_size > 1000
+
+
+def test_plan_refuses_an_infeasible_limit_with_exit_code_1():
+    r = tvm_swap("plan", "zoo:bert-large@batch=8", "--mem-limit", "1MB", "--planner", "odswap", "--json", "-q")
+    assert r.returncode == 1
+    out = json.loads(r.stdout)
+    assert out["error"] == "infeasible_limit" and out["min_feasible_bytes"] > out["mem_limit_bytes"]
+
+
+def test_unknown_planner_is_a_usage_error():
+    r = tvm_swap("plan", "zoo:bert-large", "--mem-limit", "16GB", "--planner", "nope")
+    assert r.returncode == 2 and "invalid choice" in r.stderr
+
+
+def test_zoo_and_devices_list_their_entries():
+    r = tvm_swap("zoo")
+    assert r.returncode == 0 and "wresnet-152-10" in r.stdout and "bert-large" in r.stdout
+    r = tvm_swap("devices")
+    assert r.returncode == 0 and "v100-16gb" in r.stdout
+
+
+def test_compile_and_run_a_bundled_example(tmp_path):
+    pytest.importorskip("tvm")
+    lib = str(tmp_path / "mlp.so")
+    r = tvm_swap("compile", "mlp", "--mem-limit", "60%", "--generations", "1", "-o", lib, "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["planner"] == "swapadvisor"
+    r = tvm_swap("run", lib, "--compare-unlimited", "--repeat", "1", "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["outputs_bitwise_equal"] is True and info["within_limit"] is True

@@ -1,0 +1,57 @@
+"""The one list of planners. PlannerName is the enum every caller names a planner with (CLI choices,
+scripts, tests); PLANNERS maps each to `plan(ctx: PlanningContext) -> Plan`.
+
+    swapadvisor            genetic search over schedule and allocation, then its swap plan (swapadvisor/)
+    swapadvisor-nosearch   the swap planner on the default schedule and a single-class pool
+    odswap                 on-demand LRU swapping, prefetch by first-iteration order (baselines/odswap.py)
+    vdnn                   vDNN: offload layer inputs in forward, prefetch one layer ahead (baselines/vdnn.py)
+    noswap                 TVM's own static plan: everything resident, best-fit reuse (baselines/noswap.py)
+    tflms                  TensorFlow LMS: a swap pair per far forward-to-backward edge, tuned (baselines/tflms.py)
+    save-on-cpu            torch.autograd.graph.save_on_cpu: synchronous copies (baselines/save_on_cpu.py)
+    save-on-cpu-async      torchtune's offloading: side stream, one-layer prefetch (baselines/save_on_cpu.py)
+
+A new planner: add a member here and its function to PLANNERS; nothing else lists planners.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import Enum
+
+from ..plan import Plan
+from .baselines import (plan_noswap, plan_odswap, plan_save_on_cpu, plan_save_on_cpu_async, plan_tflms,
+                        plan_vdnn)
+from .context import PlanningContext
+from .swapadvisor.planners import plan_swapadvisor, plan_swapadvisor_nosearch
+
+
+class PlannerName(str, Enum):
+    """A planner's name; a str subclass, so "odswap" and PlannerName.ODSWAP are the same key."""
+    SWAPADVISOR = "swapadvisor"
+    SWAPADVISOR_NOSEARCH = "swapadvisor-nosearch"
+    ODSWAP = "odswap"
+    VDNN = "vdnn"
+    NOSWAP = "noswap"
+    TFLMS = "tflms"
+    SAVE_ON_CPU = "save-on-cpu"
+    SAVE_ON_CPU_ASYNC = "save-on-cpu-async"
+
+    __hash__ = str.__hash__
+
+    def __str__(self) -> str:
+        return self.value
+
+
+PLANNERS: dict[PlannerName, Callable[[PlanningContext], Plan]] = {
+    PlannerName.SWAPADVISOR: plan_swapadvisor,
+    PlannerName.SWAPADVISOR_NOSEARCH: plan_swapadvisor_nosearch,
+    PlannerName.ODSWAP: plan_odswap,
+    PlannerName.VDNN: plan_vdnn,
+    PlannerName.NOSWAP: plan_noswap,
+    PlannerName.TFLMS: plan_tflms,
+    PlannerName.SAVE_ON_CPU: plan_save_on_cpu,
+    PlannerName.SAVE_ON_CPU_ASYNC: plan_save_on_cpu_async,
+}
+BASELINE_NAMES = (PlannerName.ODSWAP, PlannerName.VDNN, PlannerName.NOSWAP, PlannerName.TFLMS,
+                  PlannerName.SAVE_ON_CPU, PlannerName.SAVE_ON_CPU_ASYNC)
+# the planners with an arena mode (the baselines model the paper's size-class pool only)
+SEARCH_PLANNERS = (PlannerName.SWAPADVISOR, PlannerName.SWAPADVISOR_NOSEARCH)

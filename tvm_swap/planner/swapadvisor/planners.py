@@ -1,0 +1,81 @@
+"""The two SwapAdvisor planners, each `plan(ctx: PlanningContext) -> Plan` (unverified; api.plan_graph
+verifies and predicts):
+
+    plan_swapadvisor           genetic search over schedule and memory genome (ga.py), then the swap plan
+                               of the best genome (arena.py for pool "arena", swapplan.py for "size-classes")
+    plan_swapadvisor_nosearch  the swap planner on the default schedule (arena: Belady, no headroom;
+                               size classes: a single-class pool)
+"""
+from __future__ import annotations
+
+import time
+
+from ...errors import TvmSwapError
+from ...plan import Plan
+from ..context import PlanningContext
+from ..graphindex import GraphIndex
+from .arena import plan_arena
+from .encoding import AllocationSpace
+from .ga import Evaluator, GASettings, GeneticSearch
+from .swapplan import plan_swaps
+
+
+def plan_swapadvisor(ctx: PlanningContext) -> Plan:
+    """Genetic search over schedule and allocation (ga.py), then the swap plan of the best genome."""
+    try:
+        settings = GASettings.from_options(ctx.options)
+    except (TypeError, ValueError) as e:
+        raise TvmSwapError(f"bad swapadvisor option: {e}") from None
+    t0 = time.perf_counter()
+    if ctx.pool == "arena":
+        ev = Evaluator(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, pool="arena")
+    else:
+        ev = _keep_updated_or_not(ctx)
+    budget = max(0.1 * ctx.budget_s, ctx.budget_s - (time.perf_counter() - t0))
+    search = GeneticSearch(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed, settings,
+                           evaluator=ev)
+    res = search.run(budget_s=budget, generations=ctx.generations, workers=ctx.workers,
+                     progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
+                     ray_address=ctx.options.get("ray_address"))
+    if ctx.pool == "arena":
+        sp = plan_arena(search.gi, res.best.schedule, ctx.mem_limit, res.best.alloc, ctx.op_time, ctx.device)
+    else:
+        sp = plan_swaps(search.gi, search.space, res.best.schedule, res.best.alloc)
+    plan = sp.to_plan(ctx.graph, "swapadvisor", ctx.mem_limit, ctx.device)
+    plan.search = {
+        "search_s": round(res.search_s, 4), "generations": res.generations, "evaluations": res.evaluations,
+        "seed": ctx.seed, "population": settings.population, "history": res.history,
+        "seed_times_s": res.seed_times,
+    }
+    return plan
+
+
+def _keep_updated_or_not(ctx: PlanningContext):
+    """The GA's evaluator, keeping updated params on the device (graphindex.ROLE_KEEP_*) or not, whichever
+    gives the faster best seed genome: keeping them saves their copies when memory allows, but under
+    pressure the kept ones can crowd out activations (e.g. BERT-large at 16 GB)."""
+    from ..graphindex import KEEP_UPDATED
+
+    forced = ctx.options.get("keep_updated")           # planner option: skip the choice
+    modes = (bool(forced),) if forced is not None else (True, False) if KEEP_UPDATED else (False,)
+    evs = [Evaluator(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, k) for k in modes]
+    if len(evs) == 1 or not evs[0].gi.old_of.max(initial=-1) >= 0:
+        return evs[-1] if len(evs) == 1 else evs[0]
+    best = []
+    for ev in evs:
+        seeds = GeneticSearch(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed,
+                              evaluator=ev).seed_genomes()
+        best.append(min(ev.time_of(g.schedule, g.alloc) for _, g in seeds))
+    return evs[0] if best[0] <= best[1] else evs[1]
+
+
+def plan_swapadvisor_nosearch(ctx: PlanningContext) -> Plan:
+    """The swap planner on the default (graph) schedule and a single-class pool (arena: Belady, no headroom)."""
+    if ctx.pool == "arena":
+        gi = GraphIndex.build(ctx.graph, ctx.alignment, keep_updated=False)
+        return plan_arena(gi, gi.default_schedule(), ctx.mem_limit, None, ctx.op_time, ctx.device).to_plan(
+            ctx.graph, "swapadvisor-nosearch", ctx.mem_limit, ctx.device)
+    gi = GraphIndex.build(ctx.graph, ctx.alignment)
+    space = AllocationSpace(gi, ctx.mem_limit)
+    sp = plan_swaps(gi, space, gi.default_schedule(), space.single_class())
+    return sp.to_plan(ctx.graph, "swapadvisor-nosearch", ctx.mem_limit, ctx.device)
