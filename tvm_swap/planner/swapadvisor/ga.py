@@ -200,7 +200,7 @@ class GeneticSearch:
 
     def evaluate(self, pool, genomes: list[Genome]) -> None:
         pending: dict = {}
-        self.submit(workers, genomes, pending)
+        self.submit(pool, genomes, pending)
         self.collect(genomes, pending)
 
     def select(self, candidates: list[Genome], k: int) -> list[Genome]:
@@ -272,7 +272,7 @@ class GeneticSearch:
                 for _ in range(max(1, Np // 4)):    # workers start on a crossover's kids while the next is bred
                     i, j = self.rng.choice(len(pop), size=2, replace=len(pop) < 2)
                     new = self.children(pop[int(i)], pop[int(j)])
-                    self.submit(procs, new, pending)
+                    self.submit(pool, new, pending)
                     kids.extend(new)
                 self.collect(kids, pending)
                 pop = self.select(pop + kids, Np)
@@ -284,7 +284,7 @@ class GeneticSearch:
         finally:
             if gc_was:
                 gc.enable()
-            procs.close()
+            pool.close()
             if bar is not None:
                 bar.close()
         return SearchResult(pop[0], gen, self.evaluations, time.perf_counter() - t0, history, seed_times)
