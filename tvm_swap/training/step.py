@@ -231,10 +231,7 @@ def _loss_module(func_name, fwd, num_inputs, loss, output_index, label_shape, la
             gv = bb.emit_output(value)
         bb.emit_func_output(gv)
     seq = tvm.transform.Sequential([
-        relax.transform.InlinePrivateFunctions(),
-        relax.transform.DeadCodeElimination(["loss"]),
-        relax.transform.ConvertToDataflow(),
-        relax.transform.CanonicalizeBindings(),
+        *_inline_passes("loss"),
         relax.transform.DecomposeOpsForTraining("loss"),
         relax.transform.CanonicalizeBindings(),     # folds tuple-of-known-fields lookups ...
         relax.transform.DeadCodeElimination(["loss"]),   # ... so unused BN running-stat updates go
@@ -385,12 +382,7 @@ def _assemble(adjoint, data_params, kept, chosen, opt, prelude=None):
                 new_state += ns
             gv = bb.emit_output(relax.Tuple([loss, *new_params, *new_state, *new_shared]))
         bb.emit_func_output(gv)
-    mod = tvm.transform.Sequential([
-        relax.transform.InlinePrivateFunctions(),
-        relax.transform.DeadCodeElimination(["main"]),
-        relax.transform.ConvertToDataflow(),
-        relax.transform.CanonicalizeBindings(),
-    ])(bb.get())
+    mod = tvm.transform.Sequential(_inline_passes("main"))(bb.get())
     n_data, n_kept = len(data), len(kept)
     index = {w: n_data + k for k, w in enumerate(kept)}
     updates = [[1 + i, index[w]] for i, w in enumerate(chosen)]
@@ -401,6 +393,14 @@ def _assemble(adjoint, data_params, kept, chosen, opt, prelude=None):
     if kinds:
         func = func.with_attr(PARAM_KINDS_ATTR, kinds)
     return tvm.IRModule({"main": func})
+
+
+def _inline_passes(func_name: str) -> list:
+    """Make `func_name` one dataflow function: inline its callees (notes/tvm-0.27.md §2), drop the rest."""
+    from tvm import relax
+
+    return [relax.transform.InlinePrivateFunctions(), relax.transform.DeadCodeElimination([func_name]),
+            relax.transform.ConvertToDataflow(), relax.transform.CanonicalizeBindings()]
 
 
 def _unique(name, taken: set) -> str:
