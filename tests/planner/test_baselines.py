@@ -80,7 +80,18 @@ def test_baselines_verify_on_training_graphs(name, frac, seed):
             plan_noswap(ctx)
         assert e.value.min_feasible == noswap_need(g, A)
         return
-    plan = PLANNERS[name](ctx)
+    if name in ("tflms", "save-on-cpu", "save-on-cpu-async"):
+        # they keep weights, gradients and optimizer state on the device: below that they refuse, naming a
+        # limit that is enough
+        try:
+            plan = PLANNERS[name](ctx)
+        except InfeasibleLimitError as e:
+            assert e.min_feasible > limit
+            limit = e.min_feasible
+            ctx = ctx_for(g, limit)
+            plan = PLANNERS[name](ctx)
+    else:
+        plan = PLANNERS[name](ctx)
     assert plan.planner == name and plan.predicted == {}
     assert plan.pool.total_bytes() <= limit
     check_plan(g, plan)

@@ -39,6 +39,12 @@ def limit_between(g, frac: float) -> int:
     return int(lo + frac * (hi - lo))
 
 
+# planners whose pool (exact-size classes, or weights kept on the device) may need more than any general floor:
+# odswap and vdnn as in the paper; tflms and save-on-cpu keep weights, gradients and optimizer state resident
+OWN_FLOOR = (PlannerName.ODSWAP, PlannerName.VDNN, PlannerName.TFLMS, PlannerName.SAVE_ON_CPU,
+             PlannerName.SAVE_ON_CPU_ASYNC)
+
+
 def must_fit(g, planner) -> int | None:
     """A limit at and above which `planner` must find a plan, or None where only its own floor says.
     noswap: what TVM's static plan needs. SwapAdvisor's planners: the no-swap peak (everything resident in
@@ -48,12 +54,12 @@ def must_fit(g, planner) -> int | None:
     that is enough, which the property test checks by planning at it."""
     if planner == PlannerName.NOSWAP:
         return noswap_need(g, 256)
-    if planner in (PlannerName.ODSWAP, PlannerName.VDNN):
+    if planner in OWN_FLOOR:
         return None
     return max(min_feasible_limit(g), min(noswap_need(g, 256), noswap_peak(g)))
 
 
-MUST_FIT = [p for p in PlannerName if p not in (PlannerName.ODSWAP, PlannerName.VDNN)]
+MUST_FIT = [p for p in PlannerName if p not in OWN_FLOOR]
 
 
 def topological(g, schedule) -> bool:
