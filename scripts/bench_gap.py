@@ -1,0 +1,171 @@
+#!/usr/bin/env python
+"""How far from optimal are the planners on small graphs? Brackets from both sides, per instance.
+
+Instances: random DAGs and random training graphs of 8-20 ops (tvm_swap.testing, seeded), each at 3 limits
+(10%, 40%, 80% of the way from the smallest feasible limit to the no-swap peak), V100 link, roofline-like
+random op times. Per instance:
+- tight lower bound (tvm_swap.planner.tight_bound): no verified plan is faster;
+- the exact stage-model MILP (tvm_swap.planner.exact, HiGHS): its optimum is exact for a restricted model,
+  so its plan (verified, then simulated) is an UPPER bound on the true optimum; "closed" = solved to
+  optimality within the time limit;
+- every planner (swapadvisor with a fixed seed and generation count; the baselines), verified and simulated.
+best = the fastest verified plan of all (exact-stage plan included) >= the true optimum >= tight bound.
+So for a planner p: gap_best = time_p / best - 1 <= true gap <= time_p / tight bound - 1 = gap_lb.
+
+    python scripts/bench_gap.py                         # 200 graphs x 3 limits, 60 s MILP limit (hours)
+    python scripts/bench_gap.py --graphs 20 --milp-s 20 # what fits in ~30 minutes on a shared machine
+Writes benchmarks/gap.json (with the git commit) and benchmarks/gap.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tvm_swap.devices import get_device  # noqa: E402
+from tvm_swap.errors import InfeasibleLimitError  # noqa: E402
+from tvm_swap.planner.api import plan_graph  # noqa: E402
+from tvm_swap.planner.bounds import noswap_peak  # noqa: E402
+from tvm_swap.planner.exact import solve_exact  # noqa: E402
+from tvm_swap.planner.feasibility import min_feasible_limit  # noqa: E402
+from tvm_swap.planner.simulator import simulate  # noqa: E402
+from tvm_swap.planner.tight_bound import tight_lower_bound  # noqa: E402
+from tvm_swap.testing import random_dag, random_op_times, random_training_graph  # noqa: E402
+from tvm_swap.verify import verify_plan  # noqa: E402
+
+PLANNERS = ["swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap"]
+FRACS = (0.1, 0.4, 0.8)
+DEVICE = "v100-16gb"
+
+
+def instance_graph(i: int):
+    """Graph i: even -> random DAG of 8-20 ops, odd -> training graph of 2-4 layers (8-20 ops)."""
+    if i % 2 == 0:
+        return random_dag(i, n_ops=8 + (i // 2) % 13, update_prob=0.4, workspace_prob=0.2, name=f"dag{i}")
+    g = random_training_graph(i, n_layers=2 + (i // 2) % 3, momentum=(i // 2) % 2 == 1, name=f"train{i}")
+    return g
+
+
+def run_instance(g, frac: float, args, dev) -> dict:
+    t = random_op_times(g, 0)
+    lo, hi = min_feasible_limit(g), noswap_peak(g)
+    limit = int(lo + frac * max(0, hi - lo))
+    row = {"graph": g.name, "ops": g.num_ops, "frac": frac, "limit": limit,
+           "tight_bound_s": tight_lower_bound(g, t, dev, limit), "planners": {}}
+    for p in PLANNERS:
+        t0 = time.perf_counter()
+        try:
+            plan = plan_graph(g, limit, device=dev, op_time=t, planner=p, seed=args.seed,
+                              generations=args.generations, workers=1)
+            row["planners"][p] = {"time_s": plan.predicted["time_s"], "wall_s": time.perf_counter() - t0}
+        except InfeasibleLimitError:
+            row["planners"][p] = {"time_s": None, "status": "infeasible"}
+    r = solve_exact(g, t, dev, limit, time_limit_s=args.milp_s)
+    ex = {"status": r.status, "solve_s": r.solve_s, "objective_s": r.objective_s, "vars": r.num_vars}
+    if r.plan is not None:
+        viol = verify_plan(g, r.plan, limit)
+        ex["verified"] = not viol
+        if not viol:
+            ex["time_s"] = simulate(g, r.plan, t, dev).time_s
+    row["exact"] = ex
+    times = [v["time_s"] for v in row["planners"].values() if v.get("time_s")] + \
+            ([ex["time_s"]] if ex.get("time_s") else [])
+    row["best_s"] = min(times) if times else None
+    return row
+
+
+def summarize(rows: list[dict]) -> dict:
+    out = {}
+    for p in PLANNERS + ["exact-stages"]:
+        gb, gl, gc = [], [], []
+        for r in rows:
+            tp = r["exact"].get("time_s") if p == "exact-stages" else r["planners"][p].get("time_s")
+            if not tp or not r["best_s"]:
+                continue
+            gb.append(tp / r["best_s"] - 1)
+            gl.append(tp / r["tight_bound_s"] - 1)
+            if r["exact"]["status"] == "optimal" and r["exact"].get("time_s"):
+                gc.append(tp / r["exact"]["time_s"] - 1)
+        f = (lambda xs, q: float(np.quantile(xs, q)) if xs else None)
+        refused = sum(1 for r in rows if p != "exact-stages" and r["planners"][p].get("status") == "infeasible")
+        out[p] = {"n": len(gb), "refused": refused, "median_gap_vs_best": f(gb, 0.5), "worst_gap_vs_best": max(gb) if gb else None,
+                  "median_gap_vs_bound": f(gl, 0.5), "worst_gap_vs_bound": max(gl) if gl else None,
+                  "n_closed": len(gc), "median_gap_vs_closed_stage_optimum": f(gc, 0.5),
+                  "worst_gap_vs_closed_stage_optimum": max(gc) if gc else None}
+    closed = [r for r in rows if r["exact"]["status"] == "optimal"]
+    solve = [r["exact"]["solve_s"] for r in rows]
+    out["solver"] = {"instances": len(rows), "closed": len(closed),
+                     "median_solve_s": f(solve, 0.5) if solve else None, "max_solve_s": max(solve) if solve else None,
+                     "largest_closed_ops": max((r["ops"] for r in closed), default=None)}
+    return out
+
+
+def pct(x):
+    return "-" if x is None else f"{100 * x:+.1f}%"
+
+
+def render(summary: dict, meta: dict) -> str:
+    lines = [f"# Gap to optimal on small graphs (commit {meta['commit']})", "",
+             f"{meta['instances']} instances ({meta['graphs']} graphs x limits {list(FRACS)} of the way from the "
+             f"smallest feasible limit to the no-swap peak), {DEVICE}; swapadvisor seed {meta['seed']}, "
+             f"{meta['generations']} generations; exact-stages MILP limit {meta['milp_s']} s.", "",
+             "gap vs best = time / fastest verified plan of all - 1 (<= true gap); gap vs bound = time / tight "
+             "lower bound - 1 (>= true gap); gap vs closed = against the stage-model optimum where HiGHS closed it.",
+             "",
+             "| planner | n (refused) | median gap vs best | worst | median gap vs bound | worst | n closed | median vs closed | worst |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for p in PLANNERS + ["exact-stages"]:
+        s = summary[p]
+        lines.append(f"| {p} | {s['n']} ({s['refused']}) | {pct(s['median_gap_vs_best'])} | {pct(s['worst_gap_vs_best'])} | "
+                     f"{pct(s['median_gap_vs_bound'])} | {pct(s['worst_gap_vs_bound'])} | {s['n_closed']} | "
+                     f"{pct(s['median_gap_vs_closed_stage_optimum'])} | {pct(s['worst_gap_vs_closed_stage_optimum'])} |")
+    sv = summary["solver"]
+    lines += ["", f"Solver: {sv['closed']}/{sv['instances']} closed within {meta['milp_s']} s; median "
+                  f"{sv['median_solve_s']:.1f} s, max {sv['max_solve_s']:.1f} s; largest graph closed: "
+                  f"{sv['largest_closed_ops']} ops.", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--graphs", type=int, default=200)
+    ap.add_argument("--milp-s", type=float, default=60.0)
+    ap.add_argument("--generations", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "gap"))
+    args = ap.parse_args(argv)
+    dev = get_device(DEVICE)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    meta = {"commit": commit, "graphs": args.graphs, "instances": 0, "seed": args.seed,
+            "generations": args.generations, "milp_s": args.milp_s, "device": DEVICE}
+    rows = []
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for i in range(args.graphs):
+        g = instance_graph(i)
+        for frac in FRACS:
+            r = run_instance(g, frac, args, dev)
+            rows.append(r)
+            ex = r["exact"]
+            print(f"{g.name:8s} {g.num_ops:3d} ops frac {frac}: bound {r['tight_bound_s']:.6f} best {r['best_s']:.6f} "
+                  f"ga {r['planners']['swapadvisor'].get('time_s') or float('nan'):.6f} exact {ex['status']} "
+                  f"{ex.get('time_s') or float('nan'):.6f} in {ex['solve_s']:.1f}s", flush=True)
+            meta["instances"] = len(rows)
+            summary = summarize(rows)
+            out.with_suffix(".json").write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=1))
+            out.with_suffix(".md").write_text(render(summary, meta))
+    print(render(summarize(rows), meta))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
