@@ -116,7 +116,8 @@ def run_planner(graph, planner: str, mem_limit: int, args, budget_s: float) -> t
         return {"status": "error", "error": f"{type(e).__name__}: {e}", "wall_s": time.perf_counter() - t0}, None
     p, s = plan.predicted, plan.search or {}
     row = {"status": "ok", "wall_s": time.perf_counter() - t0, "verified": bool(plan.verified)}
-    for k in ("time_s", "ideal_time_s", "lower_bound_s", "tight_lower_bound_s", "throughput_vs_ideal", "pool_bytes", "peak_bytes",
+    for k in ("time_s", "ideal_time_s", "lower_bound_s", "tight_lower_bound_s", "throughput_vs_ideal",
+              "pool_bytes", "peak_bytes",
               "swap_in_bytes", "swap_out_bytes", "swap_in_count", "swap_out_count"):
         row[k] = p.get(k)
     for k in ("search_s", "generations"):

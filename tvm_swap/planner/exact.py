@@ -12,7 +12,8 @@ The model (stages 0..n+1; stage k in 1..n runs exactly one op, stages 0 and n+1 
 Rules: t arrives only by its producer's stage or a swap_in (r[t,k] <= r[t,k-1] + in[t,k] + x[prod,k]);
 a reader's stage has t resident and not arriving; a produced t is swapped in only after a swap_out
 of it; graph outputs (and updates whose param does not stay) are swapped out; at the end exactly the
-initial residents (through graph.updates) stay (the rest is dropped after the last stage); per stage the class counts cover the residents and
+initial residents (through graph.updates) stay (the rest is dropped after the last stage); per stage the
+class counts cover the residents and
 sum(class bytes x n[c]) + the largest workspace <= mem_limit.
 Stage k lasts s_k >= its op's time, and >= the time of its copies on the simulator's link (each
 direction alone, and both sharing the duplex rate: the two linear pieces of the simulator's rate model).
