@@ -194,8 +194,9 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
     for k in range(n):
         C.add([(x[o, k], 1.0) for o in range(n)], 1, 1)
     for o, ps in enumerate(graph.op_preds()):
-        for p in ps:   # stage(p) + 1 <= stage(o)
-            C.add([(x[p, k], float(k)) for k in range(n)] + [(x[o, k], -float(k)) for k in range(n)], hi=-1)
+        for p in ps:   # o has run by stage k only if p ran before k (stronger than comparing positions)
+            for k in range(n):
+                C.add([(x[o, j], 1.0) for j in range(k + 1)] + [(x[p, j], -1.0) for j in range(k)], hi=0)
     for i, t in enumerate(used):
         for k in range(S):
             prev = [(r[i, k - 1], -1.0)] if k else [(init[i], -1.0)]
@@ -210,6 +211,9 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
             # produced in stage k: resident in it
             if P(i, k):
                 C.add([(r[i, k], 1.0)] + [(c, -v) for c, v in P(i, k)], lo=0)
+        if prod[t] >= 0:           # t exists only once its producer has run
+            for k in range(S):
+                C.add([(r[i, k], 1.0)] + [(x[prod[t], j - 1], -1.0) for j in range(1, min(k, n) + 1)], hi=0)
         for o in cons[t]:
             for k in range(1, n + 1):
                 C.add([(r[i, k], 1.0), (xin[i, k], -1.0), (x[o, k - 1], -1.0)], lo=0)
