@@ -153,3 +153,19 @@ def test_bert_large_at_16gb_needs_activation_traffic():
     d = tight_lower_bound_detail(g, t, DEV, 16 * 10**9)
     assert d["activation_bytes"] > 17.4e9
     assert d["tight_lower_bound_s"] > d["lower_bound_s"] * 1.03
+
+
+def test_a_kept_updated_param_takes_room_from_activations():
+    """p (50 B) is updated by op4, which reads it: kept on the device, p or p_new holds 50 B during every op.
+    During op2, a (100 B) is live (op3 reads it) beside op2's own b, c, e (30 B): at 125 B, 5 B of a must
+    leave even with p away, and 55 B of a or p must come in if p could stay (Claim 2), while the old bound
+    lets p keep 15 of its 50 B: in >= x + max(35 + 5, 50 + 5)."""
+    g = graph_of([("x", 10, "input"), ("a", 100, "activation"), ("b", 5, "activation"), ("c", 20, "output"),
+                  ("e", 5, "activation"), ("d", 5, "activation"), ("p", 50, "param"), ("p_new", 50, "output")],
+                 [([0], [1], 0), ([1], [2], 0), ([2], [3, 4], 0), ([1, 4], [5], 0), ([6, 5], [7], 0)],
+                 outputs=[3, 7], updates={7: 6})
+    d = tight_lower_bound_detail(g, [1.0] * 5, LINK, mem_limit=125, alignment=1)
+    assert d["activation_bytes"] == 5
+    assert d["persistent_in"] == 35
+    assert d["joint_param_activation_in"] == 55
+    assert d["tight_in_bytes"] == 10 + 55

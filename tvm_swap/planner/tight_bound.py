@@ -36,14 +36,18 @@ Claim 1 (activation crossings). Fix a plan and op o. By A3 the resident tensors 
   copies are disjoint from the ones `bounds.must_move_bytes` counts: in >= old_in + act, out >= old_out
   + act.
 
-Claim 2 (joint with non-updated params). Let N be the used persistent tensors that no update
-  replaces, P_N their bytes, and pN_o the bytes of N among o's own tensors. A tensor of N that is
-  never swapped in is an initial resident that must also be resident at the end (periodicity, it is
-  not updated), so it is resident during every op. If the plan keeps k bytes of N that way, N's
-  swap-ins are >= P_N - k, and during op o the kept ones outside o's own tensors add >= k - pN_o
-  resident bytes, so L's non-resident bytes during o are >= a_o - pN_o + k. Summing the disjoint
-  copies of N and L: in(N u L) >= P_N - k + max(0, c + k) with c = max_o (a_o - pN_o); the minimum
-  over k in [0, P_N] is max(0, P_N + c). So in >= inputs_in + max(0, P_N + c) as well.
+Claim 2 (joint with params). Members N: used persistent tensors p that no update replaces, or whose
+  update op u reads p; size(p) = nbytes, or min(nbytes of p, of its update p') if updated. A member
+  that is never swapped in (neither p nor p') is an initial resident: if not updated, periodicity
+  keeps it resident to the end, so during every op; if updated, p is resident until u reads it (it
+  cannot come back without a swap_in) and p' from u to the end (it must be resident at the end and
+  cannot come back without a swap_in), so p or p' holds >= size(p) during every op. Let P_N be the
+  members' sizes and pN_o the sizes of members with p or p' among o's own tensors. If the plan keeps
+  k bytes of members that way, the members' swap-ins (of p or p') are >= P_N - k, and during op o the
+  kept ones not among o's own tensors add >= k - pN_o resident bytes, so L's non-resident bytes during
+  o are >= a_o - pN_o + k. Summing the disjoint copies of members and L: in >= P_N - k + max(0, c + k)
+  with c = max_o (a_o - pN_o); the minimum over k in [0, P_N] is max(0, P_N + c). So
+  in >= inputs_in + max(0, P_N + c) as well.
 
 Claim 3 (time windows, ops with op_time > 0). Work in simulated time. A tenancy of a tensor (arrival
   start to drop end) holds one object; the next tenant of that object arrives only after the drop
@@ -215,15 +219,26 @@ def tight_lower_bound_detail(graph: DataflowGraph, op_time, device, mem_limit: i
     prod = graph.producer()
     updated = set(graph.updates.values())
     used = graph.used_tensors()
-    n_set = {t for t in used if graph.is_persistent(t) and t not in updated}
-    p_n = float(sum(nbytes[t] for t in n_set))
+    # Claim 2's members: used params that are not updated, or whose update op reads them (a member that
+    # never crosses in holds >= its size during every op, as itself or as its update); size = min of the two
+    new_of = {old: new for new, old in graph.updates.items()}
+    member_size = {}
+    for t in used:
+        if not graph.is_persistent(t):
+            continue
+        if t not in updated:
+            member_size[t] = float(nbytes[t])
+        elif t in graph.ops[int(prod[new_of[t]])].inputs:
+            member_size[t] = float(min(nbytes[t], nbytes[new_of[t]]))
+    of_member = {t: t for t in member_size} | {new_of[t]: t for t in member_size if t in new_of}
+    p_n = float(sum(member_size.values()))
     w = np.zeros(n)
     pn = np.zeros(n)
     ws = np.array([op.workspace for op in graph.ops], dtype=np.float64)
     for o, op in enumerate(graph.ops):
         own = list(dict.fromkeys((*op.inputs, *op.outputs)))
         w[o] = nbytes[own].sum()
-        pn[o] = sum(nbytes[t] for t in own if t in n_set)
+        pn[o] = sum(member_size[m] for m in {of_member[t] for t in own if t in of_member})
     a = info["live"] + w + ws - float(mem_limit)
     act = max(0.0, float(a.max()))
     joint_n = max(0.0, p_n + float((a - pn).max()))
