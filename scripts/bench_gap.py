@@ -133,6 +133,9 @@ def summarize(rows: list[dict]) -> dict:
     own = [r["planners"]["swapadvisor"]["time_s"] / r["exact_ga_schedule"]["time_s"] - 1 for r in rows
            if r["exact_ga_schedule"]["status"] == "optimal" and r["exact_ga_schedule"].get("time_s")
            and r["planners"]["swapadvisor"].get("time_s")]
+    ratios = [r["best_s"] / r["tight_bound_s"] for r in rows if r["best_s"]]
+    out["bound"] = {"violations": sum(x < 1 - 1e-9 for x in ratios), "median_best_over_bound": f(ratios, 0.5),
+                    "min_best_over_bound": min(ratios) if ratios else None}
     out["ga_vs_own_schedule"] = {"n": len(own), "median": f(own, 0.5), "worst": max(own) if own else None,
                                  "share_within_2pct": (sum(g <= 0.02 for g in own) / len(own)) if own else None}
     return out
@@ -164,6 +167,9 @@ def render(summary: dict, meta: dict) -> str:
     lines.append("")
     own = summary["ga_vs_own_schedule"]
     share = "-" if own["share_within_2pct"] is None else f"{100 * own['share_within_2pct']:.0f}%"
+    b = summary["bound"]
+    lines += [f"Tight bound: best verified plan / bound median {b['median_best_over_bound']:.3f}, min "
+              f"{b['min_best_over_bound']:.3f}; {b['violations']} instances where a plan beat the bound (must be 0).", ""]
     lines += [f"swapadvisor vs the stage-model optimum for its own schedule ({own['n']} closed instances): median "
               f"{pct(own['median'])}, worst {pct(own['worst'])}, within 2% on {share} of them.", ""]
     for key, what in (("solver", "exact-stages (schedule free)"),
