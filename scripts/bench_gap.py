@@ -169,7 +169,8 @@ def render(summary: dict, meta: dict) -> str:
     share = "-" if own["share_within_2pct"] is None else f"{100 * own['share_within_2pct']:.0f}%"
     b = summary["bound"]
     lines += [f"Tight bound: best verified plan / bound median {b['median_best_over_bound']:.3f}, min "
-              f"{b['min_best_over_bound']:.3f}; {b['violations']} instances where a plan beat the bound (must be 0).", ""]
+              f"{b['min_best_over_bound']:.3f}; {b['violations']} instances where a plan beat the bound "
+              f"(must be 0).", ""]
     lines += [f"swapadvisor vs the stage-model optimum for its own schedule ({own['n']} closed instances): median "
               f"{pct(own['median'])}, worst {pct(own['worst'])}, within 2% on {share} of them.", ""]
     for key, what in (("solver", "exact-stages (schedule free)"),

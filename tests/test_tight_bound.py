@@ -169,3 +169,13 @@ def test_a_kept_updated_param_takes_room_from_activations():
     assert d["persistent_in"] == 35
     assert d["joint_param_activation_in"] == 55
     assert d["tight_in_bytes"] == 10 + 55
+
+
+def test_beyond_the_bitset_size_limit_the_old_bound_is_returned(monkeypatch):
+    import tvm_swap.planner.tight_bound as tb
+
+    g = random_training_graph(3, n_layers=4)
+    t = random_op_times(g, 3)
+    monkeypatch.setattr(tb, "MAX_OPS", g.num_ops - 1)
+    d = tb.tight_lower_bound_detail(g, t, DEV, min_feasible_limit(g))
+    assert d["tight_lower_bound_s"] == d["lower_bound_s"] and "more than" in d["tight_skipped"]

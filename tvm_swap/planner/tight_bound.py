@@ -84,6 +84,7 @@ from .simulator import _link_rates
 
 _CHUNK = 256          # bit rows unpacked at once (256 x 10^4 ops = 2.5 MB of bools)
 WINDOW_OPS = 32       # ops (largest a_o first) whose time window is evaluated
+MAX_OPS = 30_000      # two n x n bitsets: 2 x 112 MB here; beyond, the old bound is returned (still sound)
 
 
 def ancestor_bitsets(graph: DataflowGraph) -> tuple[np.ndarray, np.ndarray]:
@@ -212,8 +213,11 @@ def tight_lower_bound_detail(graph: DataflowGraph, op_time, device, mem_limit: i
     n = graph.num_ops
     d_solo, h_solo, d_both, h_both = _link_rates(device)
     link = max(d_solo, h_solo, d_both + h_both)
-    if n == 0:
-        return {**old, "tight_lower_bound_s": old["lower_bound_s"], "activation_bytes": 0.0, "window_s": 0.0}
+    if n == 0 or n > MAX_OPS:
+        return {**old, "tight_lower_bound_s": old["lower_bound_s"], "activation_bytes": 0.0, "tight_window_s": 0.0,
+                "joint_param_activation_in": 0.0, "tight_in_bytes": old["in_bytes"],
+                "tight_out_bytes": old["out_bytes"],
+                "tight_skipped": f"{n} ops: more than {MAX_OPS} (ancestor bitsets would need n^2/4 bytes)" if n else ""}
     nbytes = graph.tensor_bytes().astype(np.float64)
     info = live_bytes_per_op(graph)
     prod = graph.producer()
