@@ -159,6 +159,7 @@ def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: Devic
     """Simulated time, bounds, memory and copy totals of a plan."""
     from .bounds import ideal_time, lower_bound
     from .simulator import simulate
+    from .tight_bound import tight_lower_bound
     from .timeline import peak_in_use
 
     sim = simulate(graph, plan.actions, op_time, device)
@@ -168,6 +169,7 @@ def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: Devic
         "time_s": t,
         "ideal_time_s": float(ideal),
         "lower_bound_s": float(lower_bound(graph, op_time, device, plan.mem_limit, plan.pool.alignment)),
+        "tight_lower_bound_s": float(tight_lower_bound(graph, op_time, device, plan.mem_limit, plan.pool.alignment)),
         "throughput_vs_ideal": float(ideal / t) if t > 0 else 1.0,
         "mem_limit_bytes": int(plan.mem_limit),
         "pool_bytes": int(plan.pool.total_bytes()),

@@ -1,0 +1,70 @@
+"""The exact stage-model MILP: its plans verify, bracket correctly, and match hand-solved optima."""
+import pytest
+
+from tvm_swap.devices import DeviceSpec, get_device
+from tvm_swap.errors import TvmSwapError
+from tvm_swap.graph import DataflowGraph, OpInfo, TensorInfo
+from tvm_swap.planner.bounds import noswap_peak
+from tvm_swap.planner.exact import MAX_OPS, solve_exact
+from tvm_swap.planner.feasibility import min_feasible_limit
+from tvm_swap.planner.simulator import simulate
+from tvm_swap.planner.tight_bound import tight_lower_bound
+from tvm_swap.testing import random_dag, random_op_times, random_training_graph
+from tvm_swap.verify import verify_plan
+
+LINK = DeviceSpec("test", 1, 1, 1, h2d_bandwidth=1000.0, d2h_bandwidth=500.0, duplex_bandwidth=1200.0)
+DEV = get_device("v100-16gb")
+
+
+def graph_of(tensors, ops, outputs=(), updates=None):
+    ts = [TensorInfo(i, n, b, (1,), "float32", k) for i, (n, b, k) in enumerate(tensors)]
+    os_ = [OpInfo(i, f"op{i}", "k", tuple(ins), tuple(outs), 0.0, ws) for i, (ins, outs, ws) in enumerate(ops)]
+    g = DataflowGraph("g", ts, os_, list(outputs), dict(updates or {}))
+    g.validate()
+    return g
+
+
+def test_one_op_costs_its_input_compute_and_output():
+    g = graph_of([("x", 1000, "input"), ("y", 500, "output")], [([0], [1], 0)], outputs=[1])
+    r = solve_exact(g, [2.0], LINK, mem_limit=10**6, time_limit_s=10)
+    assert r.status == "optimal"
+    assert verify_plan(g, r.plan, 10**6) == []
+    want = 1000 / 1000.0 + 2.0 + 500 / 500.0
+    assert r.objective_s == pytest.approx(want, rel=1e-6)
+    assert simulate(g, r.plan, [2.0], LINK).time_s == pytest.approx(want)
+
+
+def test_a_param_that_fits_stays_resident_and_costs_nothing():
+    # p (param, not updated) is read by op0: keeping it resident saves its copy every iteration
+    g = graph_of([("p", 1000, "param"), ("x", 10, "input"), ("y", 10, "output")], [([0, 1], [2], 0)],
+                 outputs=[2])
+    r = solve_exact(g, [1.0], LINK, mem_limit=10**6, time_limit_s=10)
+    assert r.status == "optimal" and [t for t, _ in r.plan.initial_residents] == [0]
+    assert verify_plan(g, r.plan, 10**6) == []
+    assert r.objective_s == pytest.approx(10 / 1000 + 1.0 + 10 / 500, rel=1e-6)
+
+
+def test_too_large_graphs_are_refused_with_the_limit():
+    g = random_dag(0, n_ops=MAX_OPS + 1)
+    with pytest.raises(TvmSwapError, match=str(MAX_OPS)):
+        solve_exact(g, random_op_times(g), DEV, 10**12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_plans_verify_and_sit_above_the_tight_bound(seed):
+    g = random_training_graph(seed, n_layers=1 + seed % 2) if seed % 2 else random_dag(seed, n_ops=4, update_prob=0.5)
+    t = random_op_times(g, seed)
+    lo, hi = min_feasible_limit(g), noswap_peak(g)
+    # the stage model is a restriction: it may find no plan at a tight limit, but it must at the no-swap peak
+    for frac in (0.3, 0.6, 1.0):
+        limit = int(lo + frac * (hi - lo))
+        r = solve_exact(g, t, DEV, limit, time_limit_s=20)
+        if r.status != "infeasible":
+            break
+    assert r.plan is not None, r.status
+    assert verify_plan(g, r.plan, limit) == []
+    sim = simulate(g, r.plan, t, DEV).time_s
+    assert sim >= tight_lower_bound(g, t, DEV, limit) * (1 - 1e-9)
+    if r.status == "optimal":
+        # the simulator overlaps across stage borders, so it is close to (mostly below) the stage model
+        assert sim <= r.objective_s * 1.05

@@ -1,0 +1,330 @@
+"""An exact MILP (HiGHS through scipy.optimize.milp) for small graphs, over a discrete-stage model.
+
+The model (stages 0..n+1; stage k in 1..n runs exactly one op, stages 0 and n+1 only copy):
+  x[o,k]   op o runs in stage k (a topological schedule: each op once, each compute stage one op,
+           every producer in an earlier stage than its readers);
+  r[t,k]   tensor t holds an object during stage k; init[p] a persistent tensor starts resident;
+  in[t,k]  t is swapped in during stage k (it holds its object then, and is readable from k+1);
+  out[t,k] t, resident since stage k-1, is swapped out during stage k (and holds its object);
+  y[t,c]   t lives in objects of class c (classes: the distinct aligned sizes; c at least t's size;
+           an update in its param's class);
+  n[c]     objects of size class c.
+Rules: t arrives only by its producer's stage or a swap_in (r[t,k] <= r[t,k-1] + in[t,k] + x[prod,k]);
+a reader's stage has t resident and not arriving; a produced t is swapped in only after a swap_out
+of it; graph outputs (and updates whose param does not stay) are swapped out; at the end exactly the
+initial residents (through graph.updates) stay (the rest is dropped after the last stage); per stage the
+class counts cover the residents and
+sum(class bytes x n[c]) + the largest workspace <= mem_limit.
+Stage k lasts s_k >= its op's time, and >= the time of its copies on the simulator's link (each
+direction alone, and both sharing the duplex rate: the two linear pieces of the simulator's rate model).
+Objective: sum of s_k.
+
+What the result is. The optimum of this stage model is exact for the model, but the model is a
+RESTRICTION of the plans the simulator scores (class sizes from the tensors' aligned sizes, copies aligned to
+stages, stage barriers), and the simulator overlaps across stage borders. So the plan built from it
+(verified, then simulated) gives an UPPER bound on the true optimum: its simulated time. The MILP
+objective itself is reported but is neither bound; only the simulated time of the built plan is used,
+and only as an upper bound. Pair it with `tight_bound` (a lower bound) to bracket the optimum.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import TvmSwapError
+from ..graph import DataflowGraph
+from ..plan import DEFAULT_ALIGNMENT, Plan, Pool
+from .builder import ActionBuilder
+from .simulator import _link_rates
+
+MAX_OPS = 40        # beyond this the model is too large to be worth building
+
+
+@dataclass
+class ExactResult:
+    plan: Plan | None          # verified-ready plan (None: no solution found in time)
+    status: str                # "optimal", "time_limit", "infeasible", ...
+    objective_s: float | None  # the stage model's optimum (or best found) in seconds
+    mip_gap: float | None      # HiGHS's relative gap at the end (0 when optimal)
+    solve_s: float             # wall-clock seconds in the solver
+    num_vars: int
+
+
+class _Vars:
+    """Column indices of the MILP variables."""
+
+    def __init__(self):
+        self.n = 0
+        self.lo: list[float] = []
+        self.hi: list[float] = []
+        self.integral: list[int] = []
+
+    def add(self, count: int, lo=0.0, hi=1.0, integral=1) -> np.ndarray:
+        idx = np.arange(self.n, self.n + count)
+        self.n += count
+        self.lo += [lo] * count
+        self.hi += [hi] * count
+        self.integral += [integral] * count
+        return idx
+
+
+class _Rows:
+    """Sparse constraint rows lo <= sum(coef * var) <= hi."""
+
+    def __init__(self):
+        self.r: list[int] = []
+        self.c: list[int] = []
+        self.v: list[float] = []
+        self.lo: list[float] = []
+        self.hi: list[float] = []
+
+    def add(self, terms, lo=-np.inf, hi=np.inf) -> None:
+        i = len(self.lo)
+        for col, coef in terms:
+            self.r.append(i)
+            self.c.append(int(col))
+            self.v.append(float(coef))
+        self.lo.append(lo)
+        self.hi.append(hi)
+
+
+def _relatives_count(preds) -> np.ndarray:
+    """Number of strict ancestors per node, for nodes in topological order with their predecessor lists.
+    (Called on reversed successor lists it counts descendants, indices reversed.)"""
+    n = len(preds)
+    sets: list[set] = []
+    for o in range(n):
+        s = set()
+        for p in preds[o]:
+            s.add(p)
+            s |= sets[p]
+        sets.append(s)
+    return np.array([len(s) for s in sets], dtype=np.int64)
+
+
+def _aligned(nbytes: int, a: int) -> int:
+    return max(a, (int(nbytes) + a - 1) // a * a)
+
+
+def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment: int = DEFAULT_ALIGNMENT,
+                time_limit_s: float = 60.0, planner_name: str = "exact-stages", schedule=None,
+                class_choice: bool = True) -> ExactResult:
+    """Solve the stage model (module docstring) and build its plan. Raises TvmSwapError past MAX_OPS ops.
+
+    `schedule`, if given, fixes the op order (the model then optimises memory and copies only).
+    `class_choice=False` puts every tensor in the class of its own aligned size (a smaller, faster model)."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import csr_array
+
+    n = graph.num_ops
+    if n > MAX_OPS:
+        raise TvmSwapError(f"the exact solver takes graphs of up to {MAX_OPS} ops; this one has {n}")
+    op_time = np.asarray(op_time, dtype=np.float64)
+    d_solo, h_solo, d_both, h_both = _link_rates(device)
+    link = max(d_solo, h_solo, d_both + h_both)
+    nb = graph.tensor_bytes().astype(np.float64)
+    prod = graph.producer()
+    cons = graph.consumers()
+    used = graph.used_tensors()
+    T = len(used)
+    tid = {t: i for i, t in enumerate(used)}
+    persistent = [graph.is_persistent(t) for t in used]
+    updates = graph.updates                                  # new -> old
+    new_of = {old: new for new, old in updates.items()}
+    outputs = set(graph.outputs)
+    sizes = sorted({_aligned(graph.tensors[t].nbytes, alignment) for t in used})
+    cls_of = [sizes.index(_aligned(graph.tensors[t].nbytes, alignment)) for t in used]
+    max_ws = max((op.workspace for op in graph.ops), default=0)
+    ws_bytes = _aligned(max_ws, alignment) if max_ws else 0
+    S = n + 2
+
+    V = _Vars()
+    x = V.add(n * n).reshape(n, n)                 # x[o, k-1] for compute stage k = 1..n
+    r = V.add(T * S).reshape(T, S)
+    xin = V.add(T * S).reshape(T, S)
+    xout = V.add(T * S).reshape(T, S)
+    init = V.add(T)
+    nc = len(sizes)
+    y = V.add(T * nc).reshape(T, nc)               # y[t, c]: t lives in objects of class c (>= its size)
+    z = V.add(T * S * nc, 0.0, 1.0, 0).reshape(T, S, nc)   # >= r[t,k] AND y[t,c]
+    w = V.add(T * nc, 0.0, 1.0, 0).reshape(T, nc)          # >= init[t] AND y[t,c]
+    cnt = V.add(nc, 0.0, float(T), 1)
+    s = V.add(S, 0.0, np.inf, 0)
+    hi = np.array(V.hi)
+    lo = np.array(V.lo)
+    if schedule is not None:
+        for k, o in enumerate(schedule):
+            lo[x[int(o), k]] = 1.0
+    # an op runs no earlier than its ancestors allow and no later than its descendants allow
+    preds, succs = graph.op_preds(), graph.op_succs()
+    anc_n = _relatives_count(preds)
+    desc_n = _relatives_count([[n - 1 - v for v in succs[n - 1 - j]] for j in range(n)])[::-1]
+    first_stage = np.full(graph.num_tensors, n + 1)
+    for o in range(n):
+        hi[x[o, :anc_n[o]]] = 0.0
+        hi[x[o, n - desc_n[o]:]] = 0.0
+        for t in graph.ops[o].outputs:
+            first_stage[t] = anc_n[o] + 1
+    for i, t in enumerate(used):
+        if prod[t] >= 0:           # nothing of t exists before its producer's earliest stage
+            hi[r[i, :first_stage[t]]] = 0.0
+            hi[xin[i, :first_stage[t] + 1]] = 0.0
+            hi[xout[i, :first_stage[t] + 1]] = 0.0
+    if not class_choice:
+        for i in range(T):
+            lo[y[i, cls_of[i]]] = 1.0
+    for i, t in enumerate(used):                   # fixings: what cannot happen
+        if not persistent[i]:
+            hi[init[i]] = 0.0
+        if prod[t] < 0:
+            hi[xout[i]] = 0.0                      # host already has params and inputs
+    C = _Rows()
+
+    def P(i: int, k: int):
+        """terms for 'tensor i is produced in stage k'."""
+        t = used[i]
+        if prod[t] < 0 or not 1 <= k <= n:
+            return []
+        return [(x[prod[t], k - 1], 1.0)]
+
+    for o in range(n):
+        C.add([(x[o, k], 1.0) for k in range(n)], 1, 1)
+    for k in range(n):
+        C.add([(x[o, k], 1.0) for o in range(n)], 1, 1)
+    for o, ps in enumerate(graph.op_preds()):
+        for p in ps:   # o has run by stage k only if p ran before k (stronger than comparing positions)
+            for k in range(n):
+                C.add([(x[o, j], 1.0) for j in range(k + 1)] + [(x[p, j], -1.0) for j in range(k)], hi=0)
+    for i, t in enumerate(used):
+        for k in range(S):
+            prev = [(r[i, k - 1], -1.0)] if k else [(init[i], -1.0)]
+            C.add([(r[i, k], 1.0), (xin[i, k], -1.0)] + prev + [(c, -v) for c, v in P(i, k)], hi=0)
+            C.add([(xin[i, k], 1.0), (r[i, k], -1.0)], hi=0)
+            C.add([(xin[i, k], 1.0)] + [(c, -v) for c, v in prev], hi=1 if k else 1)  # not while resident
+            C.add([(xin[i, k], 1.0)] + P(i, k), hi=1)
+            C.add([(xout[i, k], 1.0), (r[i, k], -1.0)], hi=0)
+            C.add([(xout[i, k], 1.0)] + [(c, v) for c, v in prev], hi=0 if k else 0)        # resident before
+            if prod[t] >= 0:
+                C.add([(xin[i, k], 1.0)] + [(xout[i, j], -1.0) for j in range(k)], hi=0)
+            # produced in stage k: resident in it
+            if P(i, k):
+                C.add([(r[i, k], 1.0)] + [(c, -v) for c, v in P(i, k)], lo=0)
+        if prod[t] >= 0:           # t exists only once its producer has run
+            for k in range(S):
+                C.add([(r[i, k], 1.0)] + [(x[prod[t], j - 1], -1.0) for j in range(1, min(k, n) + 1)], hi=0)
+        for o in cons[t]:
+            for k in range(1, n + 1):
+                C.add([(r[i, k], 1.0), (xin[i, k], -1.0), (x[o, k - 1], -1.0)], lo=0)
+        # the end state repeats the start (everything else is dropped after the last stage)
+        if persistent[i] and t not in new_of:
+            C.add([(r[i, S - 1], 1.0), (init[i], -1.0)], lo=0)
+        elif t in updates and updates[t] in tid:
+            C.add([(r[i, S - 1], 1.0), (init[tid[updates[t]]], -1.0)], lo=0)
+        if prod[t] >= 0 and (t in outputs or t in updates) and not (t in updates and updates[t] in tid):
+            C.add([(xout[i, k], 1.0) for k in range(S)], lo=1)
+        if t in updates and updates[t] in tid:
+            C.add([(xout[i, k], 1.0) for k in range(S)] + [(init[tid[updates[t]]], 1.0)], lo=1)
+    # memory: each tensor picks one class at least its size (an update the class of its param)
+    for i, t in enumerate(used):
+        for c in range(nc):
+            if c < cls_of[i]:
+                hi[y[i, c]] = 0.0
+            for k in range(S):
+                C.add([(z[i, k, c], 1.0), (r[i, k], -1.0), (y[i, c], -1.0)], lo=-1)
+            C.add([(w[i, c], 1.0), (init[i], -1.0), (y[i, c], -1.0)], lo=-1)
+        C.add([(y[i, c], 1.0) for c in range(nc)], 1, 1)
+        if t in updates and updates[t] in tid:
+            for c in range(nc):
+                C.add([(y[i, c], 1.0), (y[tid[updates[t]], c], -1.0)], 0, 0)
+    for c in range(nc):
+        for k in range(S):
+            C.add([(cnt[c], 1.0)] + [(z[i, k, c], -1.0) for i in range(T)], lo=0)
+        C.add([(cnt[c], 1.0)] + [(w[i, c], -1.0) for i in range(T)], lo=0)
+    C.add([(cnt[c], float(sizes[c])) for c in range(len(sizes))], hi=float(mem_limit - ws_bytes))
+    # stage times
+    a1 = (1.0 - h_both / h_solo) / d_both        # out first at the shared rate, then in alone
+    a2 = (1.0 - d_both / d_solo) / h_both
+    for k in range(S):
+        if 1 <= k <= n:
+            C.add([(s[k], 1.0)] + [(x[o, k - 1], -float(op_time[o])) for o in range(n)], lo=0)
+        outs = [(xout[i, k], nb[used[i]]) for i in range(T)]
+        ins = [(xin[i, k], nb[used[i]]) for i in range(T)]
+        C.add([(s[k], 1.0)] + [(c, -v / d_solo) for c, v in outs], lo=0)
+        C.add([(s[k], 1.0)] + [(c, -v / h_solo) for c, v in ins], lo=0)
+        C.add([(s[k], 1.0)] + [(c, -v / link) for c, v in outs + ins], lo=0)
+        C.add([(s[k], 1.0)] + [(c, -v * a1) for c, v in outs] + [(c, -v / h_solo) for c, v in ins], lo=0)
+        C.add([(s[k], 1.0)] + [(c, -v * a2) for c, v in ins] + [(c, -v / d_solo) for c, v in outs], lo=0)
+
+    cost = np.zeros(V.n)
+    cost[s] = 1.0
+    scale = max(float(op_time.sum()), 1e-12)
+    cost[xin.ravel()] = 1e-9 * scale              # tie-break: no copy that buys nothing
+    cost[xout.ravel()] = 1e-9 * scale
+    A = csr_array((C.v, (C.r, C.c)), shape=(len(C.lo), V.n))
+    t0 = time.perf_counter()
+    res = milp(cost / scale, constraints=LinearConstraint(A, C.lo, C.hi), integrality=np.array(V.integral),
+               bounds=Bounds(lo, hi), options={"time_limit": float(time_limit_s), "disp": False})
+    solve_s = time.perf_counter() - t0
+    status = {0: "optimal", 1: "time_limit", 2: "infeasible", 3: "unbounded"}.get(res.status, "other")
+    if res.x is None:
+        return ExactResult(None, status, None, None, solve_s, V.n)
+    sol = np.round(res.x).astype(np.int64)
+    cls_of = [int(np.argmax(sol[y[i]])) for i in range(T)]
+    plan = _build_plan(graph, device, mem_limit, alignment, planner_name, used, sizes, cls_of, ws_bytes,
+                       sol[x], sol[r], sol[xin], sol[xout], sol[init], sol[cnt])
+    gap = getattr(res, "mip_gap", None)
+    return ExactResult(plan, status, float(res.x[s].sum()), None if gap is None else float(gap), solve_s, V.n)
+
+
+def _build_plan(graph, device, mem_limit, alignment, name, used, sizes, cls_of, ws_bytes, x, r, xin, xout, init,
+                cnt) -> Plan:
+    """Emit the stage model's decisions as actions through the ActionBuilder (which derives the deps)."""
+    n = graph.num_ops
+    S = n + 2
+    counts = [int(c) for c in cnt]
+    pool = Pool(list(sizes), counts, alignment, ws_bytes)
+    first = pool.first_object().tolist()
+    free = [list(range(first[c], first[c] + counts[c])) for c in range(len(sizes))]
+    tensor_class = [-1] * graph.num_tensors
+    for i, t in enumerate(used):
+        tensor_class[t] = cls_of[i]
+    schedule = [int(np.argmax(x[:, k])) for k in range(n)]
+    b = ActionBuilder(graph, pool.num_objects)
+    take = lambda i: free[cls_of[i]].pop(0)  # noqa: E731
+    residents = []
+    for i, t in enumerate(used):
+        if init[i]:
+            o = take(i)
+            b.place_initial(t, o)
+            residents.append((t, o))
+    prev = [bool(init[i]) for i in range(len(used))]
+    for k in range(S):
+        for i, t in enumerate(used):        # drops at the border into stage k
+            if prev[i] and not r[i, k]:
+                o = b.where[t]
+                b.drop(t)
+                free[cls_of[i]].append(o)
+                free[cls_of[i]].sort()
+        for i, t in enumerate(used):
+            if xin[i, k]:
+                b.swap_in(t, take(i))
+        if 1 <= k <= n:
+            op = schedule[k - 1]
+            idx = {t: i for i, t in enumerate(used)}
+            b.compute(op, [take(idx[t]) for t in graph.ops[op].outputs])
+        for i, t in enumerate(used):
+            if xout[i, k]:
+                b.swap_out(t)
+        prev = [bool(r[i, k]) for i in range(len(used))]
+    stay = {t for t, _ in residents}
+    stay |= {new for new, old in graph.updates.items() if old in stay}
+    stay -= set(graph.updates.values())
+    for i, t in enumerate(used):
+        if prev[i] and t not in stay:
+            b.drop(t)
+    return Plan(graph_name=graph.name, graph_fingerprint=graph.fingerprint(), planner=name,
+                mem_limit=int(mem_limit), device=device.to_dict() if hasattr(device, "to_dict") else dict(device),
+                schedule=schedule, pool=pool, tensor_class=tensor_class, initial_residents=sorted(residents),
+                actions=b.actions)
