@@ -154,7 +154,8 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     (swapadvisor: population, temperature, schedule_mutation, max_pick_rate, cls_flip, cnt_redraw, cnt_sigma).
     Raises InfeasibleLimitError (with the smallest feasible limit) when no plan can meet the limit.
     """
-    from ..verify import check_plan
+    from ..errors import VerificationError
+    from ..verify import check_plan, verify_prediction
 
     t0 = time.perf_counter()
     if not isinstance(graph, DataflowGraph):
@@ -179,6 +180,10 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     plan = PLANNERS[planner](ctx)
     check_plan(graph, plan, limit)
     plan.predicted = predict(graph, plan, times, dev)
+    wrong = verify_prediction(plan)     # what the plan now reports of itself must hold too
+    if wrong:
+        plan.verified = False
+        raise VerificationError(wrong)
     search = dict(plan.search or {})
     for k, v in (("search_s", round(time.perf_counter() - t0, 4)), ("generations", 0), ("evaluations", 1),
                  ("seed", int(seed)), ("history", [])):
