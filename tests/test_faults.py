@@ -65,3 +65,48 @@ def test_ctrl_c_before_any_plan_writes_nothing_and_exits_130(monkeypatch, capsys
     g.save(tmp_path / "g.json")
     assert cli.main(["plan", str(tmp_path / "g.json"), "--mem-limit", "50%"]) == 130
     assert "nothing was written" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- corrupt plans are refused, not drawn
+def _remove_action(plan: Plan, i: int) -> Plan:
+    acts = [Action(a.kind, a.op, a.tensor, a.obj, tuple(d - (d > i) for d in a.deps if d != i), a.out_objs)
+            for j, a in enumerate(plan.actions) if j != i]
+    p = Plan.from_dict(plan.to_dict())
+    p.actions = acts
+    return p
+
+
+def _corruptions(plan: Plan) -> dict:
+    dup = Plan.from_dict(plan.to_dict())
+    dup.schedule[1] = dup.schedule[0]
+    twice = Plan.from_dict(plan.to_dict())
+    computes = [i for i, a in enumerate(twice.actions) if a.kind == "compute"]
+    a, b = twice.actions[computes[0]], twice.actions[computes[1]]
+    twice.actions[computes[1]] = Action("compute", op=a.op, deps=b.deps, out_objs=b.out_objs)
+    no_in = _remove_action(plan, next(i for i, a in enumerate(plan.actions) if a.kind == "swap_in"))
+    return {"duplicated op in the schedule": (dup, "schedule is not a permutation"),
+            "op computed twice": (twice, "computed twice"),
+            "deleted swap-in": (no_in, "not resident")}
+
+
+def test_report_refuses_a_corrupt_plan_naming_the_first_violation(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from tvm_swap import cli
+    from tvm_swap.planner import plan_graph
+
+    g = random_training_graph(2, n_layers=4)
+    g.save(tmp_path / "g.json")
+    plan = plan_graph(g, "80%", planner="swapadvisor-nosearch")
+    for what, (bad, needle) in _corruptions(plan).items():
+        bad.verified = True                        # what the file claims counts for nothing
+        bad.save(tmp_path / "bad.json")
+        code = cli.main(["report", str(tmp_path / "bad.json"), "--graph", str(tmp_path / "g.json"),
+                         "-o", str(tmp_path / "bad.svg")])
+        err = capsys.readouterr().err
+        assert code == 1, what
+        assert "will not draw a plan that fails verification" in err and needle in err, (what, err)
+        assert not (tmp_path / "bad.svg").exists()
+    plan.save(tmp_path / "ok.json")
+    assert cli.main(["report", str(tmp_path / "ok.json"), "--graph", str(tmp_path / "g.json"),
+                     "-o", str(tmp_path / "ok.svg")]) == 0
+    assert (tmp_path / "ok.svg").stat().st_size > 0

@@ -32,11 +32,11 @@ class PlanError(TvmSwapError):
 class VerificationError(PlanError):
     """A plan broke an invariant; `violations` lists each one."""
 
-    def __init__(self, violations: list[str]):
+    def __init__(self, violations: list[str], message: str | None = None):
         self.violations = list(violations)
         head = "; ".join(self.violations[:5])
         more = f" (+{len(self.violations) - 5} more)" if len(self.violations) > 5 else ""
-        super().__init__(f"plan failed verification: {head}{more}")
+        super().__init__(message or f"plan failed verification: {head}{more}")
 
 
 class UnsupportedModelError(TvmSwapError):

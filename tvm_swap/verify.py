@@ -404,3 +404,17 @@ def check_plan(graph: DataflowGraph, plan: Plan, mem_limit: int | None = None) -
         raise VerificationError(v)
     plan.verified = True
     return plan
+
+
+def refuse_invalid(graph: DataflowGraph, plan: Plan, doing: str) -> Plan:
+    """Verify `plan` before `doing` anything with it (drawing, summarising, running): a plan read from a file
+    or a library is trusted for nothing, its own "verified" flag included. Raises VerificationError naming
+    the first violation; otherwise marks the plan verified and returns it."""
+    v = verify_plan(graph, plan)
+    if v:
+        plan.verified = False
+        raise VerificationError(v, f"will not {doing} a plan that fails verification ({len(v)} violation"
+                                   f"{'s' if len(v) > 1 else ''}; the first: {v[0]}); re-plan it with "
+                                   f"`tvm-swap plan` (or rebuild the library)")
+    plan.verified = True
+    return plan
