@@ -12,7 +12,8 @@ peak), then runs every planner registered in tvm_swap.planner.PLANNERS and check
 - same seed: planning again with the same seed gives the same plan (timings aside; every
   `--determinism-every`-th case, default every other one, as it doubles a case's time);
 - refusal: a planner that refuses a limit names a minimum above it, and plans at exactly that minimum;
-  a limit below the min feasible is refused by every planner with exactly that min.
+  a limit below the min feasible is refused by every planner, naming a min it then plans at (exactly the
+  min feasible for swapadvisor and swapadvisor-nosearch, at least it for the baselines).
 
     python scripts/fuzz.py --n 10000                   # counts per planner, a reproducer line per failure
     python scripts/fuzz.py --case 1234 --planner odswap  # one case, verbosely
@@ -42,6 +43,7 @@ from tvm_swap.errors import InfeasibleLimitError, TvmSwapError  # noqa: E402
 from tvm_swap.graph import DataflowGraph, TensorInfo  # noqa: E402
 from tvm_swap.plan import Plan  # noqa: E402
 from tvm_swap.planner import PLANNERS, min_feasible_limit, plan_graph  # noqa: E402
+from tvm_swap.planner.api import FEASIBLE_AT_THE_FLOOR  # noqa: E402
 from tvm_swap.planner.bounds import noswap_peak  # noqa: E402
 from tvm_swap.testing import random_dag, random_op_times, random_training_graph  # noqa: E402
 from tvm_swap.verify import verify_plan  # noqa: E402
@@ -168,19 +170,30 @@ def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
         except Exception as e:
             fail(pl, "crash", f"{type(e).__name__}: {e} | {traceback.format_exc(limit=-2).splitlines()[-3].strip()}")
             out["outcomes"][pl] = "crash"
-    # below the floor: every planner refuses with the floor itself
+    # below the floor: every planner refuses, naming a min at or above the floor at which it then plans
+    # (exactly the floor for the planners that reach it)
     below = int(case.min_feasible * np.random.default_rng([seed, 3]).uniform(0.3, 1.0))
     if 0 < below < case.min_feasible:
         for pl in planners:
             try:
                 _plan(case, pl, below)
                 fail(pl, "refusal", f"planned at {below} bytes, below the min feasible {case.min_feasible}")
+                continue
             except InfeasibleLimitError as e:
-                if e.min_feasible != case.min_feasible:
-                    fail(pl, "refusal", f"refused {below} naming min {e.min_feasible}, "
-                                        f"not the min feasible {case.min_feasible}")
+                named = e.min_feasible
             except Exception as e:
                 fail(pl, "refusal", f"{type(e).__name__} instead of InfeasibleLimitError: {e}")
+                continue
+            if named < case.min_feasible or (pl in FEASIBLE_AT_THE_FLOOR and named != case.min_feasible):
+                fail(pl, "refusal", f"refused {below} naming min {named}; the min feasible is {case.min_feasible}")
+                continue
+            try:
+                plan = _plan(case, pl, named)
+            except TvmSwapError as e:
+                fail(pl, "refusal", f"refused {below} naming min {named}, but refused that too: {e}")
+                continue
+            for check, msg in check_plan_claims(case, plan, named):
+                fail(pl, check, msg + f" (at the min {named} named for {below})")
     out["wall_s"] = time.perf_counter() - t0
     return out
 
@@ -190,7 +203,7 @@ def _check_planner(case: Case, pl: str, fail, determinism: bool) -> str:
     try:
         plan = _plan(case, pl, limit)
     except InfeasibleLimitError as e:
-        if pl in ("swapadvisor", "swapadvisor-nosearch") and limit >= case.min_feasible:
+        if pl in FEASIBLE_AT_THE_FLOOR and limit >= case.min_feasible:
             fail(pl, "refusal", f"refused {limit} >= min feasible {case.min_feasible}: {e}")
             return "refused"
         if not e.min_feasible > limit:

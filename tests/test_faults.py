@@ -110,3 +110,20 @@ def test_report_refuses_a_corrupt_plan_naming_the_first_violation(tmp_path, caps
     assert cli.main(["report", str(tmp_path / "ok.json"), "--graph", str(tmp_path / "g.json"),
                      "-o", str(tmp_path / "ok.svg")]) == 0
     assert (tmp_path / "ok.svg").stat().st_size > 0
+
+
+# ---------------------------------------------------------------- a refusal names a limit that then works
+@pytest.mark.parametrize("planner", ["noswap", "odswap", "vdnn", "swapadvisor-nosearch"])
+def test_a_refused_limit_names_a_min_this_planner_then_meets(planner):
+    from tvm_swap.errors import InfeasibleLimitError
+    from tvm_swap.planner import min_feasible_limit, plan_graph
+
+    g = random_training_graph(5, n_layers=6)
+    floor = min_feasible_limit(g)
+    with pytest.raises(InfeasibleLimitError) as e:
+        plan_graph(g, floor // 2, planner=planner)
+    assert e.value.min_feasible >= floor
+    if planner == "noswap":
+        assert e.value.min_feasible > floor      # everything resident needs more than the general floor
+    plan = plan_graph(g, e.value.min_feasible, planner=planner)
+    assert plan.verified and plan.pool.total_bytes() <= e.value.min_feasible

@@ -13,6 +13,7 @@ class InfeasibleLimitError(TvmSwapError):
 
         self.mem_limit = int(mem_limit)
         self.min_feasible = int(min_feasible)
+        self.reason = reason
         why = f" ({reason})" if reason else ""
         super().__init__(
             f"memory limit {format_bytes(mem_limit)} ({mem_limit} bytes) cannot be met{why}; "

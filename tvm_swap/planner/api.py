@@ -174,8 +174,10 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     dev = get_device(device)
     limit = resolve_limit(graph, mem_limit, alignment)
     floor = min_feasible_limit(graph, alignment)
+    times = resolve_op_time(graph, dev, op_time) if limit < floor else None
     if limit < floor:
-        raise InfeasibleLimitError(limit, floor, "the largest op's inputs, outputs and workspace must fit at once")
+        raise _refusal(planner, limit, floor, PlanningContext(graph, times, dev, floor, alignment, int(seed),
+                                                              float(budget_s), 0, 1, False, dict(options)))
     times = resolve_op_time(graph, dev, op_time)
     ctx = PlanningContext(graph, times, dev, limit, alignment, int(seed), float(budget_s),
                           None if generations is None else int(generations), workers, bool(progress), dict(options))
@@ -192,6 +194,23 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
         search.setdefault(k, v)
     plan.search = search
     return plan
+
+
+# planners that plan at any limit down to min_feasible_limit; the others have floors of their own
+FEASIBLE_AT_THE_FLOOR = ("swapadvisor", "swapadvisor-nosearch")
+
+
+def _refusal(planner: str, limit: int, floor: int, at_floor: PlanningContext) -> InfeasibleLimitError:
+    """The refusal of a limit below the floor, naming the smallest limit THIS planner meets, so that raising
+    the limit to it works: a baseline with a higher floor of its own (noswap's everything-resident need, the
+    exact-size pools of odswap and vdnn) says so when asked to plan at the general floor."""
+    why = "the largest op's inputs, outputs and workspace must fit at once"
+    if planner not in FEASIBLE_AT_THE_FLOOR:
+        try:
+            PLANNERS[planner](at_floor)
+        except InfeasibleLimitError as e:
+            return InfeasibleLimitError(limit, max(floor, e.min_feasible), e.reason or why)
+    return InfeasibleLimitError(limit, floor, why)
 
 
 def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: DeviceSpec) -> dict:
