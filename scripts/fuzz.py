@@ -249,6 +249,9 @@ def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, pro
     try:
         for k, r in enumerate(it, 1):
             results.append(r)
+            if progress:           # failures as they come, so a run cut short still shows them
+                for pl, check, msg in r["failures"]:
+                    print(f"  failure: seed {r['seed']} {pl} {check}: {msg}", file=sys.stderr, flush=True)
             if progress and k % 100 == 0:
                 nf = sum(len(x["failures"]) for x in results)
                 print(f"  {k}/{len(seeds)} cases, {nf} failures, {time.perf_counter() - t0:.0f} s",
