@@ -127,3 +127,17 @@ def test_a_refused_limit_names_a_min_this_planner_then_meets(planner):
         assert e.value.min_feasible > floor      # everything resident needs more than the general floor
     plan = plan_graph(g, e.value.min_feasible, planner=planner)
     assert plan.verified and plan.pool.total_bytes() <= e.value.min_feasible
+
+
+def test_a_plan_made_for_another_graph_is_refused(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from tvm_swap import cli
+    from tvm_swap.planner import plan_graph
+
+    a, b = random_training_graph(2, n_layers=4), random_training_graph(3, n_layers=4)
+    b.save(tmp_path / "b.json")
+    plan_graph(a, "80%", planner="swapadvisor-nosearch").save(tmp_path / "a_plan.json")
+    assert cli.main(["report", str(tmp_path / "a_plan.json"), "--graph", str(tmp_path / "b.json"),
+                     "-o", str(tmp_path / "x.svg")]) == 1
+    err = capsys.readouterr().err
+    assert "was made for graph" in err and "plan" in err and len(err.splitlines()) == 1
