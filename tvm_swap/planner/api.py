@@ -174,11 +174,10 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     dev = get_device(device)
     limit = resolve_limit(graph, mem_limit, alignment)
     floor = min_feasible_limit(graph, alignment)
-    times = resolve_op_time(graph, dev, op_time) if limit < floor else None
+    times = resolve_op_time(graph, dev, op_time)
     if limit < floor:
         raise _refusal(planner, limit, floor, PlanningContext(graph, times, dev, floor, alignment, int(seed),
                                                               float(budget_s), 0, 1, False, dict(options)))
-    times = resolve_op_time(graph, dev, op_time)
     ctx = PlanningContext(graph, times, dev, limit, alignment, int(seed), float(budget_s),
                           None if generations is None else int(generations), workers, bool(progress), dict(options))
     plan = PLANNERS[planner](ctx)
