@@ -329,6 +329,9 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
     manifest = build_manifest(prog, graph, tob, func_name, target_kind)
     manifest.meta["traced"] = bool(trace)
     manifest.meta["poison_ready"] = bool(debug_poison)
+    # load re-verifies the embedded plan against these before the first call (runtime_ext.library_check)
+    manifest.meta["graph_json"] = graph.to_dict()
+    manifest.meta["tvm_version"] = str(tvm.__version__)
     needs_wait, needs_record = call_sites(plan, poison=debug_poison)
     if trace:
         needs_wait = needs_record = [a.kind == ActionKind.COMPUTE for a in plan.actions]

@@ -26,6 +26,7 @@ from tvm_swap.manifest import Manifest
 from tvm_swap.plan import Plan
 
 from .backend import Backend
+from .host_memory import check_host_memory, host_bytes_needed
 from .host_store import HostStore
 from .pool import DevicePool, PoolError
 
@@ -46,6 +47,8 @@ class PlanExecutor:
         self.input_tensors = {p.tensor for p in manifest.inputs if p.tensor >= 0}
         self.persistent = {p.tensor for p in manifest.persistent if p.tensor >= 0}
         self._check_program()
+        check_host_memory(host_bytes_needed(self.swapped_out, self.persistent, self.initial, self.needs_host,
+                                            self.end_updates, lambda t: manifest.tensor(t).nbytes))
         self.stream_actions = [i for i, a in enumerate(self.actions)
                                if a.kind in ("swap_out", "swap_in") or (a.kind == "drop" and self.poison)]
         self._early = False

@@ -234,9 +234,13 @@ class SwapModule:
 
     # ---------------------------------------------------------------- export
     def export_library(self, path) -> str:
-        """Write the library (plan and manifest inside) and the current params to `path + '.params.npz'`."""
+        """Write the library (plan, manifest and graph inside), its check file (`path + '.check.json'`: size,
+        SHA-256, TVM version; see runtime_ext.library_check) and the current params to `path + '.params.npz'`."""
+        from .library_check import write_check
+
         path = str(path)
         self.executable.export_library(path)
+        write_check(path)
         params = self.params()
         names = [p.name for p in self.manifest.persistent if p.name in params]
         np.savez(path + PARAMS_SUFFIX, __names__=np.array(names, dtype=object).astype(str),
@@ -311,18 +315,31 @@ def _load_with_cuda_runtime(path: str):
 
 
 def load(path, params=None, bandwidth=None, debug_poison: bool = False) -> SwapModule:
-    """Load a library written by SwapModule.export_library; params default to the saved `.params.npz`."""
+    """Load a library written by SwapModule.export_library; params default to the saved `.params.npz`.
+
+    Loading a library runs its code, as loading any shared library does: load only libraries you trust.
+    Before that, the file is checked against damage (runtime_ext.library_check: ELF extents, and the size,
+    SHA-256 and TVM version recorded at export); after it, and before the first call, the embedded plan is
+    verified against the embedded graph and may name only the module's own tensors and objects."""
     import tvm
+    from tvm.runtime.vm import VirtualMachine
+
+    from .library_check import check_before_load, check_embedded, require_program
 
     path = str(path)
     if not Path(path).exists():
         raise TvmSwapError(f"no library at {path!r}")
+    check_before_load(path)
     try:
         lib = tvm.runtime.load_module(path)
     except Exception as e:  # TVM raises its own error types for unreadable libraries
         if "load_from_bytes.cuda" not in str(e):
             raise TvmSwapError(f"cannot load {path!r}: {str(e).splitlines()[0]}") from None
         lib = _load_with_cuda_runtime(path)
+    require_program(lib, path)
+    probe = VirtualMachine(lib, tvm.cpu())
+    plan, manifest = _read_plan(probe), _read_manifest(probe)
+    check_embedded(plan, manifest, path)
     if params is None:
         pfile = Path(path + PARAMS_SUFFIX)
         if pfile.exists():
@@ -331,4 +348,4 @@ def load(path, params=None, bandwidth=None, debug_poison: bool = False) -> SwapM
                 params = {n: z[f"p{i}"] for i, n in enumerate(names)}
         else:
             params = {}
-    return SwapModule(lib, params, bandwidth=bandwidth, debug_poison=debug_poison)
+    return SwapModule(lib, params, plan=plan, manifest=manifest, bandwidth=bandwidth, debug_poison=debug_poison)

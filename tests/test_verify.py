@@ -314,6 +314,18 @@ def test_pool_over_the_limit():
     assert any("requested limit" in v for v in verify_plan(g, ok, mem_limit=ok.pool.total_bytes() - 1))
 
 
+def test_reported_peak_over_the_pool_or_limit():
+    g, plan = training_plan()
+    pool = plan.pool.total_bytes()
+    plan.predicted = {"peak_bytes": pool}
+    assert verify_plan(g, plan) == []
+    plan.predicted = {"peak_bytes": pool + 1}
+    reported(g, plan, "reports a peak of")
+    plan.mem_limit = pool
+    from tvm_swap.verify import verify_prediction
+    assert len(verify_prediction(plan)) == 2
+
+
 def test_pool_workspace_below_an_ops_workspace():
     g = random_dag(2, n_ops=12, workspace_prob=1.0)
     plan = simple_plan_for(g)

@@ -30,7 +30,10 @@ def build(mod, target="llvm", mem_limit=None, params=None, **kw):
 
 
 def load(path, params=None, bandwidth=None, debug_poison=False):
-    """Load a module exported by SwapModule.export_library (params default to the saved ones)."""
+    """Load a module exported by SwapModule.export_library (params default to the saved ones).
+
+    Loading a library runs its code, as loading any shared library does: load only libraries you trust.
+    The checks before the first call (runtime_ext.swap_module.load) guard against damage, not attacks."""
     from runtime_ext.swap_module import load as _load
 
     return _load(path, params=params, bandwidth=bandwidth, debug_poison=debug_poison)

@@ -13,6 +13,7 @@ class InfeasibleLimitError(TvmSwapError):
 
         self.mem_limit = int(mem_limit)
         self.min_feasible = int(min_feasible)
+        self.reason = reason
         why = f" ({reason})" if reason else ""
         super().__init__(
             f"memory limit {format_bytes(mem_limit)} ({mem_limit} bytes) cannot be met{why}; "
@@ -32,11 +33,11 @@ class PlanError(TvmSwapError):
 class VerificationError(PlanError):
     """A plan broke an invariant; `violations` lists each one."""
 
-    def __init__(self, violations: list[str]):
+    def __init__(self, violations: list[str], message: str | None = None):
         self.violations = list(violations)
         head = "; ".join(self.violations[:5])
         more = f" (+{len(self.violations) - 5} more)" if len(self.violations) > 5 else ""
-        super().__init__(f"plan failed verification: {head}{more}")
+        super().__init__(message or f"plan failed verification: {head}{more}")
 
 
 class UnsupportedModelError(TvmSwapError):

@@ -24,6 +24,7 @@ Invariants checked (DESIGN.md):
   finds no live tenant in any overlapping range, and waits for the drops that last freed each of its
   bytes (so stays that overlap in time never overlap in address); an initial resident ends in its own
   object;
+- what the plan reports of itself, if anything: its predicted peak fits its pool (and so its limit);
 - periodicity: the end residents mapped through graph.updates are exactly the initial residents,
   each in an object of the same size class (the runtime renames objects within a class between
   iterations, see Plan.next_object_map), and the initial residents are persistent tensors; an
@@ -473,11 +474,34 @@ class _Replay:
             r.add("plan does not repeat (end state != start state): " + "; ".join(parts))
 
 
+def verify_prediction(plan: Plan) -> list[str]:
+    """What `plan.predicted` claims that its pool and limit contradict (empty: nothing; cheap, no replay)."""
+    r = _Report()
+    _check_prediction(plan, r)
+    return r.items
+
+
+def _check_prediction(plan: Plan, r: _Report) -> None:
+    """A plan's own report must not contradict the pool: a peak over it is an overshoot or a false report."""
+    pred = plan.predicted or {}
+    peak = pred.get("peak_bytes")
+    if peak is None:
+        return
+    pool = plan.pool.total_bytes()
+    if int(peak) > pool:
+        r.add(f"the plan reports a peak of {int(peak)} bytes in use, more than its pool of {pool} bytes: "
+              f"its prediction is wrong; re-plan (and report this as a bug)")
+    if int(peak) > int(plan.mem_limit):
+        r.add(f"the plan reports a peak of {int(peak)} bytes in use, over its mem_limit of {int(plan.mem_limit)} "
+              f"bytes: re-plan")
+
+
 def verify_plan(graph: DataflowGraph, plan: Plan, mem_limit: int | None = None) -> list[str]:
     """Every invariant `plan` breaks on `graph`, as readable sentences (empty: the plan is valid).
 
     `mem_limit`, if given, is checked too (besides the plan's own mem_limit)."""
     r = _Report()
+    _check_prediction(plan, r)
     if not _check_structure(graph, plan, mem_limit, r):
         return r.items
     rep = _Replay(graph, plan, r)
@@ -492,5 +516,19 @@ def check_plan(graph: DataflowGraph, plan: Plan, mem_limit: int | None = None) -
     if v:
         plan.verified = False
         raise VerificationError(v)
+    plan.verified = True
+    return plan
+
+
+def refuse_invalid(graph: DataflowGraph, plan: Plan, doing: str) -> Plan:
+    """Verify `plan` before `doing` anything with it (drawing, summarising, running): a plan read from a file
+    or a library is trusted for nothing, its own "verified" flag included. Raises VerificationError naming
+    the first violation; otherwise marks the plan verified and returns it."""
+    v = verify_plan(graph, plan)
+    if v:
+        plan.verified = False
+        raise VerificationError(v, f"will not {doing} a plan that fails verification ({len(v)} violation"
+                                   f"{'s' if len(v) > 1 else ''}; the first: {v[0]}); re-plan it with "
+                                   f"`tvm-swap plan` (or rebuild the library)")
     plan.verified = True
     return plan

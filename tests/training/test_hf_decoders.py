@@ -150,4 +150,4 @@ def test_decoder_trains_bitwise_under_limit_and_matches_torch(name):
         if pname in by_name:
             np.testing.assert_allclose(value, by_name[pname], rtol=1e-4, atol=1e-2 * LR, err_msg=pname)
             compared += 1
-    assert compared == len(torch_params), f"compared {compared} of {len(torch_params)} params: {names}"
+    assert compared == len(torch_params), f"compared {compared} of {len(torch_params)} params: {sorted(by_name)}"

@@ -54,9 +54,16 @@ def cmd_plan(args) -> int:
                       ray_address=getattr(args, "ray_address", None))
     plan.search["graph_spec"] = args.graph   # so `tvm-swap report plan.json` finds the graph again
     summary = plan.summary()
+    cut = bool(plan.search.get("interrupted"))
+    if cut:
+        summary["search_interrupted"] = True
     if args.output:
         plan.save(args.output)
         _say(args, f"wrote {args.output}")
+    if cut:       # said even with --quiet: the plan is valid but the search did not run its course
+        print(f"tvm-swap: search cut by Ctrl-C after {plan.search.get('generations', 0)} generations; "
+              + (f"{args.output} holds" if args.output else "this is")
+              + " the best verified plan found so far (plan again for a better one)", file=sys.stderr)
     if args.report:
         from ..report.write import write_report
 
@@ -66,7 +73,7 @@ def cmd_plan(args) -> int:
         print(json.dumps(summary))
     else:
         print_plan_table(summary)
-    return 0
+    return 130 if cut else 0
 
 
 def cmd_zoo(args) -> int:

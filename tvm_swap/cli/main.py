@@ -1,6 +1,7 @@
 """`tvm-swap`: plan, compile, run and picture swap plans from compilation scripts.
 
-Exit codes: 0 success, 1 error (a message says what to do), 2 usage error.
+Exit codes: 0 success, 1 error (a message says what to do), 2 usage error, 130 interrupted by Ctrl-C
+(`plan` then still writes the best verified plan found so far, if the search had one).
 """
 from __future__ import annotations
 
@@ -140,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         _fail(args, str(e), {"error": "ValueError"})
         return 1
     except KeyboardInterrupt:
-        print("tvm-swap: interrupted", file=sys.stderr)
-        return 1
+        print("tvm-swap: interrupted before a verified plan existed; nothing was written", file=sys.stderr)
+        return 130
 
 
 def _fail(args, message: str, payload: dict) -> None:

@@ -54,17 +54,24 @@ def feasible_floor(graph: DataflowGraph, pool: str, alignment: int = 256) -> tup
         "class size x that count) plus the workspace; an arena (--pool arena) needs less")
 
 
-def check_feasible(graph: DataflowGraph, limit: int, pool: str, alignment: int = 256) -> None:
+def infeasible_floor(graph: DataflowGraph, limit: int, pool: str, alignment: int = 256):
+    """None when `limit` is feasible for the memory model, else (smallest feasible limit, why)."""
     if pool == "arena":
         # one plan at the limit settles most cases; the min feasible limit (a search) only for a refusal
         from .swapadvisor.arena import arena_fits, working_set_floor
 
         gi = GraphIndex.build(graph, alignment, keep_updated=False)
         if limit >= working_set_floor(gi) + gi.workspace and arena_fits(gi, limit):
-            return
+            return None
     floor, why = feasible_floor(graph, pool, alignment)
-    if limit < floor:
-        raise InfeasibleLimitError(limit, floor, why)
+    return (floor, why) if limit < floor else None
+
+
+def check_feasible(graph: DataflowGraph, limit: int, pool: str, alignment: int = 256) -> None:
+    """Raise InfeasibleLimitError (the smallest feasible limit and why) when `limit` cannot be met."""
+    below = infeasible_floor(graph, limit, pool, alignment)
+    if below is not None:
+        raise InfeasibleLimitError(limit, below[0], below[1])
 
 
 
@@ -115,7 +122,8 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     swapadvisor planners) or "size-classes" (the paper's pool; the only one the baselines model).
     Raises InfeasibleLimitError (with the smallest feasible limit) when no plan can meet the limit.
     """
-    from ..verify import check_plan
+    from ..errors import VerificationError
+    from ..verify import check_plan, verify_prediction
 
     t0 = time.perf_counter()
     if not isinstance(graph, DataflowGraph):
@@ -139,20 +147,45 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     options = {**options, "executor": executor, "ray_address": ray_address}
     dev = get_device(device)
     limit = resolve_limit(graph, mem_limit, alignment)
-    check_feasible(graph, limit, pool, alignment)
+    below = infeasible_floor(graph, limit, pool, alignment)
     times = resolve_op_time(graph, dev, op_time)
+    if below is not None:
+        floor, why = below
+        raise _refusal(planner, limit, floor, why, PlanningContext(graph, times, dev, floor, alignment, int(seed),
+                                                                   float(budget_s), 0, 1, False, dict(options),
+                                                                   pool))
     ctx = PlanningContext(graph, times, dev, limit, alignment, int(seed), float(budget_s),
                           None if generations is None else int(generations), workers, bool(progress), dict(options),
                           pool)
     plan = PLANNERS[planner](ctx)
     check_plan(graph, plan, limit)
     plan.predicted = predict(graph, plan, times, dev)
+    wrong = verify_prediction(plan)     # what the plan now reports of itself must hold too
+    if wrong:
+        plan.verified = False
+        raise VerificationError(wrong)
     search = dict(plan.search or {})
     for k, v in (("search_s", round(time.perf_counter() - t0, 4)), ("generations", 0), ("evaluations", 1),
                  ("seed", int(seed)), ("history", [])):
         search.setdefault(k, v)
     plan.search = search
     return plan
+
+
+# planners that plan at any limit down to their pool's floor (feasible_floor); the others have floors of their own
+FEASIBLE_AT_THE_FLOOR = ("swapadvisor", "swapadvisor-nosearch")
+
+
+def _refusal(planner: str, limit: int, floor: int, why: str, at_floor: PlanningContext) -> InfeasibleLimitError:
+    """The refusal of a limit below the floor, naming the smallest limit THIS planner meets, so that raising
+    the limit to it works: a baseline with a higher floor of its own (noswap's everything-resident need, the
+    exact-size pools of odswap and vdnn) says so when asked to plan at the general floor."""
+    if planner not in FEASIBLE_AT_THE_FLOOR:
+        try:
+            PLANNERS[planner](at_floor)
+        except InfeasibleLimitError as e:
+            return InfeasibleLimitError(limit, max(floor, e.min_feasible), e.reason or why)
+    return InfeasibleLimitError(limit, floor, why)
 
 
 def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: DeviceSpec) -> dict:

@@ -188,7 +188,8 @@ def _need_table(p: PackedActions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 # ---------------------------------------------------------------- the simulation
 def _run_streams(p: PackedActions, device):
-    """The event loop. Returns (stream, idx per stream, compute ends, d2h starts, d2h ends, h2d starts, h2d ends)."""
+    """The event loop. Returns (stream, idx per stream, compute ends, d2h starts, d2h ends, h2d starts, h2d ends,
+    need table)."""
     d_solo, h_solo, d_both, h_both = _link_rates(device)
     need, stream, pos = _need_table(p)
     work = p.work
@@ -317,27 +318,27 @@ def _run_streams(p: PackedActions, device):
         # the surviving copy's progress is now accounted up to t_now
     if ci < nc or di < nd or hi < nh:
         raise PlanError("simulation stalled: an action waits on one that can never run (check the deps)")
-    return stream, idx, c_end, d_start, d_end, h_start, h_end
+    return stream, idx, c_end, d_start, d_end, h_start, h_end, need
 
 
 def simulate_time(p: PackedActions, device) -> float:
     """Only the iteration time (the GA's fitness): skips building per-action arrays.
 
     A drop ends with one of its deps, so the latest end is the last end on some stream."""
-    _, _, c_end, _, d_end, _, h_end = _run_streams(p, device)
+    _, _, c_end, _, d_end, _, h_end, _ = _run_streams(p, device)
     return max(c_end[-1] if c_end else 0.0, d_end[-1] if d_end else 0.0, h_end[-1] if h_end else 0.0)
 
 
 def _assemble(p: PackedActions, run) -> tuple[np.ndarray, np.ndarray, dict]:
-    stream, idx, c_end, d_start, d_end, h_start, h_end = run
+    stream, idx, c_end, d_start, d_end, h_start, h_end, need = run
     work = p.work
     n = p.num_actions
     start = np.empty(n, dtype=np.float64)
     end = np.empty(n, dtype=np.float64)
     c_end_a = np.array(c_end, dtype=np.float64)
-    c_start_a = c_end_a - work[idx[0]]
     d_start_a, d_end_a = np.array(d_start, dtype=np.float64), np.array(d_end, dtype=np.float64)
     h_start_a, h_end_a = np.array(h_start, dtype=np.float64), np.array(h_end, dtype=np.float64)
+    c_start_a = _compute_starts(c_end_a, d_end_a, h_end_a, need[idx[0]])
     end[idx[0]] = c_end_a
     start[idx[0]] = c_start_a
     end[idx[1]] = d_end_a
@@ -352,6 +353,20 @@ def _assemble(p: PackedActions, run) -> tuple[np.ndarray, np.ndarray, dict]:
             "h2d": float((h_end_a - h_start_a).sum())}
     return start, end, busy
 
+
+def _compute_starts(c_end, d_end, h_end, need) -> np.ndarray:
+    """Each compute's start, as the event loop chose it: the max of its stream predecessor's end and its
+    copy deps' ends. Taken again from those ends, never as end - duration: that subtraction can land an
+    ulp before a dep's end, and a dependent would seem to start before what it waits for."""
+    start = np.zeros(len(c_end), dtype=np.float64)
+    if len(c_end) > 1:
+        start[1:] = c_end[:-1]
+    for ends, col in ((d_end, 1), (h_end, 2)):
+        k = need[:, col]
+        has = k >= 0
+        if has.any():
+            start[has] = np.maximum(start[has], ends[k[has]])
+    return start
 
 
 def _drop_ends(p: PackedActions, is_drop: np.ndarray, drops: np.ndarray, end: np.ndarray) -> None:

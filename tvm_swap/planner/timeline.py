@@ -5,6 +5,12 @@ start; time 0 for an initial resident) until the end of the tenant's drop; a ten
 stays in use past the end (it is the next iteration's initial resident). Occupied objects count
 with their pool size (what the pool reserves); `tensor_bytes` and `by_kind` count the tenants' own
 bytes.
+
+Events at equal times are ordered by their actions' places in the plan's list, which is a topological
+order of happens-before (deps name earlier actions; streams are FIFO in list order): an arrival that
+waits on a drop comes after it, one that does not comes first and counts with it. With the simulator's
+times exact (a dependent never starts before its dependency's end), an object's tenancies never
+overlap here, so the peak is at most the pool by construction.
 """
 from __future__ import annotations
 
@@ -16,23 +22,25 @@ from .simulator import SimResult
 
 
 def _tenancies(graph: DataflowGraph, plan: Plan, sim: SimResult):
-    """(tensor, object, begin_s, end_s) for every stay of a tensor in an object."""
-    open_at: dict[int, tuple[int, float]] = {t: (o, 0.0) for t, o in plan.initial_residents}
-    out: list[tuple[int, int, float, float]] = []
+    """(tensor, object, begin_s, end_s, begin action, end action) for every stay of a tensor in an object
+    (action -1: the initial state; end action len(actions): never dropped)."""
+    open_at: dict[int, tuple[int, float, int]] = {t: (o, 0.0, -1) for t, o in plan.initial_residents}
+    out: list[tuple[int, int, float, float, int, int]] = []
     start, end = sim.start, sim.end
     for i, a in enumerate(plan.actions):
         k = a.kind
         if k == ActionKind.COMPUTE:
             s = float(start[i])
             for t, o in zip(graph.ops[a.op].outputs, a.out_objs):
-                open_at[t] = (o, s)
+                open_at[t] = (o, s, i)
         elif k == ActionKind.SWAP_IN:
-            open_at[a.tensor] = (a.obj, float(start[i]))
+            open_at[a.tensor] = (a.obj, float(start[i]), i)
         elif k == ActionKind.DROP:
-            o, b = open_at.pop(a.tensor, (a.obj, 0.0))
-            out.append((a.tensor, o, b, float(end[i])))
+            o, b, bi = open_at.pop(a.tensor, (a.obj, 0.0, -1))
+            out.append((a.tensor, o, b, float(end[i]), bi, i))
     # still resident at the end: carried into the next iteration, never released
-    out.extend((t, o, b, np.inf) for t, (o, b) in open_at.items())
+    n = len(plan.actions)
+    out.extend((t, o, b, np.inf, bi, n) for t, (o, b, bi) in open_at.items())
     return out
 
 
@@ -49,7 +57,7 @@ def memory_timeline(graph: DataflowGraph, plan: Plan, sim: SimResult) -> dict:
     nb = graph.tensor_bytes()
     kind_idx = {k: i for i, k in enumerate(KINDS)}
     m = len(ten)
-    t_arr = np.array([x for x in ten], dtype=np.float64).reshape(m, 4) if m else np.zeros((0, 4))
+    t_arr = np.array([x for x in ten], dtype=np.float64).reshape(m, 6) if m else np.zeros((0, 6))
     tensors = t_arr[:, 0].astype(np.int64)
     objs = t_arr[:, 1].astype(np.int64)
     times = np.concatenate([t_arr[:, 2], t_arr[:, 3]])
@@ -58,8 +66,9 @@ def memory_timeline(graph: DataflowGraph, plan: Plan, sim: SimResult) -> dict:
     ob = obj_bytes[objs] if m else np.zeros(0, dtype=np.int64)
     tb = nb[tensors] if m else np.zeros(0, dtype=np.int64)
     kinds = np.array([kind_idx[graph.tensors[t].kind] for t in tensors.tolist()], dtype=np.int64)
-    # at equal times releases go first: an arrival that waited on a drop never overlaps it
-    order = np.lexsort((sign, times))
+    # at equal times, in action-list order (happens-before): an arrival that waited on a drop follows it
+    at_action = np.concatenate([t_arr[:, 4], t_arr[:, 5]])
+    order = np.lexsort((at_action, times))
     order = order[sign[order] != 0]
     times = times[order]
     s = sign[order]

@@ -40,8 +40,10 @@ _WORKER = None
 
 def _init_worker(evaluator) -> None:
     import gc
+    import signal
 
     global _WORKER
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle: it stops the search
     gc.disable()        # evaluations make no reference cycles; collections would only rescan the graph
     _WORKER = evaluator
 

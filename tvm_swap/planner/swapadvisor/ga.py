@@ -78,6 +78,7 @@ class SearchResult:
     search_s: float
     history: list = field(default_factory=list)   # [generation, elapsed_s, best_time_s]
     seed_times: dict = field(default_factory=dict)  # time of each named seed (e.g. "nosearch")
+    interrupted: bool = False                        # Ctrl-C cut the search: `best` is the best so far
 
 
 class Evaluator:
@@ -258,36 +259,42 @@ class GeneticSearch:
             per_eval = elapsed / max(1, len(pop))
             reserve = 8 * per_eval * max(1, n_workers)     # the final plan: planning, verifying, predicting
             gen_s = per_eval * Np                          # guess until a generation has been timed
-            gen = 0
-            while True:
-                if generations is not None:
-                    if gen >= generations:
+            gen = done = 0
+            interrupted = False
+            try:
+                while True:
+                    if generations is not None:
+                        if gen >= generations:
+                            break
+                    elif time.perf_counter() - t0 + gen_s + reserve > budget_s:
                         break
-                elif time.perf_counter() - t0 + gen_s + reserve > budget_s:
-                    break
-                g_start = time.perf_counter()
-                gen += 1
-                kids: list[Genome] = []
-                pending: dict = {}
-                for _ in range(max(1, Np // 4)):    # workers start on a crossover's kids while the next is bred
-                    i, j = self.rng.choice(len(pop), size=2, replace=len(pop) < 2)
-                    new = self.children(pop[int(i)], pop[int(j)])
-                    self.submit(pool, new, pending)
-                    kids.extend(new)
-                self.collect(kids, pending)
-                pop = self.select(pop + kids, Np)
-                gen_s = time.perf_counter() - g_start
-                history.append([gen, round(time.perf_counter() - t0, 4), pop[0].time_s])
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(best_s=f"{pop[0].time_s:.4g}", evals=self.evaluations)
+                    g_start = time.perf_counter()
+                    gen += 1
+                    kids: list[Genome] = []
+                    pending: dict = {}
+                    for _ in range(max(1, Np // 4)):    # workers start on a crossover's kids while the next is bred
+                        i, j = self.rng.choice(len(pop), size=2, replace=len(pop) < 2)
+                        new = self.children(pop[int(i)], pop[int(j)])
+                        self.submit(pool, new, pending)
+                        kids.extend(new)
+                    self.collect(kids, pending)
+                    pop = self.select(pop + kids, Np)
+                    gen_s = time.perf_counter() - g_start
+                    history.append([gen, round(time.perf_counter() - t0, 4), pop[0].time_s])
+                    if bar is not None:
+                        bar.update(1)
+                        bar.set_postfix(best_s=f"{pop[0].time_s:.4g}", evals=self.evaluations)
+                    done = gen
+            except KeyboardInterrupt:      # Ctrl-C: `pop` is the last whole generation; the caller says it was cut
+                interrupted = True
         finally:
             if gc_was:
                 gc.enable()
             pool.close()
             if bar is not None:
                 bar.close()
-        return SearchResult(pop[0], gen, self.evaluations, time.perf_counter() - t0, history, seed_times)
+        return SearchResult(pop[0], done, self.evaluations, time.perf_counter() - t0, history, seed_times,
+                            interrupted)
 
 
 def _progress_bar(progress: bool, generations: int | None):

@@ -47,6 +47,8 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
         "seed": ctx.seed, "population": settings.population, "history": res.history,
         "seed_times_s": res.seed_times,
     }
+    if res.interrupted:         # Ctrl-C: the best plan so far, still verified and predicted by plan_graph
+        plan.search["interrupted"] = True
     return plan
 
 

@@ -1,0 +1,181 @@
+"""Checks on an exported library before and right after it is loaded: damage, foreign files, another TVM.
+
+Loading a shared library runs its code (its constructors, then whatever TVM calls), as loading any shared
+library does: only load libraries you trust. These checks are against accidents, not attacks:
+
+- before dlopen: the ELF headers must describe a file no longer than it is (a truncated copy is mapped past
+  its end and dies of SIGBUS on first touch, with no message); and if the export's sidecar
+  `MODEL.so.check.json` is there, the file must have its recorded size and SHA-256 (so a damaged or edited
+  library is named as such) and this process must run the TVM version it was built with;
+- after dlopen: the library must hold a TVM Relax program (a Python extension or any other library does not).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from pathlib import Path
+
+from tvm_swap.errors import TvmSwapError
+
+CHECK_SUFFIX = ".check.json"
+CHECK_FORMAT = "tvm_swap.library_check"
+_PT_LOAD = 1
+_SHT_NOBITS = 8
+
+
+class LibraryError(TvmSwapError):
+    """The file is not a loadable tvm_swap library: damaged, truncated, foreign or built for another TVM."""
+
+
+def _tvm_version() -> str:
+    import tvm
+
+    return str(tvm.__version__)
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_check(path: str) -> str:
+    """Record the exported library's size, SHA-256 and TVM version beside it; returns the sidecar's path."""
+    import tvm_swap
+
+    side = str(path) + CHECK_SUFFIX
+    Path(side).write_text(json.dumps({
+        "format": CHECK_FORMAT, "bytes": os.path.getsize(path), "sha256": _sha256(path),
+        "tvm_version": _tvm_version(), "tvm_swap_version": tvm_swap.__version__}))
+    return side
+
+
+def check_before_load(path: str) -> None:
+    """Raise LibraryError if `path` cannot be loaded safely (see the module docstring)."""
+    size = os.path.getsize(path)
+    side = Path(str(path) + CHECK_SUFFIX)
+    if side.exists():
+        try:
+            rec = json.loads(side.read_text())
+            if rec.get("format") != CHECK_FORMAT:
+                raise ValueError("wrong format")
+            want_bytes, want_sha, built_tvm = int(rec["bytes"]), str(rec["sha256"]), str(rec["tvm_version"])
+        except (OSError, ValueError, KeyError, TypeError):
+            raise LibraryError(f"{side} is not a readable tvm_swap check file; delete it or export the "
+                               f"library again") from None
+        if size != want_bytes:
+            raise LibraryError(f"{path} is {size} bytes but was exported as {want_bytes} bytes: it is "
+                               f"{'truncated' if size < want_bytes else 'changed'}; copy or export it again")
+        if _sha256(path) != want_sha:
+            raise LibraryError(f"{path} has changed since it was exported (its SHA-256 differs from {side}): "
+                               f"it is damaged or was edited; copy or export it again")
+        here = _tvm_version()
+        if built_tvm != here:
+            raise LibraryError(f"{path} was built with TVM {built_tvm}, but this is TVM {here}: rebuild it "
+                               f"with this TVM (`tvm-swap compile` or tvm_swap.build(...).export_library)")
+    check_elf(path, size)
+
+
+def check_elf(path: str, size: int | None = None) -> None:
+    """An ELF file must hold every header, segment and section its headers name (else it is truncated).
+    Files that are not ELF are left to the loader, which refuses them with its own message."""
+    size = os.path.getsize(path) if size is None else size
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF":
+            return
+        bits, endian = head[4], head[5]
+        if bits not in (1, 2) or endian not in (1, 2) or len(head) < (64 if bits == 2 else 52):
+            raise _damaged(path, size, "its ELF header is malformed")
+        e = "<" if endian == 1 else ">"
+        if bits == 2:
+            phoff, shoff = struct.unpack_from(e + "QQ", head, 32)
+            phentsize, phnum, shentsize, shnum = struct.unpack_from(e + "HHHH", head, 54)
+        else:
+            phoff, shoff = struct.unpack_from(e + "II", head, 28)
+            phentsize, phnum, shentsize, shnum = struct.unpack_from(e + "HHHH", head, 42)
+        for what, off, n, ent in (("program headers", phoff, phnum, phentsize),
+                                  ("section headers", shoff, shnum, shentsize)):
+            if n and off + n * ent > size:
+                raise _damaged(path, size, f"its {what} end at byte {off + n * ent}")
+        for k in range(phnum):
+            f.seek(phoff + k * phentsize)
+            ph = f.read(phentsize)
+            if bits == 2:
+                p_type, _, p_offset, _, _, p_filesz = struct.unpack_from(e + "IIQQQQ", ph)
+            else:
+                p_type, p_offset, _, _, p_filesz = struct.unpack_from(e + "IIIII", ph)
+            if p_type == _PT_LOAD and p_offset + p_filesz > size:
+                raise _damaged(path, size, f"a loaded segment ends at byte {p_offset + p_filesz}")
+        for k in range(shnum):
+            f.seek(shoff + k * shentsize)
+            sh = f.read(shentsize)
+            if bits == 2:
+                sh_type, = struct.unpack_from(e + "I", sh, 4)
+                sh_offset, sh_size = struct.unpack_from(e + "QQ", sh, 24)
+            else:
+                sh_type, = struct.unpack_from(e + "I", sh, 4)
+                sh_offset, sh_size = struct.unpack_from(e + "II", sh, 16)
+            if sh_type != _SHT_NOBITS and sh_offset + sh_size > size:
+                raise _damaged(path, size, f"a section ends at byte {sh_offset + sh_size}")
+
+
+def _damaged(path: str, size: int, why: str) -> LibraryError:
+    return LibraryError(f"{path} is damaged: it is {size} bytes but {why} (a truncated copy?); "
+                        f"copy or export it again")
+
+
+def require_program(lib, path: str) -> None:
+    """The loaded module must hold a TVM Relax program, as every tvm_swap library does."""
+    if not lib.implements_function("vm_load_executable"):
+        raise LibraryError(f"{path} is a shared library but not a tvm_swap module (it holds no TVM Relax "
+                           f"program); load a library written by tvm_swap.build(...).export_library or "
+                           f"`tvm-swap compile`")
+
+
+def check_embedded(plan, manifest, path: str):
+    """Before the first call: the plan inside the library must pass the verifier against the graph inside
+    it, and name only the tensors and objects the module has. Returns the embedded DataflowGraph.
+
+    A library is self-describing (relay_passes.apply embeds the plan, the manifest and the graph), so an
+    edited plan is caught here whatever was changed, not only its limit."""
+    from tvm_swap.errors import GraphError
+    from tvm_swap.graph import DataflowGraph
+    from tvm_swap.verify import refuse_invalid
+
+    meta = manifest.meta
+    built_tvm, here = meta.get("tvm_version"), _tvm_version()
+    if built_tvm is not None and built_tvm != here:
+        raise LibraryError(f"{path} was built with TVM {built_tvm}, but this is TVM {here}: rebuild it with "
+                           f"this TVM (`tvm-swap compile` or tvm_swap.build(...).export_library)")
+    if "graph_json" not in meta:
+        raise LibraryError(f"{path} does not carry its graph (it was built by an older tvm_swap), so its plan "
+                           f"cannot be verified before it runs: rebuild it")
+    try:
+        graph = DataflowGraph.from_dict(meta["graph_json"])
+    except GraphError as e:
+        raise LibraryError(f"{path} carries a damaged graph ({e}); rebuild it") from None
+    problems = []
+    if meta.get("fingerprint") not in (None, graph.fingerprint()):
+        problems.append(f"its graph (fingerprint {graph.fingerprint()}) is not the one its program was built "
+                        f"from ({meta.get('fingerprint')})")
+    if sorted(manifest.tensors) != list(range(graph.num_tensors)):
+        problems.append(f"its program knows {len(manifest.tensors)} tensors, its graph {graph.num_tensors}")
+    else:
+        for t, spec in manifest.tensors.items():
+            if spec.nbytes != graph.tensors[t].nbytes:
+                problems.append(f"tensor {spec.name!r} is {spec.nbytes} bytes in its program but "
+                                f"{graph.tensors[t].nbytes} in its graph")
+                break
+    if meta.get("op_outputs") != [list(op.outputs) for op in graph.ops]:
+        problems.append("its program's ops do not write the tensors its graph says")
+    if [tuple(u) for u in manifest.updates] != sorted(graph.updates.items()):
+        problems.append("its program's param updates differ from its graph's")
+    if problems:
+        raise LibraryError(f"{path} does not hold together: {problems[0]}; it is damaged or was edited: rebuild it")
+    refuse_invalid(graph, plan, "run")    # also names any tensor or object outside the module's own
+    return graph

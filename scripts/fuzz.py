@@ -1,0 +1,337 @@
+#!/usr/bin/env python
+"""Fuzz the planners as users' graphs would vary: every plan verified, within its limit, no faster than the bound.
+
+Each case (one seed) draws a graph (a random DAG or a random training step from tvm_swap.testing, 1-200 ops,
+tensors from 256 B to 1 GB, views, multi-output ops, params read by many ops, updates, workspaces), op
+times, a device, an alignment and a limit across the feasible range (min feasible to 1.2x the no-swap
+peak), then runs every planner registered in tvm_swap.planner.PLANNERS and checks:
+
+- verified: the plan comes back verified, and the independent verifier passes its JSON round trip;
+- peak: the predicted peak <= the pool <= the limit;
+- bound: the simulated time >= the lower bound (tvm_swap/planner/bounds.py);
+- same seed: planning again with the same seed gives the same plan (timings aside; every
+  `--determinism-every`-th case, default every other one, as it doubles a case's time);
+- refusal: a planner that refuses a limit names a minimum above it, and plans at exactly that minimum;
+  a limit below the min feasible is refused by every planner, naming a min it then plans at (exactly the
+  min feasible for swapadvisor and swapadvisor-nosearch, at least it for the baselines).
+
+    python scripts/fuzz.py --n 10000                   # counts per planner, a reproducer line per failure
+    python scripts/fuzz.py --case 1234 --planner odswap  # one case, verbosely
+Exit code: 0 when nothing failed, 1 otherwise. `--json FILE` writes the counts, failures and git commit.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tvm_swap.devices import DEVICES  # noqa: E402
+from tvm_swap.errors import InfeasibleLimitError, TvmSwapError  # noqa: E402
+from tvm_swap.graph import DataflowGraph, TensorInfo  # noqa: E402
+from tvm_swap.plan import Plan  # noqa: E402
+from tvm_swap.planner import PLANNERS, min_feasible_limit, plan_graph  # noqa: E402
+from tvm_swap.planner.api import FEASIBLE_AT_THE_FLOOR  # noqa: E402
+from tvm_swap.planner.bounds import noswap_peak  # noqa: E402
+from tvm_swap.testing import random_dag, random_op_times, random_training_graph  # noqa: E402
+from tvm_swap.verify import verify_plan  # noqa: E402
+
+# The simulator adds compute times one by one, the bound sums them with numpy's pairwise sum: the two
+# roundings may differ by a few ulps, which is not a plan beating the bound.
+BOUND_RTOL = 1e-9
+SEARCH_PLANNERS = ("swapadvisor",)   # planners that take GA settings
+
+
+@dataclass
+class Case:
+    seed: int
+    graph: DataflowGraph
+    op_time: np.ndarray
+    device: str
+    alignment: int
+    limit: int
+    min_feasible: int
+    ga: dict
+
+    def describe(self) -> str:
+        g = self.graph
+        return (f"seed {self.seed}: {g.meta.get('generator')} {g.num_ops} ops {g.num_tensors} tensors, "
+                f"{self.device}, alignment {self.alignment}, limit {self.limit} (min {self.min_feasible})")
+
+
+# ---------------------------------------------------------------- drawing a case
+def _sizes(rng) -> list[int]:
+    """1-6 distinct sizes, log-uniform from 256 B to 1 GB, some not multiples of the alignment."""
+    k = int(rng.integers(1, 7))
+    lo, hi = np.log(256), np.log(1 << 30)
+    return sorted({int(np.exp(rng.uniform(lo, hi))) for _ in range(k)})
+
+
+def _with_views(g: DataflowGraph, rng) -> DataflowGraph:
+    """Name views (reshapes aliasing a tensor) on some tensors: they must change nothing but the names."""
+    tensors = [TensorInfo(t.id, t.name, t.nbytes, t.shape, t.dtype, t.kind,
+                          tuple(f"{t.name}_view{j}" for j in range(int(rng.integers(1, 3)))))
+               if rng.random() < 0.2 else t for t in g.tensors]
+    out = DataflowGraph(g.name, tensors, g.ops, list(g.outputs), dict(g.updates), dict(g.meta))
+    out.validate()
+    return out
+
+
+def draw_graph(seed: int) -> DataflowGraph:
+    rng = np.random.default_rng([seed, 1])
+    sizes = _sizes(rng)
+    if rng.random() < 0.5:
+        n_ops = int(np.clip(np.exp(rng.uniform(0, np.log(200))), 1, 200))
+        n_params = int(rng.integers(0, 9))
+        n_inputs = int(rng.integers(0 if n_params else 1, 4))
+        g = random_dag(rng, n_ops=n_ops, n_params=n_params, n_inputs=n_inputs, sizes=sizes,
+                       max_inputs=int(rng.integers(1, 5)), max_outputs=int(rng.integers(1, 4)),
+                       locality=int(rng.integers(1, 11)), update_prob=float(rng.choice([0.0, 0.3, 1.0])),
+                       workspace_prob=float(rng.choice([0.0, 0.0, 0.2])), name=f"fuzz_dag_{seed}")
+    else:
+        g = random_training_graph(rng, n_layers=int(rng.integers(1, 50)), width_bytes=sizes,
+                                  with_updates=bool(rng.random() < 0.8), skip_prob=float(rng.uniform(0, 0.5)),
+                                  momentum=bool(rng.random() < 0.4), stash_prob=float(rng.uniform(0, 0.5)),
+                                  name=f"fuzz_train_{seed}")
+    return _with_views(g, rng)
+
+
+def draw_case(seed: int) -> Case:
+    g = draw_graph(seed)
+    rng = np.random.default_rng([seed, 2])
+    device = str(rng.choice(sorted(DEVICES)))
+    alignment = int(rng.choice([256, 256, 256, 64, 4096]))
+    op_time = random_op_times(g, rng, flops_per_s=float(10 ** rng.uniform(9, 14)), jitter=float(rng.uniform(0, 0.9)))
+    lo = min_feasible_limit(g, alignment)
+    hi = max(lo, int(1.2 * noswap_peak(g, alignment=alignment)))
+    r = rng.random()
+    limit = lo if r < 0.1 else hi if r < 0.15 else int(rng.integers(lo, hi + 1))
+    ga = {"generations": int(rng.integers(0, 4)), "population": int(rng.integers(2, 9))}
+    return Case(seed, g, op_time, device, alignment, limit, lo, ga)
+
+
+# ---------------------------------------------------------------- checking
+def _plan(case: Case, planner: str, limit: int) -> Plan:
+    kw = dict(case.ga) if planner in SEARCH_PLANNERS else {}
+    gens = kw.pop("generations", 0)
+    return plan_graph(case.graph, limit, device=case.device, op_time=case.op_time, planner=planner,
+                      seed=case.seed, generations=gens, workers=1, alignment=case.alignment, **kw)
+
+
+def _comparable(plan: Plan) -> dict:
+    d = plan.to_dict()
+    d["search"] = {k: v for k, v in d["search"].items() if k not in ("search_s", "history")}
+    return d
+
+
+def check_plan_claims(case: Case, plan: Plan, limit: int) -> list[tuple[str, str]]:
+    """(check, message) for each claim of `plan` that does not hold."""
+    bad = []
+    if not plan.verified:
+        bad.append(("verified", "plan_graph returned a plan not marked verified"))
+    v = verify_plan(case.graph, Plan.from_json(plan.to_json()), limit)
+    if v:
+        bad.append(("verified", f"{len(v)} violations, first: {v[0]}"))
+    p = plan.predicted
+    if not p.get("peak_bytes", 0) <= p.get("pool_bytes", -1) <= limit:
+        bad.append(("peak", f"peak {p.get('peak_bytes')} pool {p.get('pool_bytes')} limit {limit}"))
+    if not p["time_s"] >= p["lower_bound_s"] * (1 - BOUND_RTOL):
+        bad.append(("bound", f"simulated {p['time_s']!r} s < lower bound {p['lower_bound_s']!r} s"))
+    return bad
+
+
+def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
+    """Outcomes per planner ('planned' / 'refused') and failures [(planner, check, message)] of one case."""
+    t0 = time.perf_counter()
+    planners = list(planners or PLANNERS)
+    out = {"seed": seed, "outcomes": {}, "failures": []}
+    fail = lambda pl, check, msg: out["failures"].append((pl, check, msg))  # noqa: E731
+    try:
+        case = draw_case(seed)
+    except Exception as e:          # a generator bug is a failure too, not a crash of the run
+        fail("-", "draw", f"{type(e).__name__}: {e}")
+        return out
+    out["ops"] = case.graph.num_ops
+    for pl in planners:
+        try:
+            out["outcomes"][pl] = _check_planner(case, pl, fail, determinism)
+        except Exception as e:
+            fail(pl, "crash", f"{type(e).__name__}: {e} | {traceback.format_exc(limit=-2).splitlines()[-3].strip()}")
+            out["outcomes"][pl] = "crash"
+    # below the floor: every planner refuses, naming a min at or above the floor at which it then plans
+    # (exactly the floor for the planners that reach it)
+    below = int(case.min_feasible * np.random.default_rng([seed, 3]).uniform(0.3, 1.0))
+    if 0 < below < case.min_feasible:
+        for pl in planners:
+            try:
+                _plan(case, pl, below)
+                fail(pl, "refusal", f"planned at {below} bytes, below the min feasible {case.min_feasible}")
+                continue
+            except InfeasibleLimitError as e:
+                named = e.min_feasible
+            except Exception as e:
+                fail(pl, "refusal", f"{type(e).__name__} instead of InfeasibleLimitError: {e}")
+                continue
+            if named < case.min_feasible or (pl in FEASIBLE_AT_THE_FLOOR and named != case.min_feasible):
+                fail(pl, "refusal", f"refused {below} naming min {named}; the min feasible is {case.min_feasible}")
+                continue
+            try:
+                plan = _plan(case, pl, named)
+            except TvmSwapError as e:
+                fail(pl, "refusal", f"refused {below} naming min {named}, but refused that too: {e}")
+                continue
+            for check, msg in check_plan_claims(case, plan, named):
+                fail(pl, check, msg + f" (at the min {named} named for {below})")
+    out["wall_s"] = time.perf_counter() - t0
+    return out
+
+
+def _check_planner(case: Case, pl: str, fail, determinism: bool) -> str:
+    limit, outcome = case.limit, "planned"
+    try:
+        plan = _plan(case, pl, limit)
+    except InfeasibleLimitError as e:
+        if pl in FEASIBLE_AT_THE_FLOOR and limit >= case.min_feasible:
+            fail(pl, "refusal", f"refused {limit} >= min feasible {case.min_feasible}: {e}")
+            return "refused"
+        if not e.min_feasible > limit:
+            fail(pl, "refusal", f"refused {limit} naming a min {e.min_feasible} that is not above it")
+            return "refused"
+        limit, outcome = e.min_feasible, "refused"
+        try:
+            plan = _plan(case, pl, limit)          # the named min must itself be feasible
+        except TvmSwapError as e2:
+            fail(pl, "refusal", f"refused {case.limit} naming min {limit}, but refused that too: {e2}")
+            return outcome
+    for check, msg in check_plan_claims(case, plan, limit):
+        fail(pl, check, msg + (f" (at the min {limit} it named)" if outcome == "refused" else ""))
+    if determinism:
+        again = _plan(case, pl, limit)
+        if _comparable(again) != _comparable(plan):
+            fail(pl, "same seed", "planning twice with the same seed gave different plans")
+    return outcome
+
+
+# ---------------------------------------------------------------- the run
+def _git_commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip() or None
+    except OSError:
+        return None
+
+
+def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, progress: bool = False):
+    """Run the cases; returns (results, wall seconds). Workers are forked processes, one case per task."""
+    seeds = list(seeds)
+    det = (lambda s: determinism_every > 0 and s % determinism_every == 0)  # noqa: E731
+    t0 = time.perf_counter()
+    results = []
+    if workers <= 1:
+        it = (run_case(s, planners, det(s)) for s in seeds)
+        pool = None
+    else:
+        ctx = multiprocessing.get_context("fork")
+        pool = ctx.Pool(workers)
+        it = pool.imap_unordered(_run_case_star, [(s, planners, det(s)) for s in seeds], chunksize=4)
+    try:
+        for k, r in enumerate(it, 1):
+            results.append(r)
+            if progress:           # failures as they come, so a run cut short still shows them
+                for pl, check, msg in r["failures"]:
+                    print(f"  failure: seed {r['seed']} {pl} {check}: {msg}", file=sys.stderr, flush=True)
+            if progress and k % 100 == 0:
+                nf = sum(len(x["failures"]) for x in results)
+                print(f"  {k}/{len(seeds)} cases, {nf} failures, {time.perf_counter() - t0:.0f} s",
+                      file=sys.stderr, flush=True)
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+    results.sort(key=lambda r: r["seed"])
+    return results, time.perf_counter() - t0
+
+
+def _run_case_star(args):
+    return run_case(*args)
+
+
+def summarize(results, planners) -> tuple[str, list[str]]:
+    """The table of counts per planner and one reproducer line per failure."""
+    planned, refused, failed = Counter(), Counter(), Counter()
+    checks = Counter()
+    lines = []
+    for r in results:
+        for pl, o in r["outcomes"].items():
+            (planned if o == "planned" else refused)[pl] += 1
+        for pl, check, msg in r["failures"]:
+            failed[pl] += 1
+            checks[check] += 1
+            only = f" --planner {pl}" if pl != "-" else ""
+            lines.append(f"FAIL {check:<9} {pl:<21} python scripts/fuzz.py --case {r['seed']}{only}  # {msg}")
+    rows = [f"{'planner':<22}{'cases':>7}{'planned':>9}{'refused':>9}{'failures':>10}"]
+    for pl in planners:
+        n = planned[pl] + refused[pl]
+        rows.append(f"{pl:<22}{n:>7}{planned[pl]:>9}{refused[pl]:>9}{failed[pl]:>10}")
+    rows.append("failures by check: " + (", ".join(f"{k} {v}" for k, v in sorted(checks.items())) or "none"))
+    return "\n".join(rows), lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=200, help="number of cases (seeds start..start+n-1)")
+    ap.add_argument("--start", type=int, default=0, help="first seed")
+    ap.add_argument("--case", type=int, default=None, help="run only this seed, verbosely")
+    ap.add_argument("--planner", action="append", choices=list(PLANNERS), help="only these planners (repeatable)")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
+    ap.add_argument("--determinism-every", type=int, default=2, metavar="K",
+                    help="re-plan with the same seed in every K-th case (1: all; 0: never)")
+    ap.add_argument("--json", metavar="FILE", help="write counts, failures, wall time and the git commit here")
+    args = ap.parse_args(argv)
+    planners = args.planner or list(PLANNERS)
+    if args.case is not None:
+        print(draw_case(args.case).describe())
+        r = run_case(args.case, planners, True)
+        for pl, o in r["outcomes"].items():
+            print(f"  {pl:<22} {o}")
+        for pl, check, msg in r["failures"]:
+            print(f"  FAIL {pl} {check}: {msg}")
+        return 1 if r["failures"] else 0
+    seeds = range(args.start, args.start + args.n)
+    print(f"fuzzing {args.n} cases (seeds {args.start}..{args.start + args.n - 1}), planners "
+          f"{', '.join(planners)}, {args.workers} workers", flush=True)
+    try:
+        results, wall = fuzz(seeds, planners, args.workers, args.determinism_every, progress=True)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    table, lines = summarize(results, planners)
+    for ln in lines:
+        print(ln)
+    print(table)
+    slowest = max(results, key=lambda r: r.get("wall_s", 0))
+    print(f"{len(results)} cases in {wall:.1f} s wall ({args.workers} workers); slowest case seed "
+          f"{slowest['seed']} ({slowest.get('ops')} ops) {slowest.get('wall_s', 0):.2f} s; "
+          f"{len(lines)} failures")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "commit": _git_commit(), "n": args.n, "start": args.start, "workers": args.workers,
+            "planners": planners, "wall_s": wall, "table": table, "failures": lines,
+            "determinism_every": args.determinism_every}, indent=1))
+    return 1 if lines else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
