@@ -43,7 +43,7 @@ from tvm_swap.errors import InfeasibleLimitError, TvmSwapError  # noqa: E402
 from tvm_swap.graph import DataflowGraph, TensorInfo  # noqa: E402
 from tvm_swap.plan import Plan  # noqa: E402
 from tvm_swap.planner import PLANNERS, min_feasible_limit, plan_graph  # noqa: E402
-from tvm_swap.planner.api import FEASIBLE_AT_THE_FLOOR  # noqa: E402
+from tvm_swap.planner.api import FEASIBLE_AT_THE_FLOOR, feasible_floor, resolve_pool  # noqa: E402
 from tvm_swap.planner.bounds import noswap_peak  # noqa: E402
 from tvm_swap.testing import random_dag, random_op_times, random_training_graph  # noqa: E402
 from tvm_swap.verify import verify_plan  # noqa: E402
@@ -123,6 +123,21 @@ def draw_case(seed: int) -> Case:
 
 
 # ---------------------------------------------------------------- checking
+def floors(case: Case, pl: str) -> tuple[int, int]:
+    """(the planner's pool floor, the limit below which it must refuse). Size classes: both the min feasible
+    limit. An arena: its min feasible limit is found by planning and placement is not monotone, so below it
+    a plan may still be found (and must then verify); only below the largest op's own bytes is a refusal
+    certain."""
+    if resolve_pool(pl, None) != "arena":
+        return case.min_feasible, case.min_feasible
+    from tvm_swap.planner.graphindex import GraphIndex
+    from tvm_swap.planner.swapadvisor.arena import working_set_floor
+
+    gi = GraphIndex.build(case.graph, case.alignment, keep_updated=False)
+    return feasible_floor(case.graph, "arena", case.alignment)[0], working_set_floor(gi) + gi.workspace
+
+
+
 def _plan(case: Case, planner: str, limit: int) -> Plan:
     kw = dict(case.ga) if planner in SEARCH_PLANNERS else {}
     gens = kw.pop("generations", 0)
@@ -170,30 +185,36 @@ def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
         except Exception as e:
             fail(pl, "crash", f"{type(e).__name__}: {e} | {traceback.format_exc(limit=-2).splitlines()[-3].strip()}")
             out["outcomes"][pl] = "crash"
-    # below the floor: every planner refuses, naming a min at or above the floor at which it then plans
-    # (exactly the floor for the planners that reach it)
-    below = int(case.min_feasible * np.random.default_rng([seed, 3]).uniform(0.3, 1.0))
-    if 0 < below < case.min_feasible:
-        for pl in planners:
-            try:
-                _plan(case, pl, below)
-                fail(pl, "refusal", f"planned at {below} bytes, below the min feasible {case.min_feasible}")
-                continue
-            except InfeasibleLimitError as e:
-                named = e.min_feasible
-            except Exception as e:
-                fail(pl, "refusal", f"{type(e).__name__} instead of InfeasibleLimitError: {e}")
-                continue
-            if named < case.min_feasible or (pl in FEASIBLE_AT_THE_FLOOR and named != case.min_feasible):
-                fail(pl, "refusal", f"refused {below} naming min {named}; the min feasible is {case.min_feasible}")
-                continue
-            try:
-                plan = _plan(case, pl, named)
-            except TvmSwapError as e:
-                fail(pl, "refusal", f"refused {below} naming min {named}, but refused that too: {e}")
-                continue
-            for check, msg in check_plan_claims(case, plan, named):
-                fail(pl, check, msg + f" (at the min {named} named for {below})")
+    # below its floor a planner refuses, naming a min at or above the floor at which it then plans (exactly the
+    # floor for the planners that reach it); an arena planner may plan there instead (see floors)
+    frac = np.random.default_rng([seed, 3]).uniform(0.3, 1.0)
+    for pl in planners:
+        floor, hard = floors(case, pl)
+        below = int(floor * frac)
+        if not 0 < below < floor:
+            continue
+        try:
+            plan = _plan(case, pl, below)
+            if below < hard:
+                fail(pl, "refusal", f"planned at {below} bytes, below what its largest op needs ({hard})")
+            for check, msg in check_plan_claims(case, plan, below):
+                fail(pl, check, msg + f" (planned below its floor {floor})")
+            continue
+        except InfeasibleLimitError as e:
+            named = e.min_feasible
+        except Exception as e:
+            fail(pl, "refusal", f"{type(e).__name__} instead of InfeasibleLimitError: {e}")
+            continue
+        if named < floor or (pl in FEASIBLE_AT_THE_FLOOR and named != floor):
+            fail(pl, "refusal", f"refused {below} naming min {named}; the min feasible is {floor}")
+            continue
+        try:
+            plan = _plan(case, pl, named)
+        except TvmSwapError as e:
+            fail(pl, "refusal", f"refused {below} naming min {named}, but refused that too: {e}")
+            continue
+        for check, msg in check_plan_claims(case, plan, named):
+            fail(pl, check, msg + f" (at the min {named} named for {below})")
     out["wall_s"] = time.perf_counter() - t0
     return out
 
@@ -203,8 +224,9 @@ def _check_planner(case: Case, pl: str, fail, determinism: bool) -> str:
     try:
         plan = _plan(case, pl, limit)
     except InfeasibleLimitError as e:
-        if pl in FEASIBLE_AT_THE_FLOOR and limit >= case.min_feasible:
-            fail(pl, "refusal", f"refused {limit} >= min feasible {case.min_feasible}: {e}")
+        floor, _ = floors(case, pl)
+        if pl in FEASIBLE_AT_THE_FLOOR and limit >= floor:
+            fail(pl, "refusal", f"refused {limit} >= min feasible {floor}: {e}")
             return "refused"
         if not e.min_feasible > limit:
             fail(pl, "refusal", f"refused {limit} naming a min {e.min_feasible} that is not above it")
