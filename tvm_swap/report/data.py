@@ -134,7 +134,7 @@ def build_report_data(graph, plan, op_time=None) -> ReportData:
     if plan.graph_fingerprint != graph.fingerprint():
         raise PlanError(f"the plan was made for graph {plan.graph_name!r} (fingerprint {plan.graph_fingerprint}), "
                         f"not for {graph.name!r} (fingerprint {graph.fingerprint()}): give the plan's own graph")
-    from .verify import refuse_invalid
+    from ..verify import refuse_invalid
 
     refuse_invalid(graph, plan, "draw")
     times = plan_op_times(graph, plan, op_time)
