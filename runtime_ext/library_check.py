@@ -45,12 +45,16 @@ def _sha256(path: str) -> str:
 
 def write_check(path: str) -> str:
     """Record the exported library's size, SHA-256 and TVM version beside it; returns the sidecar's path."""
-    import tvm_swap
+    from importlib.metadata import PackageNotFoundError, version
 
+    try:            # the installed distribution's version: importing the tvm_swap package here would be a cycle
+        ours = version("tvm_swap")
+    except PackageNotFoundError:
+        ours = "unknown"
     side = str(path) + CHECK_SUFFIX
     Path(side).write_text(json.dumps({
         "format": CHECK_FORMAT, "bytes": os.path.getsize(path), "sha256": _sha256(path),
-        "tvm_version": _tvm_version(), "tvm_swap_version": tvm_swap.__version__}))
+        "tvm_version": _tvm_version(), "tvm_swap_version": ours}))
     return side
 
 
