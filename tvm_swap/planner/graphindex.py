@@ -28,6 +28,8 @@ ROLE_KEEP_NEW = 5    # its p_new: stays resident (next use: p's first use next i
 # The runtime renames objects between calls (runtime_ext.pool.DevicePool.rename).
 KEEP_UPDATED = True
 
+NEVER = 1 << 62      # next use of a tensor that is dead after its touch
+
 
 @dataclass
 class GraphIndex:
@@ -143,6 +145,34 @@ class GraphIndex:
         counts = np.diff(np.append(starts, len(key)))
         np.maximum.at(need, pc[starts], counts)
         return need
+
+    def next_uses(self, schedule) -> tuple[np.ndarray, np.ndarray]:
+        """(first_pos, touch_next) under `schedule`: the first position touching each tensor (NEVER if none),
+        and for each CSR touch (op_tensors) the next position touching the same tensor: cyclic for kept
+        tensors (their first use next iteration: position n + first), for a kept update the first use next
+        iteration of the tensor it replaces, NEVER for a tensor dead after this touch."""
+        n = self.n_ops
+        schedule = np.asarray(schedule, dtype=np.int64)
+        pos = np.empty(n, dtype=np.int64)
+        pos[schedule] = np.arange(n)
+        touch_t = self.op_tensors
+        touch_pos = np.repeat(pos, np.diff(self.op_ptr))
+        order = np.lexsort((touch_pos, touch_t))
+        st, sp = touch_t[order], touch_pos[order]
+        nxt_sorted = np.full(len(order), NEVER, dtype=np.int64)
+        first_pos = np.full(self.n_tensors, NEVER, dtype=np.int64)
+        if len(order):
+            same = st[1:] == st[:-1]
+            nxt_sorted[:-1] = np.where(same, sp[1:], NEVER)
+            np.minimum.at(first_pos, touch_t, touch_pos)
+            is_last = np.append(~same, True)
+            keep_last = is_last & (self.role[st] == ROLE_KEEP)
+            nxt_sorted[keep_last] = n + first_pos[st[keep_last]]
+            new_last = is_last & (self.role[st] == ROLE_KEEP_NEW)
+            nxt_sorted[new_last] = n + first_pos[self.old_of[st[new_last]]]
+        nxt = np.empty(len(order), dtype=np.int64)
+        nxt[order] = nxt_sorted
+        return first_pos, nxt
 
     def default_schedule(self) -> np.ndarray:
         return np.arange(self.n_ops, dtype=np.int64)

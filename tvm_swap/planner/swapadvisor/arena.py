@@ -57,7 +57,7 @@ from ..builder import ActionBuilder
 from ..graphindex import ROLE_KEEP, ROLE_TO_HOST, GraphIndex
 from ..simulator import pack_actions, simulate_time
 
-_NEVER = 1 << 62
+from ..graphindex import NEVER as _NEVER  # noqa: E402  (next use of a dead tensor)
 MAX_ROUNDS = 12          # decide/place rounds before giving up on a capacity
 PREFETCH_WINDOW = 4096   # slots a swap-in may start before its use (bounds the per-swap-in slice)
 BY_SIZE_MAX_STAYS = 4000  # greedy-by-size placement is quadratic in stays: only below this many
@@ -336,23 +336,8 @@ class _ArenaWalk:
         self.gi, self.n = gi, n
         self.cum = None
         self.sched = schedule.tolist()
-        pos = np.empty(n, dtype=np.int64)
-        pos[schedule] = np.arange(n)
+        first_pos, nxt = gi.next_uses(schedule)     # no ROLE_KEEP_NEW here: the exact periodicity rule
         touch_t = gi.op_tensors
-        touch_pos = np.repeat(pos, np.diff(gi.op_ptr))
-        order = np.lexsort((touch_pos, touch_t))
-        st, sp = touch_t[order], touch_pos[order]
-        nxt_sorted = np.full(len(order), _NEVER, dtype=np.int64)
-        first_pos = np.full(gi.n_tensors, _NEVER, dtype=np.int64)
-        if len(order):
-            same = st[1:] == st[:-1]
-            nxt_sorted[:-1] = np.where(same, sp[1:], _NEVER)
-            np.minimum.at(first_pos, touch_t, touch_pos)
-            is_last = np.append(~same, True)
-            keep_last = is_last & (gi.role[st] == ROLE_KEEP)
-            nxt_sorted[keep_last] = n + first_pos[st[keep_last]]
-        nxt = np.empty(len(order), dtype=np.int64)
-        nxt[order] = nxt_sorted
         self.first_pos = first_pos.tolist()
         self.touch_next = nxt.tolist()
         self.touch_t = touch_t.tolist()

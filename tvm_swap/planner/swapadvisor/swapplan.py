@@ -54,7 +54,7 @@ from ..simulator import simulate_time
 from .encoding import Allocation, AllocationSpace
 from ..graphindex import ROLE_KEEP, ROLE_KEEP_NEW, ROLE_KEEP_OLD, ROLE_TO_HOST, GraphIndex
 
-_NEVER = 1 << 62   # next use of a dead tensor
+from ..graphindex import NEVER as _NEVER  # next use of a dead tensor
 
 
 @dataclass
@@ -82,30 +82,8 @@ class _Walk:
         n = gi.n_ops
         self.n = n
         self.sched = schedule.tolist()
-        pos = np.empty(n, dtype=np.int64)
-        pos[schedule] = np.arange(n)
-        # next use of each CSR touch (per op's distinct tensors), cyclic for kept tensors, _NEVER when dead
+        first_pos, nxt = gi.next_uses(schedule)
         touch_t = gi.op_tensors
-        touch_pos = np.repeat(pos, np.diff(gi.op_ptr))
-        order = np.lexsort((touch_pos, touch_t))
-        st, sp = touch_t[order], touch_pos[order]
-        nxt_sorted = np.empty(len(order), dtype=np.int64)
-        if len(order):
-            same = st[1:] == st[:-1]
-            nxt_sorted[:-1] = np.where(same, sp[1:], _NEVER)
-            nxt_sorted[-1] = _NEVER
-            first_pos = np.full(gi.n_tensors, _NEVER, dtype=np.int64)
-            np.minimum.at(first_pos, touch_t, touch_pos)
-            is_last = np.append(~same, True)
-            keep_last = is_last & (gi.role[st] == ROLE_KEEP)
-            nxt_sorted[keep_last] = n + first_pos[st[keep_last]]
-            # a kept update's next use is the first use next iteration of the tensor it replaces
-            new_last = is_last & (gi.role[st] == ROLE_KEEP_NEW)
-            nxt_sorted[new_last] = n + first_pos[gi.old_of[st[new_last]]]
-        else:
-            first_pos = np.full(gi.n_tensors, _NEVER, dtype=np.int64)
-        nxt = np.empty(len(order), dtype=np.int64)
-        nxt[order] = nxt_sorted
         self.first_pos = first_pos.tolist()
         self.touch_next = nxt.tolist()
         self.touch_t = touch_t.tolist()
