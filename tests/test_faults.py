@@ -1,6 +1,6 @@
 """Faults a user meets (issue 11), each refused early with a message that says what to do.
 
-Planner-side faults only here (no TVM needed); the library faults are in tests/test_library_faults.py."""
+Planner-side faults only here (no TVM needed); the library faults are in tests/runtime_ext/test_library_faults.py."""
 import os
 import signal
 import subprocess
