@@ -328,6 +328,11 @@ class _Decisions:
     pinned: list                    # (tensor, stay) initial residents (kept pairs' old values included)
     evicted: int = 0
     pairs: list = field(default_factory=list)   # (param, update) kept on the device, ping-pong
+    dirty: list = field(default_factory=list)   # (slot of the swap-out, stay): its bytes free once the copy is done
+
+    @property
+    def pair_set(self) -> set:
+        return {t for pr in self.pairs for t in pr}
 
 
 class _ArenaWalk:
@@ -336,9 +341,8 @@ class _ArenaWalk:
         self.gi, self.n = gi, n
         self.cum = None
         self.sched = schedule.tolist()
-        first_pos, nxt = gi.next_uses(schedule)     # no ROLE_KEEP_NEW here: the exact periodicity rule
+        _, nxt = gi.next_uses(schedule)     # no ROLE_KEEP_NEW here: the exact periodicity rule
         touch_t = gi.op_tensors
-        self.first_pos = first_pos.tolist()
         self.touch_next = nxt.tolist()
         self.touch_t = touch_t.tolist()
         self.op_ptr = gi.op_ptr.tolist()
@@ -547,10 +551,8 @@ class _ArenaWalk:
             drops.append((last[t], t, sid))
             stay_last[sid] = last[t]
         self.end_kept = [t for t in range(n_t) if loc[t] >= 0 and role[t] == ROLE_KEEP]
-        out = _Decisions(out_stays, swap_outs, drops, swap_ins, stay_t, stay_first, stay_last, pinned, evicted,
-                         list(pairs))
-        out.dirty = dirty
-        return out
+        return _Decisions(out_stays, swap_outs, drops, swap_ins, stay_t, stay_first, stay_last, pinned, evicted,
+                          list(pairs), dirty)
 
 
 def _emit(walk: _ArenaWalk, d: _Decisions, arena: Arena, stay_obj: list[int]):
@@ -696,7 +698,6 @@ def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again
     lower = (capacity - (need - arena_bytes)) // a * a
     if lower >= working_set_floor(walk.gi):
         d2 = walk.run(lower, bias, pinned, pairs, genes.split)
-        d2.pair_set = d.pair_set
         first2 = _floored_firsts(d2)
         sizes2 = [walk.size[t] for t in d2.stay_t]
         off3, need3 = _place_with_pairs(d2, first2, _cooled_lasts(walk, d2), sizes2, arena_bytes, never)
@@ -725,7 +726,6 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
             capacity = floor                    # last try: nothing but the largest working set planned
         tried.append(capacity)
         d = walk.run(capacity, bias, pinned, pairs, genes.split)
-        d.pair_set = {t for pr in pairs for t in pr}
         first = _floored_firsts(d)
         sizes = [walk.size[t] for t in d.stay_t]
         # the sweep fragments near the floor; greedy by size packs tighter (and costs more)
@@ -817,11 +817,12 @@ class ArenaScorer:
 
 
 # ============================================================== feasibility
-def arena_fits(gi: GraphIndex, limit: int) -> bool:
-    """Whether the default schedule gets an arena plan under `limit` (one decide/place, no op times)."""
+def arena_fits(gi: GraphIndex, limit: int, walk: _ArenaWalk | None = None) -> bool:
+    """Whether the default schedule (`walk`, built for it when not given) gets an arena plan under `limit`
+    (one decide/place, no op times)."""
+    walk = walk if walk is not None else _ArenaWalk(gi, gi.default_schedule())
     try:
-        _decide_and_place(_ArenaWalk(gi, gi.default_schedule()), arena_bytes_for(gi, limit),
-                          ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64)))
+        _decide_and_place(walk, arena_bytes_for(gi, limit), ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64)))
         return True
     except PlanError:
         return False
@@ -835,18 +836,10 @@ def arena_min_limit(gi: GraphIndex, max_steps: int = 40) -> int:
         raise PlanError("arena feasibility needs a GraphIndex built with keep_updated=False")
     a = gi.alignment
     lo = working_set_floor(gi) + gi.workspace
-    sched = gi.default_schedule()
-    limit = lo
-    step = max(a, lo // 64)
-    walk = _ArenaWalk(gi, sched)
-    zero = ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64))
+    walk = _ArenaWalk(gi, gi.default_schedule())
 
     def fits(limit: int) -> bool:
-        try:
-            _decide_and_place(walk, arena_bytes_for(gi, limit), zero)
-            return True
-        except PlanError:
-            return False
+        return arena_fits(gi, limit, walk)
 
     if fits(lo):
         return int(lo)
