@@ -162,14 +162,14 @@ class GeneticSearch:
     def children(self, a: Genome, b: Genome) -> list[Genome]:
         """One crossover: 2 schedules x 2 allocations, each child mutated."""
         rng, s, sp = self.rng, self.s, self.space
-        n, m = self.gi.n_ops, getattr(sp, "m", 0)
+        n = self.gi.n_ops
         cut = int(rng.integers(1, n)) if n > 1 else 0
         scheds = [crossover_schedules(a.schedule, b.schedule, cut), crossover_schedules(b.schedule, a.schedule, cut)]
         arena = self.ev.pool == "arena"
         if arena:
             allocs = list(sp.crossover(a.alloc, b.alloc, rng))
-        elif m > 1:
-            allocs = list(sp.crossover(a.alloc, b.alloc, int(rng.integers(1, m))))
+        elif sp.m > 1:          # size classes: one cut on the sorted sizes
+            allocs = list(sp.crossover(a.alloc, b.alloc, int(rng.integers(1, sp.m))))
         else:
             allocs = [a.alloc.copy(), b.alloc.copy()]
         kids = []
