@@ -179,3 +179,18 @@ def test_optimizer_state_chains_over_three_steps(optimizer, limit):
         assert bitwise_equal(flat(m(*inputs)), want), f"{optimizer} step {step} differs"
         state = want[1:]
     assert bitwise_equal(list(m.params().values()), state)
+
+
+def test_build_refusal_names_a_limit_the_planner_then_meets(models):
+    """The refusal before profiling names the planner's own floor (noswap keeps everything resident), as
+    plan_graph's does: building at the named limit works."""
+    from tvm_swap.planner.api import feasible_floor
+
+    ex, _, _ = models["mlp"]
+    m = tvm_swap.build(ex.mod, mem_limit=None, params=ex.params, **FAST)
+    floor, _ = feasible_floor(m.compiled.graph, "size-classes")
+    kw = dict(params=ex.params, planner="noswap", profile=False)
+    with pytest.raises(InfeasibleLimitError) as e:
+        tvm_swap.build(ex.mod, mem_limit=floor - 1, **kw)
+    assert e.value.min_feasible > floor
+    assert tvm_swap.build(ex.mod, mem_limit=e.value.min_feasible, **kw).plan.planner == "noswap"

@@ -95,7 +95,8 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
         # a limit no plan can meet is refused now, before any kernel is profiled
         from .planner.api import check_feasible, resolve_limit, resolve_pool
 
-        check_feasible(graph, resolve_limit(graph, mem_limit), resolve_pool(planner, planner_options.get("pool")))
+        check_feasible(graph, resolve_limit(graph, mem_limit), resolve_pool(planner, planner_options.get("pool")),
+                       planner=planner, device=spec, options=planner_options)
     t1 = time.perf_counter()
     if op_time is None:
         op_time, cost_source = per_op_times(lowered, graph, target, spec, profile, cost_cache, params,

@@ -67,11 +67,21 @@ def infeasible_floor(graph: DataflowGraph, limit: int, pool: str, alignment: int
     return (floor, why) if limit < floor else None
 
 
-def check_feasible(graph: DataflowGraph, limit: int, pool: str, alignment: int = 256) -> None:
-    """Raise InfeasibleLimitError (the smallest feasible limit and why) when `limit` cannot be met."""
+def check_feasible(graph: DataflowGraph, limit: int, pool: str, alignment: int = 256, planner: str | None = None,
+                   device="v100-16gb", op_time=None, seed: int = 0, options: dict | None = None) -> None:
+    """Raise InfeasibleLimitError when `limit` cannot be met: below the pool's floor, naming the smallest limit
+    `planner` meets (a baseline with a floor of its own names that one; see _refusal). Runs before any
+    profiling (roofline times when `op_time` is None), so compile_model and plan_graph refuse alike."""
     below = infeasible_floor(graph, limit, pool, alignment)
-    if below is not None:
-        raise InfeasibleLimitError(limit, below[0], below[1])
+    if below is None:
+        return
+    floor, why = below
+    if planner is None:
+        raise InfeasibleLimitError(limit, floor, why)
+    dev = get_device(device)
+    at_floor = PlanningContext(graph, resolve_op_time(graph, dev, op_time), dev, floor, alignment, int(seed), 1.0, 0,
+                               1, False, dict(options or {}), pool)
+    raise _refusal(planner, limit, floor, why, at_floor)
 
 
 
@@ -147,13 +157,8 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     options = {**options, "executor": executor, "ray_address": ray_address}
     dev = get_device(device)
     limit = resolve_limit(graph, mem_limit, alignment)
-    below = infeasible_floor(graph, limit, pool, alignment)
     times = resolve_op_time(graph, dev, op_time)
-    if below is not None:
-        floor, why = below
-        raise _refusal(planner, limit, floor, why, PlanningContext(graph, times, dev, floor, alignment, int(seed),
-                                                                   float(budget_s), 0, 1, False, dict(options),
-                                                                   pool))
+    check_feasible(graph, limit, pool, alignment, planner, dev, times, seed, options)
     ctx = PlanningContext(graph, times, dev, limit, alignment, int(seed), float(budget_s),
                           None if generations is None else int(generations), workers, bool(progress), dict(options),
                           pool)
