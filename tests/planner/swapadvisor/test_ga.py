@@ -129,3 +129,10 @@ def test_selection_survives_hopeless_candidates():
         cands.append(Genome(base.schedule.copy(), type(base.alloc)(base.alloc.cls.copy(), cnt), t))
     kept = s.select(cands, 4)
     assert len(kept) == 4 and kept[0].time_s == 1.0
+
+
+def test_progress_postfix_reports_the_evaluation_rate_and_best_time():
+    from tvm_swap.planner.swapadvisor.ga import progress_postfix
+    p = progress_postfix(1.23456, 40, 8.0)
+    assert p["evals"] == 40 and p["evals/s"] == "5" and p["best_s"] == "1.235"
+    assert float(progress_postfix(2.0, 3, 0.0)["evals/s"]) > 0      # no division by zero at the start
