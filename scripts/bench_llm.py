@@ -4,7 +4,8 @@
 Workloads (tvm_swap.zoo.llm: bf16 weights/activations/grads, fp32 master weights and AdamW state):
 Llama-7B at seq 4096 at 141 GB (the whole H200) and 80 GB (an H100's worth), Llama-13B at 141 GB.
 For each: the no-swap need (bounds.noswap_peak: every tensor kept, updates next to the values they
-replace), then swapadvisor-nosearch, odswap, vdnn and swapadvisor (GA, --budget seconds, one process),
+replace), then swapadvisor-nosearch, odswap, vdnn, zero-offload (DeepSpeed-style: params, gradients and
+optimizer state on the host) and swapadvisor (GA, --budget seconds, one process),
 each plan verified by plan_graph. Prints a table and writes benchmarks/llm.json with the git commit.
 
     python scripts/bench_llm.py                      # ~10 minutes on 2 cores
@@ -26,10 +27,10 @@ sys.path.insert(0, str(ROOT))
 
 DEFAULT_CASES = ["llama-7b@batch=4,seq=4096:141GB", "llama-7b@batch=4,seq=4096:80GB",
                  "llama-13b@batch=1,seq=4096:141GB"]
-PLANNERS = ["swapadvisor-nosearch", "odswap", "vdnn", "swapadvisor"]
+PLANNERS = ["swapadvisor-nosearch", "odswap", "vdnn", "zero-offload", "swapadvisor"]
 
 
-def run_case(case: str, budget: float, device: str) -> list[dict]:
+def run_case(case: str, budget: float, device: str, planners=PLANNERS) -> list[dict]:
     from tvm_swap.errors import InfeasibleLimitError
     from tvm_swap.planner import plan_graph
     from tvm_swap.planner.bounds import noswap_peak
@@ -41,7 +42,7 @@ def run_case(case: str, budget: float, device: str) -> list[dict]:
     limit = int(parse_limit(limit_text))
     need = noswap_peak(g)
     rows = []
-    for planner in PLANNERS:
+    for planner in planners:
         t0 = time.perf_counter()
         row = {"model": spec, "limit": limit_text, "mem_limit_bytes": limit, "need_bytes": need, "planner": planner,
                "ops": g.num_ops}
@@ -66,9 +67,10 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", nargs="+", default=DEFAULT_CASES, help="MODEL@OPTIONS:LIMIT")
     ap.add_argument("--budget", type=float, default=60.0, help="swapadvisor search seconds per case")
     ap.add_argument("--device", default="h200")
+    ap.add_argument("--planners", nargs="+", default=PLANNERS, help="planners to run (default: all)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "llm.json"))
     args = ap.parse_args(argv)
-    rows = [r for case in args.cases for r in run_case(case, args.budget, args.device)]
+    rows = [r for case in args.cases for r in run_case(case, args.budget, args.device, args.planners)]
     print(f"\n{'model':<28} {'limit':>6} {'need GB':>8} {'planner':<21} {'time s':>8} {'ideal s':>8} "
           f"{'vs ideal':>9} {'in GB':>7} {'out GB':>7} {'peak GB':>8}")
     for r in rows:

@@ -9,6 +9,7 @@ scripts, tests); PLANNERS maps each to `plan(ctx: PlanningContext) -> Plan`.
     tflms                  TensorFlow LMS: a swap pair per far forward-to-backward edge, tuned (baselines/tflms.py)
     save-on-cpu            torch.autograd.graph.save_on_cpu: synchronous copies (baselines/save_on_cpu.py)
     save-on-cpu-async      torchtune's offloading: side stream, one-layer prefetch (baselines/save_on_cpu.py)
+    zero-offload           DeepSpeed ZeRO-Offload: params, grads, optimizer state on the host (baselines/zero_offload.py)
 
 A new planner: add a member here and its function to PLANNERS; nothing else lists planners.
 """
@@ -19,7 +20,7 @@ from enum import Enum
 
 from ..plan import Plan
 from .baselines import (plan_noswap, plan_odswap, plan_save_on_cpu, plan_save_on_cpu_async, plan_tflms,
-                        plan_vdnn)
+                        plan_vdnn, plan_zero_offload)
 from .context import PlanningContext
 from .swapadvisor.planners import plan_swapadvisor, plan_swapadvisor_nosearch
 
@@ -34,6 +35,7 @@ class PlannerName(str, Enum):
     TFLMS = "tflms"
     SAVE_ON_CPU = "save-on-cpu"
     SAVE_ON_CPU_ASYNC = "save-on-cpu-async"
+    ZERO_OFFLOAD = "zero-offload"
 
     __hash__ = str.__hash__
 
@@ -50,8 +52,9 @@ PLANNERS: dict[PlannerName, Callable[[PlanningContext], Plan]] = {
     PlannerName.TFLMS: plan_tflms,
     PlannerName.SAVE_ON_CPU: plan_save_on_cpu,
     PlannerName.SAVE_ON_CPU_ASYNC: plan_save_on_cpu_async,
+    PlannerName.ZERO_OFFLOAD: plan_zero_offload,
 }
 BASELINE_NAMES = (PlannerName.ODSWAP, PlannerName.VDNN, PlannerName.NOSWAP, PlannerName.TFLMS,
-                  PlannerName.SAVE_ON_CPU, PlannerName.SAVE_ON_CPU_ASYNC)
+                  PlannerName.SAVE_ON_CPU, PlannerName.SAVE_ON_CPU_ASYNC, PlannerName.ZERO_OFFLOAD)
 # the planners with an arena mode (the baselines model the paper's size-class pool only)
 SEARCH_PLANNERS = (PlannerName.SWAPADVISOR, PlannerName.SWAPADVISOR_NOSEARCH)

@@ -7,6 +7,8 @@
     plan_save_on_cpu(ctx), plan_save_on_cpu_async(ctx)
                       PyTorch's save_on_cpu (synchronous) and torchtune's offloading (side stream, one-layer
                       prefetch) (save_on_cpu.py)
+    plan_zero_offload(ctx)
+                      DeepSpeed ZeRO-Offload: params, gradients, optimizer state on the host (zero_offload.py)
 
 Not here: `checkpoint-sqrt` (activation checkpointing every sqrt(n) layers, Chen et al. 2016) needs
 recompute actions, which plans cannot contain yet; it is skipped until they exist.
@@ -20,7 +22,8 @@ from .odswap import plan_odswap
 from .save_on_cpu import plan_save_on_cpu, plan_save_on_cpu_async
 from .tflms import plan_tflms
 from .vdnn import forward_ops, offload_candidates, plan_vdnn
+from .zero_offload import plan_zero_offload
 
 __all__ = ["PoolLayout", "default_pool", "forward_ops", "noswap_need", "offload_candidates",
            "plan_noswap", "plan_odswap", "plan_save_on_cpu", "plan_save_on_cpu_async", "plan_tflms", "plan_vdnn",
-           "static_memory_plan"]
+           "plan_zero_offload", "static_memory_plan"]
