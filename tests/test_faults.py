@@ -27,19 +27,25 @@ def test_ctrl_c_during_the_search_writes_the_best_verified_plan_and_exits_130(tm
     out = tmp_path / "plan.json"
     cmd = [sys.executable, "-m", "tvm_swap.cli", "plan", str(tmp_path / "g.json"), "--mem-limit", "50%",
            "--budget-s", "600", "--workers", "2", "-o", str(out)]
-    # its own session, as a terminal's foreground job: Ctrl-C reaches the CLI and its workers at once
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_cli_env(),
-                         cwd=tmp_path, start_new_session=True)
-    try:
-        line = p.stderr.readline()                 # "graph ..." once the graph is loaded: the search starts
-        assert line.startswith("graph"), line
-        time.sleep(4.0)                            # the seed genomes are evaluated well within this
-        os.killpg(p.pid, signal.SIGINT)
-        stdout, stderr = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-    assert p.returncode == 130, stderr
+    # its own session, as a terminal's foreground job: Ctrl-C reaches the CLI and its workers at once.
+    # On a loaded machine the seeds may not be evaluated yet when Ctrl-C comes (then nothing is written,
+    # which is right too, and checked): wait longer and try again.
+    for wait_s in (4.0, 12.0, 36.0):
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_cli_env(),
+                             cwd=tmp_path, start_new_session=True)
+        try:
+            line = p.stderr.readline()                 # "graph ..." once the graph is loaded: the search starts
+            assert line.startswith("graph"), line
+            time.sleep(wait_s)
+            os.killpg(p.pid, signal.SIGINT)
+            stdout, stderr = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+        assert p.returncode == 130, stderr
+        if "before a verified plan existed" not in stderr:
+            break
+        assert not out.exists(), "nothing is written when no verified plan exists yet"
     assert "search cut by Ctrl-C" in stderr and "best verified plan" in stderr
     plan = Plan.load(out)
     assert plan.search["interrupted"] is True and plan.verified
