@@ -72,7 +72,7 @@ def test_plans_verify_and_sit_above_the_tight_bound(seed):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_cpsat_and_highs_reach_the_same_stage_optimum(seed):
-    g = random_dag(seed, n_ops=5, update_prob=0.4) if seed % 2 == 0 else random_training_graph(seed, n_layers=1)
+    g = random_dag(seed, n_ops=4, update_prob=0.4) if seed % 2 == 0 else random_training_graph(seed, n_layers=1)
     t = random_op_times(g, seed)
     lo, hi = min_feasible_limit(g), noswap_peak(g)
     for frac in (0.5, 1.0):
