@@ -116,6 +116,39 @@ def _relatives_count(preds) -> np.ndarray:
     return np.array([len(s) for s in sets], dtype=np.int64)
 
 
+def _add_live_cuts(C, graph, used, tid, x, r, xin, xout, hi, preds) -> None:
+    """Valid inequalities from the cut argument of tight_bound: a tensor t that exists before op o runs (a
+    param/input, or produced by an ancestor of o) and is read by a descendant of o is live across o in every
+    schedule. If o runs in stage k and t is not resident then, t must be copied in at some stage (it is read
+    later), and if t was produced on the device, also copied out (else it is lost):
+        r[t,k] + sum_j xin[t,j] >= x[o,k]      and      r[t,k] + sum_j xout[t,j] >= x[o,k].
+    Every integer solution of the model satisfies both (the model has no recompute), so the optimum is
+    unchanged; the LP relaxation, whose fractional residency otherwise copies nothing, gets the link time."""
+    n = graph.num_ops
+    anc: list[set] = []
+    for o in range(n):
+        a = set()
+        for p in preds[o]:
+            a.add(p)
+            a |= anc[p]
+        anc.append(a)
+    prod = graph.producer()
+    readers = {t: [o for o in range(n) if t in graph.ops[o].inputs] for t in used}
+    for o in range(n):
+        for t in used:
+            if prod[t] >= 0 and prod[t] not in anc[o]:
+                continue
+            if not any(o in anc[q] for q in readers[t]):
+                continue
+            i = tid[t]
+            for k in range(n):
+                if hi[x[o, k]] <= 0:
+                    continue
+                C.add([(r[i, k + 1], 1.0), (x[o, k], -1.0)] + [(c, 1.0) for c in xin[i]], lo=0)
+                if prod[t] >= 0:
+                    C.add([(r[i, k + 1], 1.0), (x[o, k], -1.0)] + [(c, 1.0) for c in xout[i]], lo=0)
+
+
 def _aligned(nbytes: int, a: int) -> int:
     return max(a, (int(nbytes) + a - 1) // a * a)
 
@@ -123,7 +156,7 @@ def _aligned(nbytes: int, a: int) -> int:
 def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment: int = DEFAULT_ALIGNMENT,
                 time_limit_s: float = 60.0, planner_name: str = "exact-stages", schedule=None,
                 class_choice: bool = True, backend: str = "auto", warm_schedule=None,
-                warm_start: ExactResult | None = None, workers: int = 2) -> ExactResult:
+                warm_start: ExactResult | None = None, workers: int = 2, live_cuts: bool = True) -> ExactResult:
     """Solve the stage model (module docstring) and build its plan. Raises TvmSwapError past MAX_OPS ops.
 
     `schedule`, if given, fixes the op order (the model then optimises memory and copies only).
@@ -132,7 +165,8 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
     `warm_schedule` (CP-SAT only): an op order, e.g. the GA's; the model is first solved with that order fixed
     (a fraction of the time limit) and its solution is the free solve's starting incumbent (a hint), so the
     free solve never ends worse than the best stage plan for that order. `warm_start`: such a result, already
-    solved (same graph, limit and class_choice), used the same way."""
+    solved (same graph, limit and class_choice), used the same way. `live_cuts` adds valid inequalities that
+    tighten the relaxation (_add_live_cuts); they remove no integer solution."""
     if backend == "auto":
         backend = "cpsat" if _have_cpsat() else "highs"
     if backend not in ("cpsat", "highs"):
@@ -250,6 +284,8 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
             C.add([(xout[i, k], 1.0) for k in range(S)], lo=1)
         if t in updates and updates[t] in tid:
             C.add([(xout[i, k], 1.0) for k in range(S)] + [(init[tid[updates[t]]], 1.0)], lo=1)
+    if live_cuts:
+        _add_live_cuts(C, graph, used, tid, x, r, xin, xout, hi, preds)
     # memory: each tensor picks one class at least its size (an update the class of its param)
     for i, t in enumerate(used):
         for c in range(nc):
