@@ -126,7 +126,9 @@ def summarize(rows: list[dict]) -> dict:
                 gc.append(tp / r["exact"]["time_s"] - 1)
         f = (lambda xs, q: float(np.quantile(xs, q)) if xs else None)
         refused = sum(1 for r in rows if p not in EXACT and r["planners"][p].get("status") == "infeasible")
-        out[p] = {"n": len(gb), "refused": refused, "median_gap_vs_best": f(gb, 0.5),
+        out[p] = {"n": len(gb), "refused": refused, "median_gap_vs_best": f(gb, 0.5), "p90_gap_vs_best": f(gb, 0.9),
+                  "share_within_2pct_of_best": (sum(x <= 0.02 for x in gb) / len(gb)) if gb else None,
+                  "share_within_10pct_of_best": (sum(x <= 0.10 for x in gb) / len(gb)) if gb else None,
                   "worst_gap_vs_best": max(gb) if gb else None,
                   "median_gap_vs_bound": f(gl, 0.5), "worst_gap_vs_bound": max(gl) if gl else None,
                   "n_closed": len(gc), "median_gap_vs_closed_stage_optimum": f(gc, 0.5),
@@ -165,13 +167,16 @@ def render(summary: dict, meta: dict) -> str:
              "lower bound - 1 (>= true gap); gap vs closed = against the schedule-free stage-model optimum where "
              "the solver closed it. exact-stages@GA-schedule: the best stage plan for the GA's own schedule.",
              "",
-             "| planner | n (refused) | median gap vs best | worst | median gap vs bound | worst | n closed "
-             "| median vs closed | worst |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| planner | n (refused) | median gap vs best | p90 | worst | within 2% / 10% of best "
+             "| median gap vs bound | worst | n closed | median vs closed | worst |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    share = (lambda x: "-" if x is None else f"{100 * x:.0f}%")
     for p in PLANNERS + list(EXACT):
         s = summary[p]
         lines.append(f"| {p} | {s['n']} ({s['refused']}) | {pct(s['median_gap_vs_best'])} | "
-                     f"{pct(s['worst_gap_vs_best'])} | {pct(s['median_gap_vs_bound'])} | "
+                     f"{pct(s.get('p90_gap_vs_best'))} | {pct(s['worst_gap_vs_best'])} | "
+                     f"{share(s.get('share_within_2pct_of_best'))} / {share(s.get('share_within_10pct_of_best'))} | "
+                     f"{pct(s['median_gap_vs_bound'])} | "
                      f"{pct(s['worst_gap_vs_bound'])} | {s['n_closed']} | "
                      f"{pct(s['median_gap_vs_closed_stage_optimum'])} | "
                      f"{pct(s['worst_gap_vs_closed_stage_optimum'])} |")
@@ -217,6 +222,7 @@ def main(argv=None) -> int:
             data["meta"]["graphs"] += more["meta"]["graphs"]
             data["meta"]["commit"] += "+" + more["meta"]["commit"]
         data["meta"]["instances"] = len(data["rows"])
+        data["meta"]["graphs"] = len({r["graph"] for r in data["rows"]})
         refresh_bounds(data["rows"])
         data["summary"] = summarize(data["rows"])
         out.with_suffix(".json").write_text(json.dumps(data, indent=1))

@@ -111,3 +111,17 @@ def test_backend_choices_are_checked():
         solve_exact(g, random_op_times(g), DEV, 10**12, backend="gurobi")
     with pytest.raises(TvmSwapError, match="CP-SAT"):
         solve_exact(g, random_op_times(g), DEV, 10**12, backend="highs", warm_schedule=list(range(g.num_ops)))
+
+
+def test_the_live_cuts_keep_the_optimum():
+    # valid inequalities: with and without them the model has the same optimum (at limits that force copies)
+    g = random_dag(5, n_ops=6, update_prob=0.4)
+    t = random_op_times(g, 1)
+    lo, hi = min_feasible_limit(g), noswap_peak(g)
+    for frac in (0.2, 0.5):
+        limit = int(lo + frac * (hi - lo))
+        a = solve_exact(g, t, DEV, limit, time_limit_s=20, backend="cpsat", live_cuts=True)
+        b = solve_exact(g, t, DEV, limit, time_limit_s=20, backend="cpsat", live_cuts=False)
+        assert a.status == b.status == "optimal"
+        assert a.objective_s == pytest.approx(b.objective_s, rel=2e-3)
+        assert a.objective_s > sum(t) * 1.2       # copies cost time here, so the cuts had something to bind
