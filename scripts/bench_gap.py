@@ -5,10 +5,11 @@ Instances: random DAGs and random training graphs of 8-20 ops (tvm_swap.testing,
 (10%, 40%, 80% of the way from the smallest feasible limit to the no-swap peak), V100 link, roofline-like
 random op times. Per instance:
 - tight lower bound (tvm_swap.planner.tight_bound): no verified plan is faster;
-- the exact stage-model MILP (tvm_swap.planner.exact, HiGHS): its optimum is exact for a restricted model,
-  so its plan (verified, then simulated) is an UPPER bound on the true optimum; "closed" = solved to
-  optimality within the time limit. Run twice: schedule free (the whole problem), and with the schedule
-  fixed to the GA's (memory and copies only: the best swap plan for the GA's own schedule);
+- the exact stage model (tvm_swap.planner.exact; CP-SAT where installed, else HiGHS): its optimum is exact for
+  a restricted model, so its plan (verified, then simulated) is an UPPER bound on the true optimum; "closed" =
+  solved to optimality (within 0.1%) within the time limit. Run twice: with the schedule fixed to the GA's
+  (memory and copies only: the best swap plan for the GA's own schedule), then schedule free (the whole
+  problem), warm-started from the first (CP-SAT);
 - every planner (swapadvisor with a fixed seed and generation count; the baselines), verified and simulated.
 best = the fastest verified plan of all (exact-stage plan included) >= the true optimum >= tight bound.
 So for a planner p: gap_best = time_p / best - 1 <= true gap <= time_p / tight bound - 1 = gap_lb.
@@ -74,18 +75,27 @@ def run_instance(g, frac: float, args, dev) -> dict:
         except InfeasibleLimitError:
             row["planners"][p] = {"time_s": None, "status": "infeasible"}
 
-    def exact(schedule):
-        r = solve_exact(g, t, dev, limit, time_limit_s=args.milp_s, schedule=schedule)
-        ex = {"status": r.status, "solve_s": r.solve_s, "objective_s": r.objective_s, "vars": r.num_vars}
+    def exact(schedule, warm=None):
+        r = solve_exact(g, t, dev, limit, time_limit_s=args.milp_s, schedule=schedule, backend=args.backend,
+                        warm_start=warm, workers=args.solver_workers)
+        ex = {"status": r.status, "solve_s": r.solve_s, "objective_s": r.objective_s, "vars": r.num_vars,
+              "backend": r.backend, "mip_gap": r.mip_gap}
         if r.plan is not None:
             viol = verify_plan(g, r.plan, limit)
             ex["verified"] = not viol
             if not viol:
                 ex["time_s"] = simulate(g, r.plan, t, dev).time_s
-        return ex
+        return ex, r
 
-    row["exact"] = exact(None)                       # schedule, memory and copies together
-    row["exact_ga_schedule"] = exact(ga_schedule) if ga_schedule else {"status": "none", "solve_s": 0.0}
+    # the best stage plan for the GA's own schedule first; with CP-SAT it is the free solve's first incumbent
+    warm = None
+    if ga_schedule:
+        row["exact_ga_schedule"], warm = exact(ga_schedule)
+        if args.backend == "highs" or warm.solution is None:
+            warm = None
+    else:
+        row["exact_ga_schedule"] = {"status": "none", "solve_s": 0.0}
+    row["exact"], _ = exact(None, warm)              # schedule, memory and copies together
     times = [v["time_s"] for v in row["planners"].values() if v.get("time_s")] + \
             [e["time_s"] for e in (row["exact"], row["exact_ga_schedule"]) if e.get("time_s")]
     row["best_s"] = min(times) if times else None
@@ -116,7 +126,9 @@ def summarize(rows: list[dict]) -> dict:
                 gc.append(tp / r["exact"]["time_s"] - 1)
         f = (lambda xs, q: float(np.quantile(xs, q)) if xs else None)
         refused = sum(1 for r in rows if p not in EXACT and r["planners"][p].get("status") == "infeasible")
-        out[p] = {"n": len(gb), "refused": refused, "median_gap_vs_best": f(gb, 0.5),
+        out[p] = {"n": len(gb), "refused": refused, "median_gap_vs_best": f(gb, 0.5), "p90_gap_vs_best": f(gb, 0.9),
+                  "share_within_2pct_of_best": (sum(x <= 0.02 for x in gb) / len(gb)) if gb else None,
+                  "share_within_10pct_of_best": (sum(x <= 0.10 for x in gb) / len(gb)) if gb else None,
                   "worst_gap_vs_best": max(gb) if gb else None,
                   "median_gap_vs_bound": f(gl, 0.5), "worst_gap_vs_bound": max(gl) if gl else None,
                   "n_closed": len(gc), "median_gap_vs_closed_stage_optimum": f(gc, 0.5),
@@ -133,6 +145,17 @@ def summarize(rows: list[dict]) -> dict:
     own = [r["planners"]["swapadvisor"]["time_s"] / r["exact_ga_schedule"]["time_s"] - 1 for r in rows
            if r["exact_ga_schedule"]["status"] == "optimal" and r["exact_ga_schedule"].get("time_s")
            and r["planners"]["swapadvisor"].get("time_s")]
+    out["swapadvisor_by_kind"] = {}
+    for kind in ("dag", "train"):            # random DAGs vs training graphs (graph names dagN / trainN)
+        sub = [r for r in rows if r["graph"].startswith(kind) and r["best_s"]
+               and r["planners"]["swapadvisor"].get("time_s")]
+        gb = [r["planners"]["swapadvisor"]["time_s"] / r["best_s"] - 1 for r in sub]
+        ow = [r["planners"]["swapadvisor"]["time_s"] / r["exact_ga_schedule"]["time_s"] - 1 for r in sub
+              if r["exact_ga_schedule"]["status"] == "optimal" and r["exact_ga_schedule"].get("time_s")]
+        out["swapadvisor_by_kind"][kind] = {"n": len(gb), "median_gap_vs_best": f(gb, 0.5), "p90": f(gb, 0.9),
+                                            "worst": max(gb) if gb else None, "n_own": len(ow),
+                                            "median_vs_own_schedule": f(ow, 0.5), "worst_vs_own_schedule":
+                                            max(ow) if ow else None}
     ratios = [r["best_s"] / r["tight_bound_s"] for r in rows if r["best_s"]]
     out["bound"] = {"violations": sum(x < 1 - 1e-9 for x in ratios), "median_best_over_bound": f(ratios, 0.5),
                     "min_best_over_bound": min(ratios) if ratios else None}
@@ -149,18 +172,22 @@ def render(summary: dict, meta: dict) -> str:
     lines = [f"# Gap to optimal on small graphs (commit {meta['commit']})", "",
              f"{meta['instances']} instances ({meta['graphs']} graphs x limits {list(FRACS)} of the way from the "
              f"smallest feasible limit to the no-swap peak), {DEVICE}; swapadvisor seed {meta['seed']}, "
-             f"{meta['generations']} generations; exact-stages MILP limit {meta['milp_s']} s.", "",
+             f"{meta['generations']} generations; exact-stages limit {meta['milp_s']} s per solve "
+             f"({meta.get('backend', 'highs')}, {meta.get('solver_workers', 1)} thread(s)).", "",
              "gap vs best = time / fastest verified plan of all - 1 (<= true gap); gap vs bound = time / tight "
              "lower bound - 1 (>= true gap); gap vs closed = against the schedule-free stage-model optimum where "
-             "HiGHS closed it. exact-stages@GA-schedule: the best stage plan for the GA's own schedule.",
+             "the solver closed it. exact-stages@GA-schedule: the best stage plan for the GA's own schedule.",
              "",
-             "| planner | n (refused) | median gap vs best | worst | median gap vs bound | worst | n closed "
-             "| median vs closed | worst |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| planner | n (refused) | median gap vs best | p90 | worst | within 2% / 10% of best "
+             "| median gap vs bound | worst | n closed | median vs closed | worst |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    share = (lambda x: "-" if x is None else f"{100 * x:.0f}%")
     for p in PLANNERS + list(EXACT):
         s = summary[p]
         lines.append(f"| {p} | {s['n']} ({s['refused']}) | {pct(s['median_gap_vs_best'])} | "
-                     f"{pct(s['worst_gap_vs_best'])} | {pct(s['median_gap_vs_bound'])} | "
+                     f"{pct(s.get('p90_gap_vs_best'))} | {pct(s['worst_gap_vs_best'])} | "
+                     f"{share(s.get('share_within_2pct_of_best'))} / {share(s.get('share_within_10pct_of_best'))} | "
+                     f"{pct(s['median_gap_vs_bound'])} | "
                      f"{pct(s['worst_gap_vs_bound'])} | {s['n_closed']} | "
                      f"{pct(s['median_gap_vs_closed_stage_optimum'])} | "
                      f"{pct(s['worst_gap_vs_closed_stage_optimum'])} |")
@@ -173,6 +200,12 @@ def render(summary: dict, meta: dict) -> str:
               f"(must be 0).", ""]
     lines += [f"swapadvisor vs the stage-model optimum for its own schedule ({own['n']} closed instances): median "
               f"{pct(own['median'])}, worst {pct(own['worst'])}, within 2% on {share} of them.", ""]
+    for kind, k in summary.get("swapadvisor_by_kind", {}).items():
+        lines.append(f"- swapadvisor on {kind} graphs ({k['n']} instances): gap vs best median {pct(k['median_gap_vs_best'])}"
+                     f", p90 {pct(k['p90'])}, worst {pct(k['worst'])}; vs the stage optimum on its own schedule "
+                     f"({k['n_own']} closed) median {pct(k['median_vs_own_schedule'])}, worst "
+                     f"{pct(k['worst_vs_own_schedule'])}.")
+    lines.append("")
     for key, what in (("solver", "exact-stages (schedule free)"),
                       ("solver_ga_schedule", "exact-stages on the GA's schedule")):
         sv = summary[key]
@@ -190,6 +223,8 @@ def main(argv=None) -> int:
     ap.add_argument("--milp-s", type=float, default=60.0)
     ap.add_argument("--generations", type=int, default=30)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--backend", default="auto", choices=["auto", "cpsat", "highs"], help="exact solver")
+    ap.add_argument("--solver-workers", type=int, default=1, help="CP-SAT threads (the machine is shared)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "gap"))
     ap.add_argument("--render-only", action="store_true",
                     help="rewrite gap.md and the summary from gap.json, with the tight bound recomputed by this code")
@@ -204,6 +239,7 @@ def main(argv=None) -> int:
             data["meta"]["graphs"] += more["meta"]["graphs"]
             data["meta"]["commit"] += "+" + more["meta"]["commit"]
         data["meta"]["instances"] = len(data["rows"])
+        data["meta"]["graphs"] = len({r["graph"] for r in data["rows"]})
         refresh_bounds(data["rows"])
         data["summary"] = summarize(data["rows"])
         out.with_suffix(".json").write_text(json.dumps(data, indent=1))
@@ -213,7 +249,8 @@ def main(argv=None) -> int:
     dev = get_device(DEVICE)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
-    meta = {"commit": commit, "graphs": args.graphs, "instances": 0, "seed": args.seed,
+    meta = {"commit": commit, "graphs": args.graphs, "start": args.start, "instances": 0, "seed": args.seed,
+            "backend": args.backend, "solver_workers": args.solver_workers,
             "generations": args.generations, "milp_s": args.milp_s, "device": DEVICE}
     rows = []
     out = Path(args.out)

@@ -68,3 +68,60 @@ def test_plans_verify_and_sit_above_the_tight_bound(seed):
     if r.status == "optimal":
         # the simulator overlaps across stage borders, so it is close to (mostly below) the stage model
         assert sim <= r.objective_s * 1.05
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cpsat_and_highs_reach_the_same_stage_optimum(seed):
+    g = random_dag(seed, n_ops=4, update_prob=0.4) if seed % 2 == 0 else random_training_graph(seed, n_layers=1)
+    t = random_op_times(g, seed)
+    lo, hi = min_feasible_limit(g), noswap_peak(g)
+    for frac in (0.5, 1.0):
+        limit = int(lo + frac * (hi - lo))
+        a = solve_exact(g, t, DEV, limit, time_limit_s=20, backend="cpsat")
+        b = solve_exact(g, t, DEV, limit, time_limit_s=20, backend="highs")
+        assert a.status == b.status
+        if a.status == "optimal":
+            break
+    assert a.status == "optimal" and a.backend == "cpsat" and b.backend == "highs"
+    # both within the 0.1% gap limit of the model's optimum; CP-SAT's ticks round durations up by < 1e-6
+    assert a.objective_s == pytest.approx(b.objective_s, rel=3e-3)
+    for r in (a, b):
+        assert verify_plan(g, r.plan, limit) == []
+
+
+def test_a_warm_start_is_the_free_solves_first_incumbent():
+    g = random_dag(3, n_ops=9, update_prob=0.4)
+    t = random_op_times(g, 3)
+    limit = int(min_feasible_limit(g) + 0.4 * (noswap_peak(g) - min_feasible_limit(g)))
+    order = list(range(g.num_ops))             # the graph's own (topological) order
+    fixed = solve_exact(g, t, DEV, limit, time_limit_s=20, schedule=order, backend="cpsat")
+    assert fixed.status == "optimal" and fixed.plan.schedule == order
+    free = solve_exact(g, t, DEV, limit, time_limit_s=0.5, backend="cpsat", warm_start=fixed)
+    assert free.plan is not None and free.objective_s <= fixed.objective_s * (1 + 1e-9)
+    assert verify_plan(g, free.plan, limit) == []
+    other = solve_exact(random_dag(4, n_ops=5), random_op_times(random_dag(4, n_ops=5)), DEV, 10**12,
+                        time_limit_s=5, backend="cpsat")
+    with pytest.raises(TvmSwapError, match="another model"):
+        solve_exact(g, t, DEV, limit, time_limit_s=1, backend="cpsat", warm_start=other)
+
+
+def test_backend_choices_are_checked():
+    g = random_dag(0, n_ops=3)
+    with pytest.raises(TvmSwapError, match="cpsat"):
+        solve_exact(g, random_op_times(g), DEV, 10**12, backend="gurobi")
+    with pytest.raises(TvmSwapError, match="CP-SAT"):
+        solve_exact(g, random_op_times(g), DEV, 10**12, backend="highs", warm_schedule=list(range(g.num_ops)))
+
+
+def test_the_live_cuts_keep_the_optimum():
+    # valid inequalities: with and without them the model has the same optimum (at limits that force copies)
+    g = random_dag(5, n_ops=6, update_prob=0.4)
+    t = random_op_times(g, 1)
+    lo, hi = min_feasible_limit(g), noswap_peak(g)
+    for frac in (0.2, 0.5):
+        limit = int(lo + frac * (hi - lo))
+        a = solve_exact(g, t, DEV, limit, time_limit_s=20, backend="cpsat", live_cuts=True)
+        b = solve_exact(g, t, DEV, limit, time_limit_s=20, backend="cpsat", live_cuts=False)
+        assert a.status == b.status == "optimal"
+        assert a.objective_s == pytest.approx(b.objective_s, rel=2e-3)
+        assert a.objective_s > sum(t) * 1.2       # copies cost time here, so the cuts had something to bind

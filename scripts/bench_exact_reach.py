@@ -1,0 +1,79 @@
+#!/usr/bin/env python
+"""How large a graph does the exact stage model close within a time limit? (issue 13: "the largest graph the
+exact solver closes within 60 s").
+
+Per graph (bench_gap.instance_graph, one limit fraction): the GA's plan (30 generations, seed 0), then the
+stage model with the GA's schedule fixed (CP-SAT), then schedule free warm-started from it, each with the
+time limit. Prints ops, status, solve seconds, the solver's own gap, and the simulated times (the stage plan's
+simulated time is an upper bound on the true optimum; see tvm_swap/planner/exact.py).
+
+    python scripts/bench_exact_reach.py --graphs 20 22 24 5 11 --limit-s 60
+Writes benchmarks/exact_reach.json (with the git commit) and prints a markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench_gap import DEVICE, instance_graph  # noqa: E402
+from tvm_swap.devices import get_device  # noqa: E402
+from tvm_swap.planner.api import plan_graph  # noqa: E402
+from tvm_swap.planner.bounds import noswap_peak  # noqa: E402
+from tvm_swap.planner.exact import solve_exact  # noqa: E402
+from tvm_swap.planner.feasibility import min_feasible_limit  # noqa: E402
+from tvm_swap.planner.simulator import simulate  # noqa: E402
+from tvm_swap.verify import verify_plan  # noqa: E402
+from tvm_swap.testing import random_op_times  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--graphs", type=int, nargs="+", default=[20, 22, 24, 46, 48, 50])
+    ap.add_argument("--frac", type=float, default=0.4)
+    ap.add_argument("--limit-s", type=float, default=60.0)
+    ap.add_argument("--workers", type=int, default=1, help="CP-SAT threads")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "exact_reach.json"))
+    args = ap.parse_args(argv)
+    dev = get_device(DEVICE)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    rows = []
+    print(f"| graph | ops | GA ms | fixed-schedule: status, s | free: status, s, gap | free plan ms |")
+    print("|---|---|---|---|---|---|")
+    for i in args.graphs:
+        g = instance_graph(i)
+        t = random_op_times(g, 0)
+        lo, hi = min_feasible_limit(g), noswap_peak(g)
+        limit = int(lo + args.frac * (hi - lo))
+        ga = plan_graph(g, limit, device=dev, op_time=t, planner="swapadvisor", seed=0, generations=30, workers=1)
+        fixed = solve_exact(g, t, dev, limit, time_limit_s=args.limit_s, schedule=ga.schedule,
+                            backend="cpsat", workers=args.workers)
+        free = solve_exact(g, t, dev, limit, time_limit_s=args.limit_s, backend="cpsat", workers=args.workers,
+                           warm_start=fixed if fixed.solution is not None else None)
+        sim = None
+        if free.plan is not None and not verify_plan(g, free.plan, limit):
+            sim = simulate(g, free.plan, t, dev).time_s
+        row = {"graph": g.name, "ops": g.num_ops, "limit": limit, "ga_s": ga.predicted["time_s"],
+               "fixed": {"status": fixed.status, "solve_s": fixed.solve_s},
+               "free": {"status": free.status, "solve_s": free.solve_s, "mip_gap": free.mip_gap, "time_s": sim}}
+        rows.append(row)
+        gap = "-" if free.mip_gap is None else f"{100 * free.mip_gap:.1f}%"
+        print(f"| {g.name} | {g.num_ops} | {ga.predicted['time_s'] * 1e3:.3f} | {fixed.status}, "
+              f"{fixed.solve_s:.1f} | {free.status}, {free.solve_s:.1f}, {gap} | "
+              f"{'-' if sim is None else f'{sim * 1e3:.3f}'} |", flush=True)
+        Path(args.out).write_text(json.dumps({"commit": commit, "limit_s": args.limit_s, "frac": args.frac,
+                                              "workers": args.workers, "device": DEVICE, "rows": rows}, indent=1))
+    closed = [r["ops"] for r in rows if r["free"]["status"] == "optimal"]
+    print(f"\nlargest graph closed (schedule free) within {args.limit_s:.0f} s: {max(closed) if closed else None} ops")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
