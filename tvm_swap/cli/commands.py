@@ -189,7 +189,7 @@ def cmd_run(args) -> int:
     from .run import run_library
 
     info = run_library(args.library, inputs=args.input, compare_unlimited=args.compare_unlimited,
-                       bandwidth=args.bandwidth, repeat=args.repeat)
+                       bandwidth=args.bandwidth, repeat=args.repeat, trace=getattr(args, "trace", None))
     if args.json:
         print(json.dumps(info))
     else:

@@ -25,6 +25,7 @@ EPILOG_COMPILE = """examples:
 EPILOG_RUN = """examples:
   tvm-swap run mlp.so --compare-unlimited
   tvm-swap run model.so --input data=x.npy --bandwidth 12GB/s --json
+  tvm-swap run model.so --trace run.trace.json     # open in ui.perfetto.dev next to `report -o plan.trace.json`
 """
 
 
@@ -102,11 +103,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run the model built without a limit and check every output is bitwise equal")
     p.add_argument("--bandwidth", default=None, metavar="BW", help="throttle the emulated link, e.g. 12GB/s")
     p.add_argument("--repeat", type=int, default=3, metavar="N", help="timed calls (median reported)")
+    p.add_argument("--trace", metavar="RUN.trace.json", help="write the last call's measured timeline as "
+                   "Chrome trace events (Perfetto), the format of `tvm-swap report PLAN -o PLAN.trace.json`")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("report", help="draw a plan: memory timeline, stream Gantt, search convergence")
+    p = sub.add_parser("report", help="draw a plan: memory timeline, stream Gantt, search convergence; or export "
+                       "it for Perfetto (.trace.json) or PyTorch's memory visualiser (.pickle)")
     p.add_argument("plan", metavar="PLAN.json")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help=".png, .svg or .html")
+    p.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help=".png, .svg or .html (pictures); .trace.json (Chrome trace events: Perfetto, "
+                        "chrome://tracing) or .pickle (PyTorch memory snapshot: pytorch.org/memory_viz)")
     p.add_argument("--graph", metavar="GRAPH", help="the plan's graph (default: the one named in the plan)")
 
     p = sub.add_parser("demo", help="compile and run a bundled training step under a limit (the quick start)")

@@ -84,12 +84,31 @@ def run_unlimited(library: str, args: list[np.ndarray], func_name: str) -> tuple
     return _flat(res), time.perf_counter() - t0
 
 
-def run_library(library: str, inputs=None, compare_unlimited: bool = False, bandwidth=None, repeat: int = 3) -> dict:
+def write_run_trace(m, path: str) -> str:
+    """The last traced call of SwapModule `m` as a Chrome trace (tvm_swap.report.trace), beside what
+    `tvm-swap report PLAN -o X.trace.json` predicts for the same plan."""
+    from tvm_swap.graph import DataflowGraph
+    from tvm_swap.report.timed import measured_timing
+    from tvm_swap.report.trace import write_chrome_trace
+
+    if not m.executor.traces:
+        raise TvmSwapError("no traced call to write; run the model at least once")
+    graph = DataflowGraph.from_dict(m.manifest.meta["graph_json"])
+    return str(write_chrome_trace(measured_timing(graph, m.plan, m.executor.traces[-1]), path))
+
+
+def run_library(library: str, inputs=None, compare_unlimited: bool = False, bandwidth=None, repeat: int = 3,
+                trace: str | None = None) -> dict:
+    """Run LIBRARY `repeat` times; trace: also write the last call's measured timeline there (.trace.json)."""
     import tvm_swap
 
     if not Path(library).exists():
         raise TvmSwapError(f"library {library!r} does not exist; build one with `tvm-swap compile`")
+    if trace is not None and not str(trace).lower().endswith(".json"):
+        raise TvmSwapError(f"--trace {trace!r}: the measured run is written as Chrome trace JSON; name it "
+                           f"RUN.trace.json")
     m = tvm_swap.load(library, bandwidth=bandwidth)
+    m.executor.trace = trace is not None    # stamps every copy and call site (runtime_ext.trace)
     feeds = _read_inputs(library, inputs, m.input_names)
     ordered = [feeds[n] for n in m.input_names]
     initial_params = m.params()
@@ -123,4 +142,6 @@ def run_library(library: str, inputs=None, compare_unlimited: bool = False, band
             times_unl.append(run_unlimited(library, uargs, m.manifest.func_name)[1])
         info["unlimited_time_s"] = statistics.median(times_unl)
     info["within_limit"] = bool(st["device_peak_bytes"] <= st["mem_limit_bytes"])
+    if trace is not None:
+        info["trace"] = write_run_trace(m, trace)
     return info
