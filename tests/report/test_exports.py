@@ -200,3 +200,46 @@ def test_measured_timing_keeps_stamps_and_interpolates_between_them(planned):
     check_trace_format(doc)
     timing = {e["args"]["action"]: e["args"]["timing"] for e in doc["traceEvents"] if e["ph"] == "X"}
     assert {timing[i] for i in computes} == {"stamped", "interpolated"}
+
+
+# The opcodes MemoryViz.js's own unpickler reads (torch/utils/viz/MemoryViz.js, `unpickle`): the page at
+# pytorch.org/memory_viz throws "UNKNOWN OPCODE" on any other, and accepts protocols 2 to 4 only.
+MEMORY_VIZ_OPCODES = {
+    "APPENDS", "BINGET", "BININT", "BININT1", "BININT2", "EMPTY_DICT", "EMPTY_LIST", "FRAME", "LONG1",
+    "LONG_BINGET", "MARK", "MEMOIZE", "PROTO", "SETITEMS", "SHORT_BINUNICODE", "STOP", "TUPLE2", "APPEND",
+    "NEWFALSE", "BINPUT", "BINUNICODE", "EMPTY_TUPLE", "NEWTRUE", "NONE", "BINFLOAT", "TUPLE", "TUPLE1", "TUPLE3",
+    "LONG_BINPUT", "LIST", "DICT", "SETITEM",
+}
+
+
+def test_snapshot_file_uses_only_what_the_browser_unpickler_reads(planned, tmp_path):
+    import pickletools
+
+    g, plan, op_time = planned
+    data = write_report_file(g, plan, tmp_path / "plan.pickle", op_time=op_time).read_bytes()
+    ops = [(op.name, arg) for op, arg, _ in pickletools.genops(data)]
+    assert ops[0] == ("PROTO", 4)
+    assert {name for name, _ in ops} <= MEMORY_VIZ_OPCODES
+    longs = [arg for name, arg in ops if name == "LONG1"]
+    assert longs and max(longs) < 2**53      # addresses stay exact as JavaScript numbers
+
+
+def test_a_traced_run_of_the_runtime_exports_its_measured_call(tmp_path):
+    pytest.importorskip("tvm")
+    import tvm_swap
+    from tvm_swap.cli.run import write_run_trace
+    from tvm_swap.examples import get_example
+
+    ex = get_example("mlp-train", batch=4, in_features=16, hidden=(32,) * 3)
+    m = tvm_swap.build(ex.mod, mem_limit="60%", params=ex.params, profile=False, generations=1)
+    m.executor.trace = True
+    m(*ex.inputs.values())
+    doc = json.loads(open(write_run_trace(m, str(tmp_path / "run.trace.json"))).read())
+    check_trace_format(doc)
+    assert doc["otherData"]["source"] == "measured"
+    copies = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] in ("swap_in", "swap_out")]
+    n_copies = sum(a.kind in (ActionKind.SWAP_IN, ActionKind.SWAP_OUT) for a in m.plan.actions)
+    assert len(copies) == n_copies > 0 and all(e["args"]["timing"] == "stamped" for e in copies)
+    snap = pickle.loads(open(write_run_trace(m, str(tmp_path / "run.pickle")), "rb").read())
+    assert _replay(snap["device_traces"][0])[0] <= m.plan.mem_limit
+    m.close()

@@ -25,7 +25,7 @@ EPILOG_COMPILE = """examples:
 EPILOG_RUN = """examples:
   tvm-swap run mlp.so --compare-unlimited
   tvm-swap run model.so --input data=x.npy --bandwidth 12GB/s --json
-  tvm-swap run model.so --trace run.trace.json     # open in ui.perfetto.dev next to `report -o plan.trace.json`
+  tvm-swap run model.so --trace run.trace.json --trace run.pickle   # Perfetto / PyTorch's memory_viz
 """
 
 
@@ -103,8 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run the model built without a limit and check every output is bitwise equal")
     p.add_argument("--bandwidth", default=None, metavar="BW", help="throttle the emulated link, e.g. 12GB/s")
     p.add_argument("--repeat", type=int, default=3, metavar="N", help="timed calls (median reported)")
-    p.add_argument("--trace", metavar="RUN.trace.json", help="write the last call's measured timeline as "
-                   "Chrome trace events (Perfetto), the format of `tvm-swap report PLAN -o PLAN.trace.json`")
+    p.add_argument("--trace", action="append", metavar="FILE", help="write the last call's measured timeline "
+                   "(repeatable): RUN.trace.json (Chrome trace events, for Perfetto) or RUN.pickle (PyTorch memory "
+                   "snapshot), the formats of `tvm-swap report PLAN -o ...`")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("report", help="draw a plan: memory timeline, stream Gantt, search convergence; or export "

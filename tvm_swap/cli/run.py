@@ -85,30 +85,38 @@ def run_unlimited(library: str, args: list[np.ndarray], func_name: str) -> tuple
 
 
 def write_run_trace(m, path: str) -> str:
-    """The last traced call of SwapModule `m` as a Chrome trace (tvm_swap.report.trace), beside what
-    `tvm-swap report PLAN -o X.trace.json` predicts for the same plan."""
+    """The last traced call of SwapModule `m` as PATH: a Chrome trace (.json, tvm_swap.report.trace) or a PyTorch
+    memory snapshot (.pickle, tvm_swap.report.snapshot), the formats `tvm-swap report PLAN -o ...` predicts in."""
     from tvm_swap.graph import DataflowGraph
     from tvm_swap.report.timed import measured_timing
-    from tvm_swap.report.trace import write_chrome_trace
 
     if not m.executor.traces:
         raise TvmSwapError("no traced call to write; run the model at least once")
-    graph = DataflowGraph.from_dict(m.manifest.meta["graph_json"])
-    return str(write_chrome_trace(measured_timing(graph, m.plan, m.executor.traces[-1]), path))
+    timed = measured_timing(DataflowGraph.from_dict(m.manifest.meta["graph_json"]), m.plan, m.executor.traces[-1])
+    if str(path).lower().endswith(".pickle"):
+        from tvm_swap.report.snapshot import write_memory_snapshot
+
+        return str(write_memory_snapshot(timed, path))
+    from tvm_swap.report.trace import write_chrome_trace
+
+    return str(write_chrome_trace(timed, path))
 
 
 def run_library(library: str, inputs=None, compare_unlimited: bool = False, bandwidth=None, repeat: int = 3,
-                trace: str | None = None) -> dict:
-    """Run LIBRARY `repeat` times; trace: also write the last call's measured timeline there (.trace.json)."""
+                trace=None) -> dict:
+    """Run LIBRARY `repeat` times; trace: a path or a list of them (.json: Chrome trace; .pickle: PyTorch memory
+    snapshot) to write the last call's measured timeline to."""
     import tvm_swap
 
     if not Path(library).exists():
         raise TvmSwapError(f"library {library!r} does not exist; build one with `tvm-swap compile`")
-    if trace is not None and not str(trace).lower().endswith(".json"):
-        raise TvmSwapError(f"--trace {trace!r}: the measured run is written as Chrome trace JSON; name it "
-                           f"RUN.trace.json")
+    traces = [trace] if isinstance(trace, (str, Path)) else list(trace or [])
+    for t in traces:
+        if not str(t).lower().endswith((".json", ".pickle")):
+            raise TvmSwapError(f"--trace {str(t)!r}: name it RUN.trace.json (Chrome trace events, for Perfetto) "
+                               f"or RUN.pickle (a PyTorch memory snapshot, for pytorch.org/memory_viz)")
     m = tvm_swap.load(library, bandwidth=bandwidth)
-    m.executor.trace = trace is not None    # stamps every copy and call site (runtime_ext.trace)
+    m.executor.trace = bool(traces)    # stamps every copy and call site (runtime_ext.trace)
     feeds = _read_inputs(library, inputs, m.input_names)
     ordered = [feeds[n] for n in m.input_names]
     initial_params = m.params()
@@ -142,6 +150,6 @@ def run_library(library: str, inputs=None, compare_unlimited: bool = False, band
             times_unl.append(run_unlimited(library, uargs, m.manifest.func_name)[1])
         info["unlimited_time_s"] = statistics.median(times_unl)
     info["within_limit"] = bool(st["device_peak_bytes"] <= st["mem_limit_bytes"])
-    if trace is not None:
-        info["trace"] = write_run_trace(m, trace)
+    if traces:
+        info["trace"] = [write_run_trace(m, t) for t in traces]
     return info
