@@ -4,6 +4,7 @@ own torch.cuda._memory_viz; the measured timeline of a traced call (tvm_swap.rep
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import pickle
 import re
@@ -117,21 +118,25 @@ def _replay(trace: list[dict]):
 
 def test_snapshot_events_are_the_plans_stays_at_its_addresses(planned):
     g, plan, op_time = planned
+    plan = copy.deepcopy(plan)
+    plan.pool.workspace_bytes = ws = 64 << 10     # as if a kernel needed a workspace: its own segment
     timed = predicted_timing(g, plan, op_time)
     snap = memory_snapshot(timed)
     trace = snap["device_traces"][0]
     stays = tenancies(g, plan, timed)
-    allocs = [e for e in trace if e["action"] == "alloc"]
+    allocs = [e for e in trace if e["action"] == "alloc" and e["category"] != "workspace"]
     assert len(allocs) == len(stays)
     offsets = set((BASE_ADDRESS + plan.pool.object_offset()).tolist())
     assert {e["addr"] for e in allocs} <= offsets
     assert {e["category"] for e in allocs} <= {t.kind for t in g.tensors}
+    assert [e["size"] for e in trace if e.get("category") == "workspace"] == [ws]
     peak, live = _replay(trace)
-    assert peak == memory_timeline(g, plan, timed)["peak_bytes"]
-    # the segments are the state at the end: their active blocks are the stays still open, and tile the region
-    seg = snap["segments"][0]
+    assert peak == memory_timeline(g, plan, timed)["peak_bytes"] + ws
+    # the segments are the state at the end: their active blocks are the stays still open (and the workspace),
+    # and tile the region
+    seg, ws_seg = snap["segments"]
     assert seg["total_size"] == plan.pool.region_bytes == sum(b["size"] for b in seg["blocks"])
-    active = {b["address"]: b["size"] for b in seg["blocks"] if b["state"] == "active_allocated"}
+    active = {b["address"]: b["size"] for s in (seg, ws_seg) for b in s["blocks"] if b["state"] == "active_allocated"}
     assert active == live
     assert [e["time_us"] for e in trace] == sorted(e["time_us"] for e in trace)
     ops = {o.name for o in g.ops}

@@ -10,8 +10,9 @@ arrives in its pool object, `free_requested` + `free_completed` when the plan dr
 base plus the object's offset in the region (the arena's offsets, or the size classes' objects back to back),
 so the visualiser places every stay where the plan puts it. Sizes are the pool object's bytes (what the plan
 reserves), `requested_size` the tensor's own. Each event's frame names the op that made the tensor (or
-`swap_in`, or `resident at start`) with the tensor as its file, and its category is the tensor kind.
-Tensors on the device when the iteration starts are allocated at time 0. No TVM, no torch.
+`swap_in`, or `resident at start`) with the tensor as its file, and its category is the tensor kind
+("workspace" for the kernels' workspace). Tensors on the device when the iteration starts, and the workspace,
+are allocated at time 0. No TVM, no torch.
 """
 from __future__ import annotations
 
@@ -115,10 +116,11 @@ def memory_snapshot(timed: TimedPlan) -> dict:
     region = int(plan.pool.region_bytes)
     segments = [_segment(BASE_ADDRESS, _blocks(live_at_end, region))]
     ws = int(plan.pool.workspace_bytes)
-    if ws:
+    if ws:     # reserved all iteration: allocated at time 0 (so it has its kind's colour), never freed
         ws_at = BASE_ADDRESS + (region + SEGMENT_ALIGN - 1) // SEGMENT_ALIGN * SEGMENT_ALIGN
         frames = [{"filename": "kernel workspace", "line": 0, "name": "reserved for the whole iteration"}]
         segments.append(_segment(ws_at, _blocks([(0, ws, ws, frames)], ws)))
+        trace.insert(0, _event("alloc", ws_at, ws, 0.0, frames, "workspace"))
     # MemoryViz.js colours by category and then appends "unknown" to the list through a misspelt name
     # (`snapshot.categores`), which throws unless "unknown" is already a category: one marker event names it.
     trace.append({"action": "snapshot", "addr": 0, "size": 0, "stream": 0,
