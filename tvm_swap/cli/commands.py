@@ -117,26 +117,31 @@ def cmd_report(args) -> int:
 
 def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%", shapes=None, params=None,
                        device=None, planner="swapadvisor", budget_s=10.0, seed=0, generations=None,
-                       fuse_max_depth=None, progress=False, pool=None) -> dict:
-    """Build MODEL under the limit and write OUTPUT plus its sidecars (params, example inputs, unlimited build)."""
+                       fuse_max_depth=None, progress=False, pool=None, refresh_timings=False) -> dict:
+    """Build MODEL under the limit and write OUTPUT plus its sidecars (params, example inputs, unlimited build).
+    Kernel timings and the unlimited build come from the disk cache when this model was compiled before
+    (tvm_swap.timing_cache, tvm_swap.build_cache); refresh_timings measures and builds them again."""
     import time
 
     import tvm_swap
-    from relay_passes.lower import lower_unlimited_build
 
+    from ..build_cache import export_unlimited_build
     from ..frontends.model_io import load_model_for_build
+    from ..timing_cache import kernel_timings_for
     from .run import UNLIMITED_SUFFIX, save_inputs
 
     t0 = time.perf_counter()
     mod, prm, example_inputs = load_model_for_build(model, shapes=shapes, params=params)
+    timings = kernel_timings_for(target, refresh=refresh_timings)
     m = tvm_swap.build(mod, target=target, mem_limit=mem_limit, params=prm, device=device, planner=planner,
                        budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
-                       progress=progress, pool=pool)
+                       progress=progress, pool=pool, cost_cache=timings)
     m.export_library(output)
     if example_inputs:
         save_inputs(output, dict(example_inputs))
-    lower_unlimited_build(mod, target, fuse_max_depth=fuse_max_depth).export_library(output + UNLIMITED_SUFFIX)
-    return {"output": output, "build_s": round(time.perf_counter() - t0, 3), **m.plan_info()}
+    reused = export_unlimited_build(mod, target, output + UNLIMITED_SUFFIX, fuse_max_depth, refresh=refresh_timings)
+    return {"output": output, "build_s": round(time.perf_counter() - t0, 3), **m.plan_info(),
+            "kernels_timed": timings.misses, "kernels_from_cache": timings.hits, "unlimited_build_cached": reused}
 
 
 def cmd_compile(args) -> int:
@@ -146,7 +151,8 @@ def cmd_compile(args) -> int:
                               shapes=parse_shapes(args.shape), params=args.params, device=args.device,
                               planner=args.planner, budget_s=args.budget_s, seed=args.seed,
                               generations=args.generations, fuse_max_depth=args.fuse_max_depth,
-                              progress=_progress(args), pool=args.pool)
+                              progress=_progress(args), pool=args.pool,
+                              refresh_timings=getattr(args, "refresh_timings", False))
     if args.json:
         print(json.dumps(info))
     else:

@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_planner_args(p)
     _add_model_args(p)
     p.add_argument("--fuse-max-depth", type=int, default=None, metavar="N", help="limit operator fusion depth")
+    p.add_argument("--refresh-timings", action="store_true",
+                   help="time every kernel and build the unlimited reference again instead of reusing the disk "
+                        "cache ($TVM_SWAP_CACHE_DIR, else $XDG_CACHE_HOME/tvm_swap) from an earlier compile")
     p.add_argument("-o", "--output", required=True, metavar="MODEL.so")
     p.add_argument("--json", action="store_true")
 
