@@ -52,7 +52,10 @@ def cmd_plan(args) -> int:
                       generations=args.generations, workers=args.workers, progress=_progress(args),
                       pool=args.pool, executor=getattr(args, "executor", "processes"),
                       ray_address=getattr(args, "ray_address", None))
-    plan.search["graph_spec"] = args.graph   # so `tvm-swap report plan.json` finds the graph again
+    from ..frontends.graph_ref import graph_reference
+
+    # so `tvm-swap report plan.json` finds the graph again, from any folder
+    plan.search.update(graph_reference(args.graph, parse_shapes(args.shape), args.params))
     summary = plan.summary()
     cut = bool(plan.search.get("interrupted"))
     if cut:
@@ -74,6 +77,18 @@ def cmd_plan(args) -> int:
     else:
         print_plan_table(summary)
     return 130 if cut else 0
+
+
+def cmd_graph(args) -> int:
+    """Write the DataflowGraph that `plan` reads: for planning without importing the model again."""
+    from ..frontends.sources import load_graph, parse_shapes
+
+    graph = load_graph(args.model, shapes=parse_shapes(args.shape), params=args.params, target=args.target,
+                       fuse_max_depth=args.fuse_max_depth)
+    graph.save(args.output)
+    _say(args, f"graph {graph.summary()}")
+    _say(args, f"wrote {args.output} (plan it with `tvm-swap plan {args.output} --mem-limit LIMIT`)")
+    return 0
 
 
 def cmd_zoo(args) -> int:
@@ -98,18 +113,12 @@ def cmd_devices(args) -> int:
 
 
 def cmd_report(args) -> int:
+    from ..frontends.graph_ref import graph_of_plan
     from ..plan import Plan
     from ..report.write import write_report_file
-    from ..frontends.sources import load_graph
 
     plan = Plan.load(args.plan)
-    spec = args.graph or plan.search.get("graph_spec")
-    if spec is None:
-        from ..zoo import ZOO
-
-        base = plan.graph_name.split("@")[0].lower()
-        spec = f"zoo:{plan.graph_name}" if base in ZOO else plan.graph_name
-    graph = load_graph(spec)
+    graph = graph_of_plan(plan, args.graph)
     write_report_file(graph, plan, args.output)
     _say(args, f"wrote {args.output}")
     return 0

@@ -22,6 +22,10 @@ EPILOG_COMPILE = """examples:
   tvm-swap compile mlp-train --target llvm --mem-limit 60% -o mlp.so
   tvm-swap compile model-symbol.json --shape data=1,3,224,224 --mem-limit 2GB -o model.so --json
 """
+EPILOG_GRAPH = """examples:
+  tvm-swap graph model-symbol.json --shape data=8,3,224,224 -o model.graph.json
+  tvm-swap plan model.graph.json --mem-limit 4GB -o plan.json
+"""
 EPILOG_RUN = """examples:
   tvm-swap run mlp.so --compare-unlimited
   tvm-swap run model.so --input data=x.npy --bandwidth 12GB/s --json
@@ -111,13 +115,23 @@ def build_parser() -> argparse.ArgumentParser:
                    "snapshot), the formats of `tvm-swap report PLAN -o ...`")
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("graph", help="write the dataflow graph `plan` reads (ops, tensors, sizes) as JSON",
+                       epilog=EPILOG_GRAPH, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", metavar="MODEL", help="zoo:NAME[@batch=B], a bundled example, or a model file "
+                   "(MXNet -symbol.json, .onnx, a .py defining `mod`, module:factory)")
+    _add_model_args(p)
+    p.add_argument("--target", default="llvm", help="the target the graph is lowered for (its kernels)")
+    p.add_argument("--fuse-max-depth", type=int, default=None, metavar="N", help="limit operator fusion depth")
+    p.add_argument("-o", "--output", required=True, metavar="GRAPH.json", help="where to write it (.json or .json.gz)")
+
     p = sub.add_parser("report", help="draw a plan: memory timeline, stream Gantt, search convergence; or export "
                        "it for Perfetto (.trace.json) or PyTorch's memory visualiser (.pickle)")
     p.add_argument("plan", metavar="PLAN.json")
     p.add_argument("-o", "--output", required=True, metavar="FILE",
                    help=".png, .svg or .html (pictures); .trace.json (Chrome trace events: Perfetto, "
                         "chrome://tracing) or .pickle (PyTorch memory snapshot: pytorch.org/memory_viz)")
-    p.add_argument("--graph", metavar="GRAPH", help="the plan's graph (default: the one named in the plan)")
+    p.add_argument("--graph", metavar="GRAPH", help="the plan's graph (default: the one the plan was made from, "
+                   "found by its absolute path or zoo name)")
 
     p = sub.add_parser("demo", help="compile and run a bundled training step under a limit (the quick start)")
     p.add_argument("--model", default="cnn-train", help="bundled example (mlp, cnn, mlp-train, cnn-train)")
