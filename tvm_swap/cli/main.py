@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run `tvm-swap COMMAND --help` for each command's options and examples.",
     )
     ap.add_argument("--quiet", "-q", action="store_true", help="no progress bars or chatter (for scripts)")
+    ap.add_argument("--verbose", action="store_true", help="let TVM's own log lines through (hidden by default)")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     _orig_add = sub.add_parser
 
@@ -152,8 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         from . import commands
+        from .tvm_logs import tvm_logs_filtered
 
-        return getattr(commands, "cmd_" + args.command)(args)
+        with tvm_logs_filtered(verbose=args.verbose):
+            return getattr(commands, "cmd_" + args.command)(args)
     except InfeasibleLimitError as e:
         _fail(args, str(e), {"error": "infeasible_limit", "mem_limit_bytes": e.mem_limit,
                              "min_feasible_bytes": e.min_feasible})
