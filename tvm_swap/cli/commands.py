@@ -56,6 +56,11 @@ def cmd_plan(args) -> int:
 
     # so `tvm-swap report plan.json` finds the graph again, from any folder
     plan.search.update(graph_reference(args.graph, parse_shapes(args.shape), args.params))
+    from .notes import limit_above_device
+
+    warn = limit_above_device(plan.mem_limit, get_device(args.device or "v100-16gb"))
+    if warn:
+        print(f"tvm-swap: {warn}", file=sys.stderr)
     summary = plan.summary()
     cut = bool(plan.search.get("interrupted"))
     if cut:
@@ -155,17 +160,30 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
 
 def cmd_compile(args) -> int:
     from ..frontends.sources import parse_shapes
+    from .notes import compiled_files, limit_above_device
 
+    # the search's bar needs a terminal; piped, say what is happening (a compile takes minutes)
+    _say(args, f"compiling {args.model} for {args.target} under {args.mem_limit}: lower, time the kernels (cached "
+               f"after the first compile), plan (search up to {args.budget_s:g} s), build ...")
     info = compile_to_library(args.model, args.output, target=args.target, mem_limit=args.mem_limit,
                               shapes=parse_shapes(args.shape), params=args.params, device=args.device,
                               planner=args.planner, budget_s=args.budget_s, seed=args.seed,
                               generations=args.generations, fuse_max_depth=args.fuse_max_depth,
                               progress=_progress(args), pool=args.pool,
                               refresh_timings=getattr(args, "refresh_timings", False))
+    from ..devices import get_device
+
+    warn = limit_above_device(info["mem_limit_bytes"], get_device(info["device"]))
+    if warn:
+        print(f"tvm-swap: {warn}", file=sys.stderr)
+    files = compiled_files(args.output)
+    info["files"] = [f for f, _ in files]
     if args.json:
         print(json.dumps(info))
     else:
-        _print_info(info)
+        _print_info({k: v for k, v in info.items() if k != "files"})
+    for f, what in files:
+        _say(args, f"wrote {f}: {what}")
     return 0
 
 

@@ -48,7 +48,9 @@ def _add_planner_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pool", default=None, choices=("arena", "size-classes"),
                    help="device memory model: one arena with a byte offset per stay (default for swapadvisor) or "
                         "the paper's size classes (the baselines' only model)")
-    p.add_argument("--budget-s", type=float, default=60.0, metavar="S", help="search time budget in seconds")
+    p.add_argument("--budget-s", type=float, default=None, metavar="S",
+                   help="search time budget in seconds (default: 60 for plan, as tvm_swap.plan; 10 for compile, "
+                        "as tvm_swap.build)")
     p.add_argument("--generations", type=int, default=None, metavar="N",
                    help="stop after N generations (with --seed: reproducible plans)")
     p.add_argument("--seed", type=int, default=0, metavar="N")
@@ -83,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=EPILOG_PLAN, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("graph", metavar="GRAPH", help="zoo:NAME[@batch=B], a graph JSON file, an example, or a model file")
     _add_planner_args(p)
+    p.set_defaults(budget_s=60.0)      # tvm_swap.plan's
     _add_model_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("-o", "--output", metavar="PLAN.json", help="write the verified plan here")
@@ -95,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="llvm", help="llvm or cuda (cuda -arch=sm_90 etc.)")
     _add_planner_args(p)
     _add_model_args(p)
+    p.set_defaults(budget_s=10.0)      # the API's (tvm_swap.build): the same model compiles the same way
     p.add_argument("--fuse-max-depth", type=int, default=None, metavar="N", help="limit operator fusion depth")
     p.add_argument("--refresh-timings", action="store_true",
                    help="time every kernel and build the unlimited reference again instead of reusing the disk "
