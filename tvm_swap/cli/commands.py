@@ -22,9 +22,9 @@ def print_plan_table(summary: dict, out=sys.stdout) -> None:
         ("graph", summary["graph"]),
         ("planner", summary["planner"]),
         ("device", summary["device"]),
-        ("memory limit", format_bytes(summary["mem_limit_bytes"])),
-        ("pool (device peak)", f"{format_bytes(summary['pool_bytes'] or 0)} "
-                               f"(in use at most {format_bytes(summary['peak_bytes'] or 0)})"),
+        ("limit", format_bytes(summary["mem_limit_bytes"])),
+        ("pool (device bytes planned)", f"{format_bytes(summary['pool_bytes'] or 0)} "
+                                        f"(in use at most {format_bytes(summary['peak_bytes'] or 0)})"),
         ("iteration time", format_seconds(summary["time_s"])),
         ("ideal (no limit)", format_seconds(summary["ideal_time_s"])),
         ("lower bound", format_seconds(summary["lower_bound_s"])),
@@ -188,12 +188,14 @@ def cmd_compile(args) -> int:
 
 
 def _print_info(info: dict) -> None:
+    from .notes import label
+
     for k, v in info.items():
         if k.endswith("_bytes") and isinstance(v, (int, float)):
             v = f"{format_bytes(v)} ({v})"
         elif k.endswith("_s") and isinstance(v, (int, float)):
             v = format_seconds(v)
-        print(f"{k:<24} {v}")
+        print(f"{label(k):<30} {v}")
 
 
 def cmd_demo(args) -> int:
@@ -209,9 +211,16 @@ def cmd_demo(args) -> int:
                                    progress=_progress(args))
         _say(args, "running it next to the unlimited build ...")
         info = run_library(lib, compare_unlimited=True, bandwidth=args.bandwidth, repeat=3)
+    from ..devices import get_device
+    from .notes import demo_emulation, time_gap
+
     info = {"model": args.model, "planner": built["planner"], "build_s": built["build_s"], **info}
     info.pop("library", None)
     _print_info(info)
+    print(demo_emulation(get_device(built["device"]), args.bandwidth), file=sys.stderr)
+    gap = time_gap(info.get("time_s"), info.get("predicted_time_s"), args.bandwidth)
+    if gap:
+        print(gap, file=sys.stderr)
     ok = info["outputs_bitwise_equal"] and info["within_limit"]
     print("OK: outputs bitwise equal to the unlimited build, device peak within the limit" if ok else
           "FAILED: see above", file=sys.stderr)

@@ -1,10 +1,53 @@
-"""What the commands tell the user beside their results: the files a compile wrote and what each is for, and
-a warning when a limit exceeds the device it is planned for."""
+"""What the commands tell the user beside their results: one vocabulary for the numbers (LABELS), the files a
+compile wrote and what each is for, a warning when a limit exceeds the device it is planned for, and what the
+demo emulates and why its measured time differs from the prediction."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..units import format_bytes
+
+
+# The numbers every command prints, by JSON key, with the words the text output uses for them (compile, run,
+# demo and the plan table alike): the limit; the pool, i.e. the device bytes the plan reserves (arena or size
+# classes plus kernel workspace); the device peak a run measured; times predicted and measured.
+LABELS = {
+    "mem_limit_bytes": "limit",
+    "pool_bytes": "pool (device bytes planned)",
+    "device_peak_bytes": "device peak (measured)",
+    "predicted_time_s": "time per call (predicted)",
+    "time_s": "time per call (measured)",
+    "unlimited_time_s": "time per call, unlimited build",
+}
+
+
+def label(key: str) -> str:
+    return LABELS.get(key, key)
+
+
+def demo_emulation(device, bandwidth) -> str:
+    """One line: what `tvm-swap demo` runs on instead of a GPU."""
+    link = (f"throttled to {bandwidth} each way" if bandwidth else
+            "at memory-copy speed (no throttle; --bandwidth 12GB/s emulates PCIe 3)")
+    return (f"emulating a GPU on the CPU: 'device' memory is a pool in host RAM held to the limit, the host link's "
+            f"copies run on their own threads {link}; the plan was made for the '{device.name}' spec "
+            f"(link {device.h2d_bandwidth / 1e9:.0f} GB/s)")
+
+
+def time_gap(measured_s: float, predicted_s: float, bandwidth) -> str | None:
+    """One line explaining a measured time more than 10% away from the prediction, else None."""
+    if not measured_s or not predicted_s:
+        return None
+    r = measured_s / predicted_s
+    if abs(r - 1) <= 0.10:
+        return None
+    if r > 1:
+        why = ("the prediction times each kernel alone, while here kernels and copies share the CPU's cores and "
+               "memory bandwidth with each other" + ("" if bandwidth else " (and with anything else running)"))
+    else:
+        why = ("the kernels ran faster than when they were profiled (profiled on a busier machine, or warmer "
+               "caches now)")
+    return f"measured {r:.2f}x the predicted time: {why}"
 
 
 def compiled_files(output: str) -> list[tuple[str, str]]:
@@ -32,4 +75,4 @@ def limit_above_device(limit_bytes: int, device) -> str | None:
     return None
 
 
-__all__ = ["compiled_files", "limit_above_device"]
+__all__ = ["LABELS", "label", "compiled_files", "limit_above_device", "demo_emulation", "time_gap"]

@@ -136,8 +136,8 @@ def run_library(library: str, inputs=None, compare_unlimited: bool = False, band
     info = {
         "library": library,
         "mem_limit_bytes": st["mem_limit_bytes"],
-        "pool_bytes": st["pool_bytes"],
-        "device_peak_bytes": st["device_peak_bytes"],
+        "pool_bytes": int(m.plan.pool.total_bytes()),     # what `compile` calls pool_bytes: the plan's reservation
+        "device_peak_bytes": st["device_peak_bytes"],     # measured: pool region + kernel workspace allocated
         "swap_out_count": st["swap_out_count"], "swap_in_count": st["swap_in_count"],
         "swap_out_bytes": st["swap_out_bytes"], "swap_in_bytes": st["swap_in_bytes"],
         "time_s": statistics.median(m._times[1:] or m._times),
