@@ -15,11 +15,19 @@ __all__ = ["build", "load", "plan", "DataflowGraph", "Plan", "TvmSwapError", "In
            "PlanError", "VerificationError"]
 
 
-def plan(graph, mem_limit, **kw):
-    """Plan a DataflowGraph under `mem_limit` (bytes, '16GB' or '25%'); returns a verified Plan."""
+def plan(graph, mem_limit, budget_s: float = 60.0, progress: bool | None = None, **kw):
+    """Plan a DataflowGraph under `mem_limit` (bytes, '16GB' or '25%'); returns a verified Plan.
+
+    budget_s: seconds the search may take (default 60; `generations=N` instead stops after N generations).
+    progress: show the search's progress on stderr; None (the default) shows it when stderr is a terminal.
+    Other keywords (device, planner, seed, pool, workers, ...) go to tvm_swap.planner.plan_graph."""
+    import sys
+
     from .planner import plan_graph
 
-    return plan_graph(graph, mem_limit=mem_limit, **kw)
+    if progress is None:
+        progress = sys.stderr.isatty()
+    return plan_graph(graph, mem_limit=mem_limit, budget_s=budget_s, progress=progress, **kw)
 
 
 def build(mod, target="llvm", mem_limit=None, params=None, **kw):

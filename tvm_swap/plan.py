@@ -239,6 +239,18 @@ class Plan:
     search: dict = field(default_factory=dict)
     verified: bool = False
 
+    def __repr__(self) -> str:
+        """One line (the actions, thousands of them, are in `actions` and the JSON)."""
+        from .units import format_bytes, format_seconds
+
+        p = self.predicted or {}
+        moved = (p.get("swap_out_bytes") or 0) + (p.get("swap_in_bytes") or 0)
+        t = p.get("time_s")
+        return (f"<Plan {self.graph_name}: {self.planner} on {(self.device or {}).get('name', '?')}, "
+                f"limit {format_bytes(self.mem_limit)}, {self.pool.kind} {format_bytes(self.pool.total_bytes())}, "
+                f"{len(self.actions)} actions, {format_bytes(moved)} swapped, "
+                f"{format_seconds(t) if t else '?'} predicted, {'verified' if self.verified else 'NOT verified'}>")
+
     # ---- stats derived from the actions ----
     def swap_stats(self, tensor_bytes: np.ndarray) -> dict:
         out = [a.tensor for a in self.actions if a.kind == ActionKind.SWAP_OUT]

@@ -111,9 +111,6 @@ def profile_times(executable_or_mod, graph: DataflowGraph, target="llvm", dev=No
     if kernels is None:
         raise TvmSwapError("the graph has no kernel signatures (meta['kernels']); profile a graph made by "
                            "tvm_swap.graph.from_relax, or use roofline_times")
-    if isinstance(executable_or_mod, tvm.IRModule):
-        executable_or_mod = build_lowered(executable_or_mod, target)
-    libs = _kernel_library(executable_or_mod)
     if dev is None:
         dev = tvm.cpu(0) if target.kind.name == "llvm" else tvm.device(target.kind.name, 0)
     if not dev.exist:
@@ -122,22 +119,28 @@ def profile_times(executable_or_mod, graph: DataflowGraph, target="llvm", dev=No
     cache = cache if cache is not None else CostTable()
     fallback = roofline_times(graph, fallback_device or _default_fallback_device(target))
     target_key = str(target.kind.name) + ":" + str(dev)
-    rng = np.random.default_rng(0)
     measured: dict[str, float] = {}
+    for name in dict.fromkeys(op.kernel for op in graph.ops if op.kernel in kernels):
+        t = cache.get(CostTable.key(target_key, name, kernels[name]))    # each distinct kernel asked once
+        if t is not None:
+            measured[name] = t
+    # with every kernel in the cache nothing is built or run
+    missing = {op.kernel for op in graph.ops if op.kernel in kernels and op.kernel not in measured}
+    if missing:
+        if isinstance(executable_or_mod, tvm.IRModule):
+            executable_or_mod = build_lowered(executable_or_mod, target)
+        libs = _kernel_library(executable_or_mod)
+        rng = np.random.default_rng(0)
+        for op in graph.ops:         # in op order, so the random arguments are as without a cache
+            if op.kernel in missing and op.kernel not in measured:
+                sig = kernels[op.kernel]
+                t = _time_kernel(libs, op.kernel, sig, dev, rng, number, repeat, min_repeat_ms)
+                cache.put(CostTable.key(target_key, op.kernel, sig), t)
+                measured[op.kernel] = t
     out = np.empty(graph.num_ops, dtype=np.float64)
     for op in graph.ops:
-        sig = kernels.get(op.kernel)
-        if sig is None:          # a packed library call: not a kernel of ours
-            out[op.id] = fallback[op.id]
-            continue
-        if op.kernel not in measured:
-            key = CostTable.key(target_key, op.kernel, sig)
-            t = cache.get(key)
-            if t is None:
-                t = _time_kernel(libs, op.kernel, sig, dev, rng, number, repeat, min_repeat_ms)
-                cache.put(key, t)
-            measured[op.kernel] = t
-        out[op.id] = measured[op.kernel]
+        # a packed library call is not a kernel of ours: the fallback device's roofline
+        out[op.id] = measured[op.kernel] if op.kernel in measured else fallback[op.id]
     return out
 
 
@@ -244,9 +247,20 @@ def _fill_params(lib, params, rng):
 
 def per_op_times(lowered, graph, target, spec, profile, cost_cache, params=None, inputs=None, func_name="main"):
     """(seconds per op, how they were found) as tvm_swap.build's `profile` argument asks: "insitu",
-    True (kernels timed alone, llvm only) or False (the roofline of `spec`)."""
+    True (kernels timed alone, llvm only) or False (the roofline of `spec`).
+
+    cost_cache: a CostTable to read and fill; None: the kernel timings cached on disk for this target
+    (tvm_swap.timing_cache; written back here), so a second compile of the same model times nothing."""
     if profile == "insitu":
         return insitu_op_times(lowered, graph, target, params, inputs, func_name), "insitu"
     if profile and target.kind.name == "llvm":
-        return profile_times(lowered, graph, target, cache=cost_cache), "profiled"
+        if cost_cache is None:
+            from .timing_cache import kernel_timings_for
+
+            cost_cache = kernel_timings_for(target)
+        times = profile_times(lowered, graph, target, cache=cost_cache)
+        flush = getattr(cost_cache, "flush", None)
+        if flush is not None:
+            flush()
+        return times, "profiled"
     return roofline_times(graph, spec), "roofline"

@@ -22,9 +22,9 @@ def print_plan_table(summary: dict, out=sys.stdout) -> None:
         ("graph", summary["graph"]),
         ("planner", summary["planner"]),
         ("device", summary["device"]),
-        ("memory limit", format_bytes(summary["mem_limit_bytes"])),
-        ("pool (device peak)", f"{format_bytes(summary['pool_bytes'] or 0)} "
-                               f"(in use at most {format_bytes(summary['peak_bytes'] or 0)})"),
+        ("limit", format_bytes(summary["mem_limit_bytes"])),
+        ("pool (device bytes planned)", f"{format_bytes(summary['pool_bytes'] or 0)} "
+                                        f"(in use at most {format_bytes(summary['peak_bytes'] or 0)})"),
         ("iteration time", format_seconds(summary["time_s"])),
         ("ideal (no limit)", format_seconds(summary["ideal_time_s"])),
         ("lower bound", format_seconds(summary["lower_bound_s"])),
@@ -52,7 +52,15 @@ def cmd_plan(args) -> int:
                       generations=args.generations, workers=args.workers, progress=_progress(args),
                       pool=args.pool, executor=getattr(args, "executor", "processes"),
                       ray_address=getattr(args, "ray_address", None))
-    plan.search["graph_spec"] = args.graph   # so `tvm-swap report plan.json` finds the graph again
+    from ..frontends.graph_ref import graph_reference
+
+    # so `tvm-swap report plan.json` finds the graph again, from any folder
+    plan.search.update(graph_reference(args.graph, parse_shapes(args.shape), args.params))
+    from .notes import limit_above_device
+
+    warn = limit_above_device(plan.mem_limit, get_device(args.device or "v100-16gb"))
+    if warn:
+        print(f"tvm-swap: {warn}", file=sys.stderr)
     summary = plan.summary()
     cut = bool(plan.search.get("interrupted"))
     if cut:
@@ -74,6 +82,18 @@ def cmd_plan(args) -> int:
     else:
         print_plan_table(summary)
     return 130 if cut else 0
+
+
+def cmd_graph(args) -> int:
+    """Write the DataflowGraph that `plan` reads: for planning without importing the model again."""
+    from ..frontends.sources import load_graph, parse_shapes
+
+    graph = load_graph(args.model, shapes=parse_shapes(args.shape), params=args.params, target=args.target,
+                       fuse_max_depth=args.fuse_max_depth)
+    graph.save(args.output)
+    _say(args, f"graph {graph.summary()}")
+    _say(args, f"wrote {args.output} (plan it with `tvm-swap plan {args.output} --mem-limit LIMIT`)")
+    return 0
 
 
 def cmd_zoo(args) -> int:
@@ -98,18 +118,12 @@ def cmd_devices(args) -> int:
 
 
 def cmd_report(args) -> int:
+    from ..frontends.graph_ref import graph_of_plan
     from ..plan import Plan
     from ..report.write import write_report_file
-    from ..frontends.sources import load_graph
 
     plan = Plan.load(args.plan)
-    spec = args.graph or plan.search.get("graph_spec")
-    if spec is None:
-        from ..zoo import ZOO
-
-        base = plan.graph_name.split("@")[0].lower()
-        spec = f"zoo:{plan.graph_name}" if base in ZOO else plan.graph_name
-    graph = load_graph(spec)
+    graph = graph_of_plan(plan, args.graph)
     write_report_file(graph, plan, args.output)
     _say(args, f"wrote {args.output}")
     return 0
@@ -117,50 +131,71 @@ def cmd_report(args) -> int:
 
 def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%", shapes=None, params=None,
                        device=None, planner="swapadvisor", budget_s=10.0, seed=0, generations=None,
-                       fuse_max_depth=None, progress=False, pool=None) -> dict:
-    """Build MODEL under the limit and write OUTPUT plus its sidecars (params, example inputs, unlimited build)."""
+                       fuse_max_depth=None, progress=False, pool=None, refresh_timings=False) -> dict:
+    """Build MODEL under the limit and write OUTPUT plus its sidecars (params, example inputs, unlimited build).
+    Kernel timings and the unlimited build come from the disk cache when this model was compiled before
+    (tvm_swap.timing_cache, tvm_swap.build_cache); refresh_timings measures and builds them again."""
     import time
 
     import tvm_swap
-    from relay_passes.lower import lower_unlimited_build
 
+    from ..build_cache import export_unlimited_build
     from ..frontends.model_io import load_model_for_build
+    from ..timing_cache import kernel_timings_for
     from .run import UNLIMITED_SUFFIX, save_inputs
 
     t0 = time.perf_counter()
     mod, prm, example_inputs = load_model_for_build(model, shapes=shapes, params=params)
+    timings = kernel_timings_for(target, refresh=refresh_timings)
     m = tvm_swap.build(mod, target=target, mem_limit=mem_limit, params=prm, device=device, planner=planner,
                        budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
-                       progress=progress, pool=pool)
+                       progress=progress, pool=pool, cost_cache=timings)
     m.export_library(output)
     if example_inputs:
         save_inputs(output, dict(example_inputs))
-    lower_unlimited_build(mod, target, fuse_max_depth=fuse_max_depth).export_library(output + UNLIMITED_SUFFIX)
-    return {"output": output, "build_s": round(time.perf_counter() - t0, 3), **m.plan_info()}
+    reused = export_unlimited_build(mod, target, output + UNLIMITED_SUFFIX, fuse_max_depth, refresh=refresh_timings)
+    return {"output": output, "build_s": round(time.perf_counter() - t0, 3), **m.plan_info(),
+            "kernels_timed": timings.misses, "kernels_from_cache": timings.hits, "unlimited_build_cached": reused}
 
 
 def cmd_compile(args) -> int:
     from ..frontends.sources import parse_shapes
+    from .notes import compiled_files, limit_above_device
 
+    # the search's bar needs a terminal; piped, say what is happening (a compile takes minutes)
+    _say(args, f"compiling {args.model} for {args.target} under {args.mem_limit}: lower, time the kernels (cached "
+               f"after the first compile), plan (search up to {args.budget_s:g} s), build ...")
     info = compile_to_library(args.model, args.output, target=args.target, mem_limit=args.mem_limit,
                               shapes=parse_shapes(args.shape), params=args.params, device=args.device,
                               planner=args.planner, budget_s=args.budget_s, seed=args.seed,
                               generations=args.generations, fuse_max_depth=args.fuse_max_depth,
-                              progress=_progress(args), pool=args.pool)
+                              progress=_progress(args), pool=args.pool,
+                              refresh_timings=getattr(args, "refresh_timings", False))
+    from ..devices import get_device
+
+    warn = limit_above_device(info["mem_limit_bytes"], get_device(info["device"]))
+    if warn:
+        print(f"tvm-swap: {warn}", file=sys.stderr)
+    files = compiled_files(args.output)
+    info["files"] = [f for f, _ in files]
     if args.json:
         print(json.dumps(info))
     else:
-        _print_info(info)
+        _print_info({k: v for k, v in info.items() if k != "files"})
+    for f, what in files:
+        _say(args, f"wrote {f}: {what}")
     return 0
 
 
 def _print_info(info: dict) -> None:
+    from .notes import label
+
     for k, v in info.items():
         if k.endswith("_bytes") and isinstance(v, (int, float)):
             v = f"{format_bytes(v)} ({v})"
         elif k.endswith("_s") and isinstance(v, (int, float)):
             v = format_seconds(v)
-        print(f"{k:<24} {v}")
+        print(f"{label(k):<30} {v}")
 
 
 def cmd_demo(args) -> int:
@@ -176,9 +211,16 @@ def cmd_demo(args) -> int:
                                    progress=_progress(args))
         _say(args, "running it next to the unlimited build ...")
         info = run_library(lib, compare_unlimited=True, bandwidth=args.bandwidth, repeat=3)
+    from ..devices import get_device
+    from .notes import demo_emulation, time_gap
+
     info = {"model": args.model, "planner": built["planner"], "build_s": built["build_s"], **info}
     info.pop("library", None)
     _print_info(info)
+    print(demo_emulation(get_device(built["device"]), args.bandwidth), file=sys.stderr)
+    gap = time_gap(info.get("time_s"), info.get("predicted_time_s"), args.bandwidth)
+    if gap:
+        print(gap, file=sys.stderr)
     ok = info["outputs_bitwise_equal"] and info["within_limit"]
     print("OK: outputs bitwise equal to the unlimited build, device peak within the limit" if ok else
           "FAILED: see above", file=sys.stderr)
@@ -189,7 +231,7 @@ def cmd_run(args) -> int:
     from .run import run_library
 
     info = run_library(args.library, inputs=args.input, compare_unlimited=args.compare_unlimited,
-                       bandwidth=args.bandwidth, repeat=args.repeat)
+                       bandwidth=args.bandwidth, repeat=args.repeat, trace=getattr(args, "trace", None))
     if args.json:
         print(json.dumps(info))
     else:

@@ -22,9 +22,14 @@ EPILOG_COMPILE = """examples:
   tvm-swap compile mlp-train --target llvm --mem-limit 60% -o mlp.so
   tvm-swap compile model-symbol.json --shape data=1,3,224,224 --mem-limit 2GB -o model.so --json
 """
+EPILOG_GRAPH = """examples:
+  tvm-swap graph model-symbol.json --shape data=8,3,224,224 -o model.graph.json
+  tvm-swap plan model.graph.json --mem-limit 4GB -o plan.json
+"""
 EPILOG_RUN = """examples:
   tvm-swap run mlp.so --compare-unlimited
   tvm-swap run model.so --input data=x.npy --bandwidth 12GB/s --json
+  tvm-swap run model.so --trace run.trace.json --trace run.pickle   # Perfetto / PyTorch's memory_viz
 """
 
 
@@ -43,7 +48,9 @@ def _add_planner_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pool", default=None, choices=("arena", "size-classes"),
                    help="device memory model: one arena with a byte offset per stay (default for swapadvisor) or "
                         "the paper's size classes (the baselines' only model)")
-    p.add_argument("--budget-s", type=float, default=60.0, metavar="S", help="search time budget in seconds")
+    p.add_argument("--budget-s", type=float, default=None, metavar="S",
+                   help="search time budget in seconds (default: 60 for plan, as tvm_swap.plan; 10 for compile, "
+                        "as tvm_swap.build)")
     p.add_argument("--generations", type=int, default=None, metavar="N",
                    help="stop after N generations (with --seed: reproducible plans)")
     p.add_argument("--seed", type=int, default=0, metavar="N")
@@ -62,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run `tvm-swap COMMAND --help` for each command's options and examples.",
     )
     ap.add_argument("--quiet", "-q", action="store_true", help="no progress bars or chatter (for scripts)")
+    ap.add_argument("--verbose", action="store_true", help="let TVM's own log lines through (hidden by default)")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     _orig_add = sub.add_parser
 
@@ -77,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=EPILOG_PLAN, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("graph", metavar="GRAPH", help="zoo:NAME[@batch=B], a graph JSON file, an example, or a model file")
     _add_planner_args(p)
+    p.set_defaults(budget_s=60.0)      # tvm_swap.plan's
     _add_model_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("-o", "--output", metavar="PLAN.json", help="write the verified plan here")
@@ -89,7 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="llvm", help="llvm or cuda (cuda -arch=sm_90 etc.)")
     _add_planner_args(p)
     _add_model_args(p)
+    p.set_defaults(budget_s=10.0)      # the API's (tvm_swap.build): the same model compiles the same way
     p.add_argument("--fuse-max-depth", type=int, default=None, metavar="N", help="limit operator fusion depth")
+    p.add_argument("--refresh-timings", action="store_true",
+                   help="time every kernel and build the unlimited reference again instead of reusing the disk "
+                        "cache ($TVM_SWAP_CACHE_DIR, else $XDG_CACHE_HOME/tvm_swap) from an earlier compile")
     p.add_argument("-o", "--output", required=True, metavar="MODEL.so")
     p.add_argument("--json", action="store_true")
 
@@ -102,12 +115,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run the model built without a limit and check every output is bitwise equal")
     p.add_argument("--bandwidth", default=None, metavar="BW", help="throttle the emulated link, e.g. 12GB/s")
     p.add_argument("--repeat", type=int, default=3, metavar="N", help="timed calls (median reported)")
+    p.add_argument("--trace", action="append", metavar="FILE", help="write the last call's measured timeline "
+                   "(repeatable): RUN.trace.json (Chrome trace events, for Perfetto) or RUN.pickle (PyTorch memory "
+                   "snapshot), the formats of `tvm-swap report PLAN -o ...`")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("report", help="draw a plan: memory timeline, stream Gantt, search convergence")
+    p = sub.add_parser("graph", help="write the dataflow graph `plan` reads (ops, tensors, sizes) as JSON",
+                       epilog=EPILOG_GRAPH, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", metavar="MODEL", help="zoo:NAME[@batch=B], a bundled example, or a model file "
+                   "(MXNet -symbol.json, .onnx, a .py defining `mod`, module:factory)")
+    _add_model_args(p)
+    p.add_argument("--target", default="llvm", help="the target the graph is lowered for (its kernels)")
+    p.add_argument("--fuse-max-depth", type=int, default=None, metavar="N", help="limit operator fusion depth")
+    p.add_argument("-o", "--output", required=True, metavar="GRAPH.json", help="where to write it (.json or .json.gz)")
+
+    p = sub.add_parser("report", help="draw a plan: memory timeline, stream Gantt, search convergence; or export "
+                       "it for Perfetto (.trace.json) or PyTorch's memory visualiser (.pickle)")
     p.add_argument("plan", metavar="PLAN.json")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help=".png, .svg or .html")
-    p.add_argument("--graph", metavar="GRAPH", help="the plan's graph (default: the one named in the plan)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help=".png, .svg or .html (pictures); .trace.json (Chrome trace events: Perfetto, "
+                        "chrome://tracing) or .pickle (PyTorch memory snapshot: pytorch.org/memory_viz)")
+    p.add_argument("--graph", metavar="GRAPH", help="the plan's graph (default: the one the plan was made from, "
+                   "found by its absolute path or zoo name)")
 
     p = sub.add_parser("demo", help="compile and run a bundled training step under a limit (the quick start)")
     p.add_argument("--model", default="cnn-train", help="bundled example (mlp, cnn, mlp-train, cnn-train)")
@@ -128,8 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         from . import commands
+        from .tvm_logs import tvm_logs_filtered
 
-        return getattr(commands, "cmd_" + args.command)(args)
+        with tvm_logs_filtered(verbose=args.verbose):
+            return getattr(commands, "cmd_" + args.command)(args)
     except InfeasibleLimitError as e:
         _fail(args, str(e), {"error": "infeasible_limit", "mem_limit_bytes": e.mem_limit,
                              "min_feasible_bytes": e.min_feasible})

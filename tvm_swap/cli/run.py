@@ -84,12 +84,39 @@ def run_unlimited(library: str, args: list[np.ndarray], func_name: str) -> tuple
     return _flat(res), time.perf_counter() - t0
 
 
-def run_library(library: str, inputs=None, compare_unlimited: bool = False, bandwidth=None, repeat: int = 3) -> dict:
+def write_run_trace(m, path: str) -> str:
+    """The last traced call of SwapModule `m` as PATH: a Chrome trace (.json, tvm_swap.report.trace) or a PyTorch
+    memory snapshot (.pickle, tvm_swap.report.snapshot), the formats `tvm-swap report PLAN -o ...` predicts in."""
+    from tvm_swap.graph import DataflowGraph
+    from tvm_swap.report.timed import measured_timing
+
+    if not m.executor.traces:
+        raise TvmSwapError("no traced call to write; run the model at least once")
+    timed = measured_timing(DataflowGraph.from_dict(m.manifest.meta["graph_json"]), m.plan, m.executor.traces[-1])
+    if str(path).lower().endswith(".pickle"):
+        from tvm_swap.report.snapshot import write_memory_snapshot
+
+        return str(write_memory_snapshot(timed, path))
+    from tvm_swap.report.trace import write_chrome_trace
+
+    return str(write_chrome_trace(timed, path))
+
+
+def run_library(library: str, inputs=None, compare_unlimited: bool = False, bandwidth=None, repeat: int = 3,
+                trace=None) -> dict:
+    """Run LIBRARY `repeat` times; trace: a path or a list of them (.json: Chrome trace; .pickle: PyTorch memory
+    snapshot) to write the last call's measured timeline to."""
     import tvm_swap
 
     if not Path(library).exists():
         raise TvmSwapError(f"library {library!r} does not exist; build one with `tvm-swap compile`")
+    traces = [trace] if isinstance(trace, (str, Path)) else list(trace or [])
+    for t in traces:
+        if not str(t).lower().endswith((".json", ".pickle")):
+            raise TvmSwapError(f"--trace {str(t)!r}: name it RUN.trace.json (Chrome trace events, for Perfetto) "
+                               f"or RUN.pickle (a PyTorch memory snapshot, for pytorch.org/memory_viz)")
     m = tvm_swap.load(library, bandwidth=bandwidth)
+    m.executor.trace = bool(traces)    # stamps every copy and call site (runtime_ext.trace)
     feeds = _read_inputs(library, inputs, m.input_names)
     ordered = [feeds[n] for n in m.input_names]
     initial_params = m.params()
@@ -109,8 +136,8 @@ def run_library(library: str, inputs=None, compare_unlimited: bool = False, band
     info = {
         "library": library,
         "mem_limit_bytes": st["mem_limit_bytes"],
-        "pool_bytes": st["pool_bytes"],
-        "device_peak_bytes": st["device_peak_bytes"],
+        "pool_bytes": int(m.plan.pool.total_bytes()),     # what `compile` calls pool_bytes: the plan's reservation
+        "device_peak_bytes": st["device_peak_bytes"],     # measured: pool region + kernel workspace allocated
         "swap_out_count": st["swap_out_count"], "swap_in_count": st["swap_in_count"],
         "swap_out_bytes": st["swap_out_bytes"], "swap_in_bytes": st["swap_in_bytes"],
         "time_s": statistics.median(m._times[1:] or m._times),
@@ -123,4 +150,6 @@ def run_library(library: str, inputs=None, compare_unlimited: bool = False, band
             times_unl.append(run_unlimited(library, uargs, m.manifest.func_name)[1])
         info["unlimited_time_s"] = statistics.median(times_unl)
     info["within_limit"] = bool(st["device_peak_bytes"] <= st["mem_limit_bytes"])
+    if traces:
+        info["trace"] = [write_run_trace(m, t) for t in traces]
     return info

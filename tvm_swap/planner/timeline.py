@@ -21,7 +21,7 @@ from ..plan import ActionKind, Plan
 from .simulator import SimResult
 
 
-def _tenancies(graph: DataflowGraph, plan: Plan, sim: SimResult):
+def tenancies(graph: DataflowGraph, plan: Plan, sim: SimResult):
     """(tensor, object, begin_s, end_s, begin action, end action) for every stay of a tensor in an object
     (action -1: the initial state; end action len(actions): never dropped)."""
     open_at: dict[int, tuple[int, float, int]] = {t: (o, 0.0, -1) for t, o in plan.initial_residents}
@@ -52,7 +52,7 @@ def memory_timeline(graph: DataflowGraph, plan: Plan, sim: SimResult) -> dict:
     if len(sim.start) != len(plan.actions):
         raise ValueError(f"simulation has {len(sim.start)} actions but the plan has {len(plan.actions)}: "
                          f"simulate this plan first")
-    ten = _tenancies(graph, plan, sim)
+    ten = tenancies(graph, plan, sim)
     obj_bytes = plan.pool.object_bytes()
     nb = graph.tensor_bytes()
     kind_idx = {k: i for i, k in enumerate(KINDS)}

@@ -126,14 +126,19 @@ def _memory(graph, plan, sim) -> tuple[np.ndarray, dict[str, np.ndarray], np.nda
     return times, by_kind, objects
 
 
+def check_plan_graph(graph, plan) -> None:
+    """PlanError unless `plan` was made for `graph`."""
+    if plan.graph_fingerprint != graph.fingerprint():
+        raise PlanError(f"the plan was made for graph {plan.graph_name!r} (fingerprint {plan.graph_fingerprint}), "
+                        f"not for {graph.name!r} (fingerprint {graph.fingerprint()}): give the plan's own graph")
+
+
 def build_report_data(graph, plan, op_time=None) -> ReportData:
     """Simulate `plan` with the op times and gather everything the pictures draw."""
     from ..devices import DeviceSpec
     from ..planner.simulator import simulate
 
-    if plan.graph_fingerprint != graph.fingerprint():
-        raise PlanError(f"the plan was made for graph {plan.graph_name!r} (fingerprint {plan.graph_fingerprint}), "
-                        f"not for {graph.name!r} (fingerprint {graph.fingerprint()}): give the plan's own graph")
+    check_plan_graph(graph, plan)
     from ..verify import refuse_invalid
 
     refuse_invalid(graph, plan, "draw")

@@ -2,6 +2,8 @@
 
     write_report_file(graph, plan, "plan.png")      # or .svg, or .html (a page holding both + a summary)
     write_report(graph, plan, "out/")               # -> [out/NAME.png, out/NAME.svg, out/NAME.html]
+    write_report_file(graph, plan, "plan.trace.json")   # Perfetto / chrome://tracing (report/trace.py)
+    write_report_file(graph, plan, "plan.pickle")       # PyTorch's memory visualiser (report/snapshot.py)
 
 One figure: memory in use over the iteration stacked by tensor kind with the limit and the pool size;
 a Gantt of the compute, swap-out and swap-in streams on the same time axis; and the search's best
@@ -17,6 +19,8 @@ from pathlib import Path
 from ..errors import TvmSwapError
 
 EXTENSIONS = (".png", ".svg", ".html")
+# files for other people's viewers (no matplotlib): Chrome trace events (Perfetto), PyTorch's memory snapshot
+EXPORTS = (".trace.json", ".pickle")
 
 
 def _require_matplotlib() -> None:
@@ -27,12 +31,33 @@ def _require_matplotlib() -> None:
 
 
 def _extension(path: Path) -> str:
+    name = path.name.lower()
+    export = next((e for e in EXPORTS if name.endswith(e)), None)
+    if export:
+        return export
     ext = path.suffix.lower()
     ext = ".html" if ext == ".htm" else ext
     if ext not in EXTENSIONS:
         raise TvmSwapError(f"cannot write a report to {str(path)!r}: the file name must end in "
-                           f"{', '.join(EXTENSIONS)} (got {ext or 'no extension'!r})")
+                           f"{', '.join(EXTENSIONS + EXPORTS)} (got {ext or 'no extension'!r})")
     return ext
+
+
+def _write_export(graph, plan, path: Path, ext: str, op_time=None) -> Path:
+    from ..verify import refuse_invalid
+    from .data import check_plan_graph
+    from .timed import predicted_timing
+
+    check_plan_graph(graph, plan)
+    refuse_invalid(graph, plan, "export")
+    timed = predicted_timing(graph, plan, op_time)
+    if ext == ".trace.json":
+        from .trace import write_chrome_trace
+
+        return write_chrome_trace(timed, path)
+    from .snapshot import write_memory_snapshot
+
+    return write_memory_snapshot(timed, path)
 
 
 class _Rendered:
@@ -72,9 +97,12 @@ class _Rendered:
 
 
 def write_report_file(graph, plan, path, op_time=None) -> Path:
-    """Write one picture of `plan` to `path` (.png, .svg or .html); returns the path."""
+    """Write one picture of `plan` to `path` (.png, .svg or .html), or its predicted timeline for another
+    viewer (.trace.json: Chrome trace events for Perfetto; .pickle: PyTorch's memory snapshot); returns the path."""
     path = Path(path)
     ext = _extension(path)
+    if ext in EXPORTS:
+        return _write_export(graph, plan, path, ext, op_time)
     return _Rendered(graph, plan, op_time).write(path, ext)
 
 
@@ -99,4 +127,4 @@ def write_report(graph, plan, directory, op_time=None) -> list[Path]:
     return out
 
 
-__all__ = ["write_report_file", "write_report", "EXTENSIONS"]
+__all__ = ["write_report_file", "write_report", "EXTENSIONS", "EXPORTS"]

@@ -1,0 +1,64 @@
+"""Second compile of the same model: kernel timings and the unlimited build from the disk cache.
+
+    python scripts/bench_second_compile.py [--models cnn-train resnet50-train] [--out bench_second_compile.json]
+
+Each model is compiled twice with `tvm-swap compile` in a fresh process against an empty cache folder
+($TVM_SWAP_CACHE_DIR): the first fills the cache, the second reads it. Prints the wall time of each and the
+pipeline's own phase times (cost_s = kernel profiling), and writes them as JSON with the git commit measured.
+cpu_s (user + system seconds of the compile process) is the figure to compare on a shared machine, where wall
+time mostly measures the other processes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def compile_once(model: str, out: str, cache: str, extra: list[str]) -> dict:
+    env = {**os.environ, "TVM_SWAP_CACHE_DIR": cache, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "tvm_swap.cli", "compile", model, "-o", out, "--json", "-q", *extra]
+    t0, ru0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
+    wall, ru1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
+    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), **json.loads(r.stdout.strip().splitlines()[-1])}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=["cnn-train"])
+    ap.add_argument("--mem-limit", default="50%")
+    ap.add_argument("--budget-s", default="5")
+    ap.add_argument("--out", default="bench_second_compile.json")
+    args = ap.parse_args()
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    rows = []
+    for model in args.models:
+        with tempfile.TemporaryDirectory(prefix="tvm_swap_bench_") as d:
+            extra = ["--mem-limit", args.mem_limit, "--budget-s", args.budget_s, "--seed", "0"]
+            first = compile_once(model, f"{d}/a.so", f"{d}/cache", extra)
+            second = compile_once(model, f"{d}/b.so", f"{d}/cache", extra)
+        rows.append({"model": model, "first": first, "second": second})
+    keys = ("wall_s", "cpu_s", "build_s", "lower_s", "cost_s", "plan_s", "codegen_s", "kernels_timed", "kernels_from_cache",
+            "unlimited_build_cached")
+    print(f"{'model':<16} {'compile':<7} " + " ".join(f"{k:>14}" for k in keys))
+    for r in rows:
+        for which in ("first", "second"):
+            print(f"{r['model']:<16} {which:<7} " + " ".join(f"{str(r[which].get(k)):>14}" for k in keys))
+    Path(args.out).write_text(json.dumps({"commit": commit, "load_avg": os.getloadavg(), "rows": rows}, indent=1))
+    print(f"wrote {args.out} (commit {commit[:10]}, load average {os.getloadavg()[0]:.1f})")
+
+
+if __name__ == "__main__":
+    main()
