@@ -25,6 +25,7 @@ from tvm_swap.plan import Plan
 from . import builtins  # noqa: F401  (registers tvm_swap.* before any VM links the program's calls)
 
 PARAMS_SUFFIX = ".params.npz"
+WEIGHTS_NOTE = "weights"     # build_info key: how the params were made when they are not trained weights
 PLAN_FUNC = "tvm_swap_plan"
 MANIFEST_FUNC = "tvm_swap_manifest"
 
@@ -243,7 +244,9 @@ class SwapModule:
         write_check(path)
         params = self.params()
         names = [p.name for p in self.manifest.persistent if p.name in params]
-        np.savez(path + PARAMS_SUFFIX, __names__=np.array(names, dtype=object).astype(str),
+        note = self.build_info.get(WEIGHTS_NOTE)      # e.g. "initialised random (seed 0): NOT trained weights"
+        extra = {f"__{WEIGHTS_NOTE}__": np.array(str(note))} if note else {}
+        np.savez(path + PARAMS_SUFFIX, __names__=np.array(names, dtype=object).astype(str), **extra,
                  **{f"p{i}": params[n] for i, n in enumerate(names)})
         return path
 
@@ -340,12 +343,16 @@ def load(path, params=None, bandwidth=None, debug_poison: bool = False) -> SwapM
     probe = VirtualMachine(lib, tvm.cpu())
     plan, manifest = _read_plan(probe), _read_manifest(probe)
     check_embedded(plan, manifest, path)
+    info = {}
     if params is None:
         pfile = Path(path + PARAMS_SUFFIX)
         if pfile.exists():
             with np.load(pfile) as z:
                 names = [str(n) for n in z["__names__"]]
                 params = {n: z[f"p{i}"] for i, n in enumerate(names)}
+                if f"__{WEIGHTS_NOTE}__" in z.files:
+                    info[WEIGHTS_NOTE] = str(z[f"__{WEIGHTS_NOTE}__"])
         else:
             params = {}
-    return SwapModule(lib, params, plan=plan, manifest=manifest, bandwidth=bandwidth, debug_poison=debug_poison)
+    return SwapModule(lib, params, plan=plan, manifest=manifest, bandwidth=bandwidth, debug_poison=debug_poison,
+                      build_info=info)

@@ -117,21 +117,36 @@ def cmd_report(args) -> int:
 
 def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%", shapes=None, params=None,
                        device=None, planner="swapadvisor", budget_s=10.0, seed=0, generations=None,
-                       fuse_max_depth=None, progress=False, pool=None) -> dict:
-    """Build MODEL under the limit and write OUTPUT plus its sidecars (params, example inputs, unlimited build)."""
+                       fuse_max_depth=None, progress=False, pool=None, init=None, train=None) -> dict:
+    """Build MODEL under the limit and write OUTPUT plus its sidecars (params, example inputs, unlimited build).
+    init: "random"/"zeros" for params without a value; train: a train_args.TrainOptions (one training step).
+    CUDA on a machine without a GPU: plan with the device spec's costs and export without running (cross_compile)."""
     import time
 
     import tvm_swap
     from relay_passes.lower import lower_unlimited_build
 
-    from ..frontends.model_io import load_model_for_build
+    from .cross_compile import cross_compile, gpu_missing_for
     from .run import UNLIMITED_SUFFIX, save_inputs
+    from .train_args import prepare_model
 
     t0 = time.perf_counter()
-    mod, prm, example_inputs = load_model_for_build(model, shapes=shapes, params=params)
+    mod, prm, example_inputs, notes = prepare_model(model, shapes=shapes, params=params, init=init, seed=seed,
+                                                    train=train)     # refusals here come before lowering
+    if gpu_missing_for(target):
+        info = cross_compile(mod, prm, output, target=target, mem_limit=mem_limit, device=device, planner=planner,
+                             budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
+                             progress=progress, pool=pool, notes=notes)
+        if example_inputs:
+            save_inputs(output, dict(example_inputs))
+        return {"output": output, "build_s": round(time.perf_counter() - t0, 3),
+                "note": f"no CUDA GPU here ({gpu_missing_for(target)}): planned and built for {target!r} without "
+                        f"running anything; copy {output} and its sidecars to a GPU machine and `tvm-swap run` it",
+                **info}
     m = tvm_swap.build(mod, target=target, mem_limit=mem_limit, params=prm, device=device, planner=planner,
                        budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
                        progress=progress, pool=pool)
+    m.build_info.update(notes)
     m.export_library(output)
     if example_inputs:
         save_inputs(output, dict(example_inputs))
@@ -141,12 +156,13 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
 
 def cmd_compile(args) -> int:
     from ..frontends.sources import parse_shapes
+    from .train_args import train_options
 
     info = compile_to_library(args.model, args.output, target=args.target, mem_limit=args.mem_limit,
                               shapes=parse_shapes(args.shape), params=args.params, device=args.device,
                               planner=args.planner, budget_s=args.budget_s, seed=args.seed,
                               generations=args.generations, fuse_max_depth=args.fuse_max_depth,
-                              progress=_progress(args), pool=args.pool)
+                              progress=_progress(args), pool=args.pool, init=args.init, train=train_options(args))
     if args.json:
         print(json.dumps(info))
     else:

@@ -11,6 +11,7 @@ import sys
 
 from ..errors import InfeasibleLimitError, TvmSwapError
 from ..planner.registry import PlannerName
+from .train_args import add_model_build_args
 
 
 EPILOG_PLAN = """examples:
@@ -21,6 +22,9 @@ EPILOG_PLAN = """examples:
 EPILOG_COMPILE = """examples:
   tvm-swap compile mlp-train --target llvm --mem-limit 60% -o mlp.so
   tvm-swap compile model-symbol.json --shape data=1,3,224,224 --mem-limit 2GB -o model.so --json
+  tvm-swap compile resnet18_v1-symbol.json --shape data=2,3,224,224 --init random --train
+      --optimizer adam --lr 1e-3 --mem-limit 50% -o step.so    # a training step of an untrained architecture
+  tvm-swap compile cnn-train --target "cuda -arch=sm_90" --mem-limit 50% -o m.so   # no GPU here: built, not run
 """
 EPILOG_RUN = """examples:
   tvm-swap run mlp.so --compare-unlimited
@@ -90,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_planner_args(p)
     _add_model_args(p)
     p.add_argument("--fuse-max-depth", type=int, default=None, metavar="N", help="limit operator fusion depth")
+    add_model_build_args(p)
     p.add_argument("-o", "--output", required=True, metavar="MODEL.so")
     p.add_argument("--json", action="store_true")
 
@@ -146,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _fail(args, message: str, payload: dict) -> None:
+    from .wording import cli_message
+
+    message = cli_message(message)     # the API's messages name Python arguments; say the flags
     if getattr(args, "json", False):
         print(json.dumps({**payload, "message": message}))
     print(f"tvm-swap: error: {message}", file=sys.stderr)

@@ -39,7 +39,7 @@ def resolve_pool(planner: str, pool: str | None) -> str:
         raise TvmSwapError(f"unknown pool {pool!r}; choose one of {', '.join(POOL_KINDS)}")
     if pool == "arena" and planner not in SEARCH_PLANNERS:
         raise TvmSwapError(f"planner {planner!r} models the paper's size-class pool only; use pool='size-classes' "
-                           f"(--pool size-classes) or one of {', '.join(SEARCH_PLANNERS)}")
+                           f"or one of {', '.join(SEARCH_PLANNERS)}")
     return pool
 
 
@@ -51,7 +51,7 @@ def feasible_floor(graph: DataflowGraph, pool: str, alignment: int = 256) -> tup
                                      "once, plus the fragmentation placement cannot avoid")
     return min_feasible_limit(graph, alignment), (
         "the size-class pool needs, per class, as many objects as one op uses at once (sum over classes of "
-        "class size x that count) plus the workspace; an arena (--pool arena) needs less")
+        "class size x that count) plus the workspace; an arena (pool='arena') needs less")
 
 
 def infeasible_floor(graph: DataflowGraph, limit: int, pool: str, alignment: int = 256):
