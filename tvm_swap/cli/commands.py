@@ -132,7 +132,7 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
 
     t0 = time.perf_counter()
     mod, prm, example_inputs, notes = prepare_model(model, shapes=shapes, params=params, init=init, seed=seed,
-                                                    train=train)     # refusals here come before lowering
+                                                    train=train, mem_limit=mem_limit)   # refusals: before lowering
     if gpu_missing_for(target):
         info = cross_compile(mod, prm, output, target=target, mem_limit=mem_limit, device=device, planner=planner,
                              budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,

@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import TvmSwapError
 
 INPUTS_SUFFIX = ".inputs.npz"
+WEIGHTS = "weights"        # the library's note on params that are not trained weights (runtime_ext.swap_module)
 UNLIMITED_SUFFIX = ".unlimited.so"
 
 
@@ -94,7 +95,13 @@ def run_library(library: str, inputs=None, compare_unlimited: bool = False, band
     ordered = [feeds[n] for n in m.input_names]
     initial_params = m.params()
     info: dict = {}
-    first = _flat(m(*ordered))
+    if m.manifest.updates:        # a training step: each call is the next step (cli/run_steps.py)
+        from .run_steps import run_steps
+
+        info = run_steps(m, library, feeds, repeat, compare_unlimited)
+        compare_unlimited, repeat = False, 1        # done: every step compared and counted
+    else:
+        first = _flat(m(*ordered))
     if compare_unlimited:
         uargs = unlimited_args(m.manifest, feeds, initial_params)
         ref, t_unl = run_unlimited(library, uargs, m.manifest.func_name)
@@ -116,6 +123,7 @@ def run_library(library: str, inputs=None, compare_unlimited: bool = False, band
         "time_s": statistics.median(m._times[1:] or m._times),
         "predicted_time_s": st["predicted_time_s"],
         "calls": st["calls"],
+        **({WEIGHTS: m.build_info[WEIGHTS]} if WEIGHTS in m.build_info else {}),
         **info,
     }
     if compare_unlimited:

@@ -72,16 +72,18 @@ def _params_note(how: str | None, seed: int, count: int) -> str | None:
 
 
 def prepare_model(model: str, shapes=None, params=None, init: str | None = None, seed: int = 0,
-                  train: TrainOptions | None = None):
+                  train: TrainOptions | None = None, mem_limit=None):
     """-> (IRModule to build, params by name, example inputs by name, notes for the build info).
 
     Runs before lowering: every refusal here (missing params, shapes, unsupported operators, no gradient)
     comes in well under a second after the import."""
     from ..frontends.init_params import init_params
     from ..frontends.model_io import load_model_for_build
-    from ..model_checks import check_params, params_without_value
+    from ..model_checks import check_limit_before_lowering, check_params, params_without_value
 
     mod, prm, inputs = load_model_for_build(model, shapes=shapes, params=params)
+    if train is None:       # before making params: a refusal costs nothing (a step is checked once made)
+        check_limit_before_lowering(mod, mem_limit)
     prm = dict(prm or {}) if not isinstance(prm, (list, tuple)) else prm
     notes: dict = {}
     if init:
@@ -93,7 +95,9 @@ def prepare_model(model: str, shapes=None, params=None, init: str | None = None,
     check_params(mod, prm, cli=True, model=model)
     if train is None:
         return mod, prm, inputs, notes
-    return (*_training_step(mod, prm, inputs, train, seed), {**notes, "training_step": _describe(train)})
+    step, state, feeds = _training_step(mod, prm, inputs, train, seed)
+    check_limit_before_lowering(step, mem_limit)
+    return step, state, feeds, {**notes, "training_step": _describe(train)}
 
 
 def _describe(t: TrainOptions) -> str:

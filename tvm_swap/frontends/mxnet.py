@@ -264,6 +264,9 @@ class MXNetImporter:
         return [self.vars[n] for n in names]
 
 
+_PARAM_NAME = re.compile(r"_(weight|bias|gamma|beta|running_mean|running_var|moving_mean|moving_var)$")
+
+
 def _check_shapes(shapes, graph: Graph) -> dict:
     if shapes is None:
         shapes = {}
@@ -273,8 +276,9 @@ def _check_shapes(shapes, graph: Graph) -> dict:
     out = {}
     for name, shape in shapes.items():
         if name not in var_names:
-            raise TvmSwapError(f"shapes names input {name!r}, which the symbol does not have; its variables are "
-                               f"{sorted(var_names)[:20]}")
+            likely = sorted(n for n in var_names if not _PARAM_NAME.search(n))
+            raise TvmSwapError(f"shapes names input {name!r}, which the symbol does not have; its data inputs are "
+                               f"probably {likely[:10]} (of {len(var_names)} variables, params included)")
         try:
             dims = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else [shape]))
         except (TypeError, ValueError):
