@@ -30,10 +30,10 @@ def models():
 
 def _graph_facts(m):
     g = m.compiled.graph
-    from tvm_swap.planner.bounds import noswap_peak
+    from tvm_swap.limits import no_swap_bytes      # what a percentage limit is a share of
     from tvm_swap.planner.feasibility import min_feasible_limit
 
-    return g, noswap_peak(g), min_feasible_limit(g)
+    return g, no_swap_bytes(g), min_feasible_limit(g)
 
 
 @pytest.mark.parametrize("name", list(MODELS))

@@ -53,7 +53,9 @@ def cmd_plan(args) -> int:
                       pool=args.pool, executor=getattr(args, "executor", "processes"),
                       ray_address=getattr(args, "ray_address", None))
     plan.search["graph_spec"] = args.graph   # so `tvm-swap report plan.json` finds the graph again
-    summary = plan.summary()
+    from ..limits import limit_facts
+
+    summary = {**plan.summary(), **limit_facts(graph, plan.mem_limit)}   # the limit beside what "100%" means
     cut = bool(plan.search.get("interrupted"))
     if cut:
         summary["search_interrupted"] = True
@@ -151,7 +153,10 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
     if example_inputs:
         save_inputs(output, dict(example_inputs))
     lower_unlimited_build(mod, target, fuse_max_depth=fuse_max_depth).export_library(output + UNLIMITED_SUFFIX)
-    return {"output": output, "build_s": round(time.perf_counter() - t0, 3), **m.plan_info()}
+    from ..limits import limit_facts
+
+    return {"output": output, "build_s": round(time.perf_counter() - t0, 3), **m.plan_info(),
+            **limit_facts(m.compiled.graph, m.plan.mem_limit)}
 
 
 def cmd_compile(args) -> int:

@@ -42,6 +42,7 @@ def cross_compile(mod, params: dict, output: str, *, target, mem_limit, device=N
     """Plan (roofline costs of `device`), build and export; returns the facts `tvm-swap compile` prints."""
     from runtime_ext.library_check import write_check
 
+    from ..limits import limit_facts
     from ..pipeline import compile_model
 
     spec = device or DEFAULT_CUDA_DEVICE
@@ -58,4 +59,4 @@ def cross_compile(mod, params: dict, output: str, *, target, mem_limit, device=N
             "swap_out_count": counts["swap_out"], "swap_in_count": counts["swap_in"],
             "swap_out_bytes": plan.predicted.get("swap_out_bytes"), "swap_in_bytes": plan.predicted.get("swap_in_bytes"),
             **cm.info, "cost": f"roofline of the {cm.device.name} spec (cross-compiled: nothing was run)",
-            "ran": False, **(notes or {})}
+            "ran": False, **limit_facts(cm.graph, plan.mem_limit), **(notes or {})}

@@ -40,7 +40,8 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 
 def _add_planner_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mem-limit", required=True, metavar="LIMIT",
-                   help="bytes (17179869184), with units (16GB, 512MiB) or a fraction of the no-swap peak (25%%)")
+                   help="bytes (17179869184), with units (16GB, 512MiB) or a share of what the model needs without "
+                        "swapping, TVM's own static plan (25%%; 100%% = no swapping)")
     p.add_argument("--device", default=None, metavar="NAME",
                    help="device spec for the cost model and the simulator (v100-16gb, h200, h100, cpu)")
     p.add_argument("--planner", default="swapadvisor", choices=[str(n) for n in PlannerName])
@@ -136,8 +137,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return getattr(commands, "cmd_" + args.command)(args)
     except InfeasibleLimitError as e:
+        ref = getattr(e, "reference_bytes", None)     # the no-swap need that percentages are of
         _fail(args, str(e), {"error": "infeasible_limit", "mem_limit_bytes": e.mem_limit,
-                             "min_feasible_bytes": e.min_feasible})
+                             "min_feasible_bytes": e.min_feasible, "min_feasible_is_exact": e.exact,
+                             **({"no_swap_bytes": ref, "min_feasible_percent": round(100 * e.min_feasible / ref, 2)}
+                                if ref else {})})
         return 1
     except TvmSwapError as e:
         _fail(args, str(e), {"error": type(e).__name__})

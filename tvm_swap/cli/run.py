@@ -131,4 +131,19 @@ def run_library(library: str, inputs=None, compare_unlimited: bool = False, band
             times_unl.append(run_unlimited(library, uargs, m.manifest.func_name)[1])
         info["unlimited_time_s"] = statistics.median(times_unl)
     info["within_limit"] = bool(st["device_peak_bytes"] <= st["mem_limit_bytes"])
+    info.update(_limit_facts(m, st))
     return info
+
+
+def _limit_facts(m, st) -> dict:
+    """The limit and the measured peak beside what "100%" means (tvm_swap.limits), from the library's graph."""
+    from ..graph import DataflowGraph
+    from ..limits import limit_facts
+
+    meta = m.manifest.meta
+    if "graph_json" not in meta:
+        return {}
+    facts = limit_facts(DataflowGraph.from_dict(meta["graph_json"]), st["mem_limit_bytes"])
+    ref = facts["no_swap_bytes"]
+    facts["device_peak_vs_no_swap"] = round(st["device_peak_bytes"] / ref, 4) if ref else None
+    return facts
