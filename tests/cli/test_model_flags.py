@@ -162,6 +162,17 @@ def test_init_params_are_seeded_and_sane():
     assert all((v > 0).all() for k, v in a.items() if k.endswith("_var"))
 
 
+@needs_fixtures("mxnet")
+def test_example_inputs_of_token_ids_are_valid_ids():
+    pytest.importorskip("tvm")
+    from tvm_swap.frontends.model_io import load_model_for_build
+
+    _, _, inputs = load_model_for_build(str(MX / "lstm_lm_small-symbol.json"), shapes={"data": (35, 20)})
+    ids = inputs["data"]                 # float32, as MXNet feeds token ids; vocab 100 (the fixture's notes)
+    assert ids.dtype == np.float32 and (ids == np.round(ids)).all() and ids.min() >= 0 and ids.max() <= 99
+    assert len(np.unique(ids)) > 50, "ids must cover the vocabulary, not clip to token 0"
+
+
 # ---------------------------------------------------------------- --train, end to end (slow)
 def _train_and_compare(tmp_path, model, *extra, steps=3):
     lib = str(tmp_path / "step.so")
@@ -173,6 +184,8 @@ def _train_and_compare(tmp_path, model, *extra, steps=3):
     print(json.dumps({k: ran.get(k) for k in ("steps", "loss_per_step", "bitwise_equal_per_step",
                                               "device_peak_bytes", "swap_in_bytes", "weights")}))
     assert ran["steps"] == steps and ran["bitwise_equal_per_step"] == [True] * steps
+    assert abs(built["limit_vs_no_swap"] - 0.5) < 1e-3 and built["liveness_peak_bytes"] <= built["no_swap_bytes"]
+    assert ran["no_swap_bytes"] == built["no_swap_bytes"] and ran["device_peak_vs_no_swap"] <= 0.5
     assert ran["outputs_bitwise_equal"] and ran["within_limit"] and ran["swap_in_count"] > 0
     assert len(set(ran["loss_per_step"])) == steps, "the steps did not chain (same loss each time)"
     return built, ran
