@@ -4,6 +4,7 @@ after the import; `--init random|zeros`; `--train` (any model the importers read
 chains steps); cross-compiling CUDA on a machine without a GPU; messages in the caller's words (Python
 arguments from the API, flags from the command line)."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -174,20 +175,34 @@ def test_example_inputs_of_token_ids_are_valid_ids():
 
 
 # ---------------------------------------------------------------- --train, end to end (slow)
+def _compile_at_half_or_the_floor(model, lib, *extra):
+    """Compile at 50%; where the model's floor is above that (kernel workspace dominates small models), the
+    refusal's min_feasible_percent must be a limit that then compiles: -> (compile JSON, the percent used)."""
+    args = ("compile", model, *extra, "--train", "--generations", "2", "--workers", "1", "-o", lib, "--json", "-q")
+    r = cli(*args[:2], "--mem-limit", "50%", *args[2:])
+    if r.returncode == 1:
+        refusal = json.loads(r.stdout.strip().splitlines()[-1])
+        assert refusal["error"] == "infeasible_limit" and refusal["min_feasible_percent"] > 50, refusal
+        percent = math.ceil(refusal["min_feasible_percent"] * 100) / 100
+        print(f"50% refused: floor {refusal['min_feasible_percent']}%; compiling at {percent}%")
+        return last_json(cli(*args[:2], "--mem-limit", f"{percent}%", *args[2:])), percent
+    return last_json(r), 50.0
+
+
 def _train_and_compare(tmp_path, model, *extra, steps=3):
     lib = str(tmp_path / "step.so")
-    built = last_json(cli("compile", model, *extra, "--train", "--mem-limit", "50%", "--generations", "2",
-                          "--workers", "1", "-o", lib, "--json", "-q"))
+    built, percent = _compile_at_half_or_the_floor(model, lib, *extra)
     ran = last_json(cli("run", lib, "--compare-unlimited", "--repeat", str(steps), "--json", "-q"))
-    print(json.dumps({k: built.get(k) for k in ("mem_limit_bytes", "pool_bytes", "swap_out_count", "weights",
-                                                "training_step", "build_s")}))
+    print(json.dumps({k: built.get(k) for k in ("mem_limit_bytes", "pool_bytes", "no_swap_bytes", "limit_vs_no_swap",
+                                                "swap_out_count", "weights", "training_step", "build_s")}))
     print(json.dumps({k: ran.get(k) for k in ("steps", "loss_per_step", "bitwise_equal_per_step",
                                               "device_peak_bytes", "swap_in_bytes", "weights")}))
     assert ran["steps"] == steps and ran["bitwise_equal_per_step"] == [True] * steps
-    assert abs(built["limit_vs_no_swap"] - 0.5) < 1e-3 and built["liveness_peak_bytes"] <= built["no_swap_bytes"]
-    assert ran["no_swap_bytes"] == built["no_swap_bytes"] and ran["device_peak_vs_no_swap"] <= 0.5
     assert ran["outputs_bitwise_equal"] and ran["within_limit"] and ran["swap_in_count"] > 0
     assert len(set(ran["loss_per_step"])) == steps, "the steps did not chain (same loss each time)"
+    assert abs(built["limit_vs_no_swap"] - percent / 100) < 1e-3
+    assert built["liveness_peak_bytes"] <= built["no_swap_bytes"] == ran["no_swap_bytes"]
+    assert ran["device_peak_vs_no_swap"] <= percent / 100
     return built, ran
 
 
@@ -202,6 +217,17 @@ def test_train_an_mxnet_symbol_without_weights(tmp_path):
         map(str, shape["shape"])), "--init", "random", "--optimizer", "adamw", "--lr", "1e-3")
     assert "NOT trained" in built["weights"] and "NOT trained" in ran["weights"]
     assert "adamw" in built["training_step"]
+
+
+@pytest.mark.slow
+@needs_fixtures("mxnet")
+def test_train_resnet18_from_its_symbol_alone(tmp_path):
+    """Issue 16's must-show: an ImageNet CNN as a symbol file only, random weights, Adam, 3 steps bitwise equal to
+    the unlimited build (about 26 min on a loaded 2-core machine: profiling 1000+ kernels dominates)."""
+    pytest.importorskip("tvm")
+    built, ran = _train_and_compare(tmp_path, R18, "--shape", "data=1,3,224,224", "--init", "random",
+                                    "--optimizer", "adam", "--lr", "1e-3")
+    assert "NOT trained" in ran["weights"] and ran["loss_per_step"][-1] < ran["loss_per_step"][0]
 
 
 @pytest.mark.slow
