@@ -19,8 +19,13 @@ class InfeasibleLimitError(TvmSwapError):
         self.reference_bytes = reference_bytes     # the no-swap need percentages are of (tvm_swap.limits), if known
         why = f" ({reason})" if reason else ""
         floor = "the smallest feasible limit is" if exact else "it needs at least"
-        pct = (f", {100 * self.min_feasible / reference_bytes:.1f}% of the {format_bytes(reference_bytes)} the model "
-               f"needs without swapping" if reference_bytes else "")
+        if reference_bytes:
+            from .limits import percent_at_least
+
+            pct = (f", {percent_at_least(self.min_feasible, reference_bytes)}% of the {format_bytes(reference_bytes)} "
+                   f"the model needs without swapping")
+        else:
+            pct = ""
         super().__init__(
             f"memory limit {format_bytes(mem_limit)} ({mem_limit} bytes) cannot be met{why}; "
             f"{floor} {format_bytes(min_feasible)} ({min_feasible} bytes{pct}): "

@@ -82,3 +82,14 @@ def floor_hint(graph, pool: str, alignment: int = DEFAULT_ALIGNMENT) -> str:
         knobs += ", or pool='arena'"
     ws = f" plus {format_bytes(workspace)} of kernel workspace" if workspace else ""
     return f"op {name!r} needs {format_bytes(need)} for its inputs and outputs at once{ws}; lower that with {knobs}"
+
+
+def percent_at_least(nbytes: int, reference: int) -> float:
+    """The percentage (2 decimals) of `reference` that, written as a limit ('79.60%'), gives at least `nbytes`:
+    rounded up, so a refusal's percentage is a limit that then plans."""
+    import math
+
+    pct = math.ceil(10000 * nbytes / reference) / 100
+    while parse_limit(f"{pct}%", reference) < nbytes:
+        pct = round(pct + 0.01, 2)
+    return pct

@@ -4,7 +4,6 @@ after the import; `--init random|zeros`; `--train` (any model the importers read
 chains steps); cross-compiling CUDA on a machine without a GPU; messages in the caller's words (Python
 arguments from the API, flags from the command line)."""
 import json
-import math
 import os
 import subprocess
 import sys
@@ -183,7 +182,7 @@ def _compile_at_half_or_the_floor(model, lib, *extra):
     if r.returncode == 1:
         refusal = json.loads(r.stdout.strip().splitlines()[-1])
         assert refusal["error"] == "infeasible_limit" and refusal["min_feasible_percent"] > 50, refusal
-        percent = math.ceil(refusal["min_feasible_percent"] * 100) / 100
+        percent = refusal["min_feasible_percent"]          # as the refusal says it, no rounding here
         print(f"50% refused: floor {refusal['min_feasible_percent']}%; compiling at {percent}%")
         return last_json(cli(*args[:2], "--mem-limit", f"{percent}%", *args[2:])), percent
     return last_json(r), 50.0

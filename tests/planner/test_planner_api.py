@@ -174,3 +174,25 @@ def test_planning_does_not_import_tvm():
             "print('tvm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_refusals_percentage_is_a_limit_that_plans():
+    """The percentage a refusal names is rounded up: written as a limit it gives at least the floor."""
+    from tvm_swap.errors import InfeasibleLimitError
+    from tvm_swap.limits import percent_at_least
+    from tvm_swap.units import parse_limit
+
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        ref = int(rng.integers(1000, 10**11))
+        need = int(rng.integers(1, ref))
+        pct = percent_at_least(need, ref)
+        assert need <= parse_limit(f"{pct}%", ref) and pct <= 100 * need / ref + 0.02
+    assert percent_at_least(4014848, 5044224) == 79.6          # 79.593...%: 79.59% would be 151 bytes short
+    g = random_training_graph(5, n_layers=20)
+    with pytest.raises(InfeasibleLimitError) as e:
+        plan_graph(g, 1000, op_time=random_op_times(g), planner="swapadvisor-nosearch")
+    pct = percent_at_least(e.value.min_feasible, no_swap_bytes(g, alignment=A))
+    assert e.value.reference_bytes == no_swap_bytes(g, alignment=A) and f"{pct}% of the" in str(e.value)
+    assert "needs" in str(e.value) and "fuse_max_depth=2" in str(e.value)
+    assert plan_graph(g, f"{pct}%", op_time=random_op_times(g), planner="swapadvisor-nosearch").verified

@@ -137,10 +137,12 @@ def main(argv: list[str] | None = None) -> int:
 
         return getattr(commands, "cmd_" + args.command)(args)
     except InfeasibleLimitError as e:
+        from ..limits import percent_at_least
+
         ref = getattr(e, "reference_bytes", None)     # the no-swap need that percentages are of
         _fail(args, str(e), {"error": "infeasible_limit", "mem_limit_bytes": e.mem_limit,
                              "min_feasible_bytes": e.min_feasible, "min_feasible_is_exact": e.exact,
-                             **({"no_swap_bytes": ref, "min_feasible_percent": round(100 * e.min_feasible / ref, 2)}
+                             **({"no_swap_bytes": ref, "min_feasible_percent": percent_at_least(e.min_feasible, ref)}
                                 if ref else {})})
         return 1
     except TvmSwapError as e:
