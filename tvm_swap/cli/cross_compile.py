@@ -1,6 +1,6 @@
 """`tvm-swap compile --target cuda ...` on a machine without a GPU (a build server): plan with the device
 spec's costs (roofline: no kernel can be timed), build the fatbin and export the library without running
-anything. Its params and example inputs are written beside it as a normal compile writes them, so
+anything. It carries its params as a normal compile's library does, with its example inputs beside it, so
 `tvm-swap run MODEL.so` works unchanged on the GPU machine the library is copied to."""
 from __future__ import annotations
 
@@ -26,14 +26,13 @@ def _persistent_names(mod, func_name: str = "main") -> list[str]:
     return [p.name for p in f.params[k:]]
 
 
-def save_params(path: str, mod, params: dict, note: str | None = None) -> None:
-    """The params file `tvm_swap.load` reads (runtime_ext.swap_module's format), without a SwapModule."""
-    from runtime_ext.swap_module import PARAMS_SUFFIX, WEIGHTS_NOTE
+def params_archive_for(mod, params: dict, note: str | None = None) -> bytes:
+    """The params the library carries (runtime_ext.params_bundle), in the order of the function's params."""
+    from runtime_ext.params_bundle import params_archive
+    from runtime_ext.swap_module import WEIGHTS_NOTE
 
     names = [n for n in _persistent_names(mod) if n in params]
-    extra = {f"__{WEIGHTS_NOTE}__": np.array(str(note))} if note else {}
-    np.savez(path + PARAMS_SUFFIX, __names__=np.array(names, dtype=object).astype(str), **extra,
-             **{f"p{i}": np.asarray(params[n]) for i, n in enumerate(names)})
+    return params_archive(names, params, note, note_key=f"__{WEIGHTS_NOTE}__")
 
 
 def cross_compile(mod, params: dict, output: str, *, target, mem_limit, device=None, planner="swapadvisor",
@@ -41,6 +40,7 @@ def cross_compile(mod, params: dict, output: str, *, target, mem_limit, device=N
                   notes: dict | None = None) -> dict:
     """Plan (roofline costs of `device`), build and export; returns the facts `tvm-swap compile` prints."""
     from runtime_ext.library_check import write_check
+    from runtime_ext.params_bundle import append_params
 
     from ..limits import limit_facts
     from ..pipeline import compile_model
@@ -50,8 +50,8 @@ def cross_compile(mod, params: dict, output: str, *, target, mem_limit, device=N
                        seed=seed, generations=generations, fuse_max_depth=fuse_max_depth, profile=False,
                        progress=progress, pool=pool)
     cm.executable.export_library(output)
+    append_params(output, params_archive_for(mod, params or {}, (notes or {}).get("weights")))
     write_check(output)
-    save_params(output, mod, params or {}, (notes or {}).get("weights"))
     plan = cm.plan
     counts = {k: sum(1 for a in plan.actions if a.kind == k) for k in ("swap_out", "swap_in")}
     return {"planner": plan.planner, "pool": plan.pool.kind, "mem_limit_bytes": int(plan.mem_limit),

@@ -1,7 +1,9 @@
 """`tvm-swap run`: run an exported model, optionally next to its unlimited build, and report what happened.
 
-`tvm-swap compile` writes beside MODEL.so: MODEL.so.params.npz (params), MODEL.so.inputs.npz (example inputs)
-and MODEL.so.unlimited.so (the same kernels built with TVM's own memory plan, for --compare-unlimited).
+MODEL.so carries its params (runtime_ext.params_bundle); `tvm-swap compile` also writes beside it
+MODEL.so.check.json (size, SHA-256, TVM version), MODEL.so.inputs.npz (example inputs, so `run` needs no
+--input) and MODEL.so.unlimited.so (the same kernels built with TVM's own memory plan, for --compare-unlimited).
+Only MODEL.so is needed to deploy.
 """
 from __future__ import annotations
 
