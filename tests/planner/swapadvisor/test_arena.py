@@ -239,9 +239,9 @@ def test_roomy_training_arena_keeps_updated_params_with_no_param_traffic():
     backing = plan.next_object_map(g.updates, g.op_outputs())
     assert sorted(backing) == list(range(plan.pool.num_objects)) and backing != list(range(plan.pool.num_objects))
     # the search takes the kept seed when memory allows it
-    best = plan_graph(g, lim, DEV, planner="swapadvisor", generations=0, workers=1)
+    best = plan_graph(g, lim, DEV, planner="swapadvisor", generations=0, workers=1, pool="arena")
     assert best.pool.swaps and best.predicted["time_s"] <= plan_graph(
-        g, lim, DEV, planner="swapadvisor-nosearch").predicted["time_s"]
+        g, lim, DEV, planner="swapadvisor-nosearch", pool="arena").predicted["time_s"]
 
 
 def test_verifier_catches_a_pair_that_is_not_exclusive():
