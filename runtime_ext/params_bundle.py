@@ -18,19 +18,21 @@ MAGIC = b"TVM_SWAP_PARAMS1"
 _TAIL = struct.calcsize("<Q") + len(MAGIC)
 
 
-def params_archive(names: list[str], values: dict, note: str | None = None, note_key: str = "__weights__") -> bytes:
+def params_archive(names: list[str], values: dict, info: dict | None = None) -> bytes:
+    """The npz bytes: params in `names` order, and `info` (str -> str: e.g. how the weights were made, the
+    recipe that rebuilds the unlimited reference) as `__key__` entries."""
     buf = io.BytesIO()
-    extra = {note_key: np.array(str(note))} if note else {}
+    extra = {f"__{k}__": np.array(str(v)) for k, v in (info or {}).items() if v is not None}
     np.savez(buf, __names__=np.array(names, dtype=object).astype(str), **extra,
              **{f"p{i}": np.asarray(values[n]) for i, n in enumerate(names)})
     return buf.getvalue()
 
 
 def read_archive(z) -> tuple[dict, dict]:
-    """(params by name, other entries as strings) from an opened params .npz."""
+    """(params by name, info entries as strings, keys without the underscores) from an opened params .npz."""
     names = [str(n) for n in z["__names__"]]
     params = {n: z[f"p{i}"] for i, n in enumerate(names)}
-    other = {k: str(z[k]) for k in z.files if k.startswith("__") and k != "__names__"}
+    other = {k.strip("_"): str(z[k]) for k in z.files if k.startswith("__") and k != "__names__"}
     return params, other
 
 

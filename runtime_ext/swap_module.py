@@ -26,6 +26,8 @@ from . import builtins  # noqa: F401  (registers tvm_swap.* before any VM links 
 
 PARAMS_SUFFIX = ".params.npz"
 WEIGHTS_NOTE = "weights"     # build_info key: how the params were made when they are not trained weights
+RECIPE = "recipe"            # build_info key: how `tvm-swap compile` made the model (rebuilds the unlimited build)
+STORED_INFO = (WEIGHTS_NOTE, RECIPE)     # build_info entries the library carries beside its params
 PLAN_FUNC = "tvm_swap_plan"
 MANIFEST_FUNC = "tvm_swap_manifest"
 
@@ -245,7 +247,8 @@ class SwapModule:
         self.executable.export_library(path)
         params = self.params()
         names = [p.name for p in self.manifest.persistent if p.name in params]
-        append_params(path, params_archive(names, params, self.build_info.get(WEIGHTS_NOTE), f"__{WEIGHTS_NOTE}__"))
+        info = {k: self.build_info[k] for k in STORED_INFO if k in self.build_info}
+        append_params(path, params_archive(names, params, info))
         write_check(path)
         return path
 
@@ -353,7 +356,6 @@ def load(path, params=None, bandwidth=None, debug_poison: bool = False) -> SwapM
             with np.load(pfile) as z:
                 found = read_archive(z)
         params, other = found if found is not None else ({}, {})
-        if f"__{WEIGHTS_NOTE}__" in other:
-            info[WEIGHTS_NOTE] = other[f"__{WEIGHTS_NOTE}__"]
+        info = {k: v for k, v in other.items() if k in STORED_INFO}
     return SwapModule(lib, params, plan=plan, manifest=manifest, bandwidth=bandwidth, debug_poison=debug_poison,
                       build_info=info)

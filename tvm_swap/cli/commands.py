@@ -120,21 +120,24 @@ def cmd_report(args) -> int:
 def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%", shapes=None, params=None,
                        device=None, planner="swapadvisor", budget_s=10.0, seed=0, generations=None,
                        fuse_max_depth=None, progress=False, pool=None, init=None, train=None) -> dict:
-    """Build MODEL under the limit and write OUTPUT plus its sidecars (params, example inputs, unlimited build).
+    """Build MODEL under the limit and write OUTPUT (params inside, and how it was made, so `run
+    --compare-unlimited` can build the unlimited reference on demand) and OUTPUT.inputs.npz (example inputs).
     init: "random"/"zeros" for params without a value; train: a train_args.TrainOptions (one training step).
     CUDA on a machine without a GPU: plan with the device spec's costs and export without running (cross_compile)."""
     import time
 
     import tvm_swap
-    from relay_passes.lower import lower_unlimited_build
 
     from .cross_compile import cross_compile, gpu_missing_for
-    from .run import UNLIMITED_SUFFIX, save_inputs
+    from .recipe import make_recipe
+    from .run import save_inputs
     from .train_args import prepare_model
 
     t0 = time.perf_counter()
     mod, prm, example_inputs, notes = prepare_model(model, shapes=shapes, params=params, init=init, seed=seed,
                                                     train=train, mem_limit=mem_limit)   # refusals: before lowering
+    notes["recipe"] = make_recipe(model, shapes=shapes, params=params, init=init, seed=seed, train=train,
+                                  target=target, fuse_max_depth=fuse_max_depth)   # the unlimited build, on demand
     if gpu_missing_for(target):
         info = cross_compile(mod, prm, output, target=target, mem_limit=mem_limit, device=device, planner=planner,
                              budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
@@ -152,11 +155,12 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
     m.export_library(output)
     if example_inputs:
         save_inputs(output, dict(example_inputs))
-    lower_unlimited_build(mod, target, fuse_max_depth=fuse_max_depth).export_library(output + UNLIMITED_SUFFIX)
     from ..limits import limit_facts
 
-    return {"output": output, "build_s": round(time.perf_counter() - t0, 3), **m.plan_info(),
+    info = {"output": output, "build_s": round(time.perf_counter() - t0, 3), **m.plan_info(),
             **limit_facts(m.compiled.graph, m.plan.mem_limit)}
+    info.pop("recipe", None)
+    return info
 
 
 def cmd_compile(args) -> int:

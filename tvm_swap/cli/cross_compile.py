@@ -26,13 +26,13 @@ def _persistent_names(mod, func_name: str = "main") -> list[str]:
     return [p.name for p in f.params[k:]]
 
 
-def params_archive_for(mod, params: dict, note: str | None = None) -> bytes:
+def params_archive_for(mod, params: dict, info: dict | None = None) -> bytes:
     """The params the library carries (runtime_ext.params_bundle), in the order of the function's params."""
     from runtime_ext.params_bundle import params_archive
-    from runtime_ext.swap_module import WEIGHTS_NOTE
+    from runtime_ext.swap_module import STORED_INFO
 
     names = [n for n in _persistent_names(mod) if n in params]
-    return params_archive(names, params, note, note_key=f"__{WEIGHTS_NOTE}__")
+    return params_archive(names, params, {k: v for k, v in (info or {}).items() if k in STORED_INFO})
 
 
 def cross_compile(mod, params: dict, output: str, *, target, mem_limit, device=None, planner="swapadvisor",
@@ -50,7 +50,7 @@ def cross_compile(mod, params: dict, output: str, *, target, mem_limit, device=N
                        seed=seed, generations=generations, fuse_max_depth=fuse_max_depth, profile=False,
                        progress=progress, pool=pool)
     cm.executable.export_library(output)
-    append_params(output, params_archive_for(mod, params or {}, (notes or {}).get("weights")))
+    append_params(output, params_archive_for(mod, params or {}, notes))
     write_check(output)
     plan = cm.plan
     counts = {k: sum(1 for a in plan.actions if a.kind == k) for k in ("swap_out", "swap_in")}
@@ -59,4 +59,5 @@ def cross_compile(mod, params: dict, output: str, *, target, mem_limit, device=N
             "swap_out_count": counts["swap_out"], "swap_in_count": counts["swap_in"],
             "swap_out_bytes": plan.predicted.get("swap_out_bytes"), "swap_in_bytes": plan.predicted.get("swap_in_bytes"),
             **cm.info, "cost": f"roofline of the {cm.device.name} spec (cross-compiled: nothing was run)",
-            "ran": False, **limit_facts(cm.graph, plan.mem_limit), **(notes or {})}
+            "ran": False, **limit_facts(cm.graph, plan.mem_limit),
+            **{k: v for k, v in (notes or {}).items() if k != "recipe"}}

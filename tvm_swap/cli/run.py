@@ -1,9 +1,9 @@
 """`tvm-swap run`: run an exported model, optionally next to its unlimited build, and report what happened.
 
-MODEL.so carries its params (runtime_ext.params_bundle); `tvm-swap compile` also writes beside it
-MODEL.so.check.json (size, SHA-256, TVM version), MODEL.so.inputs.npz (example inputs, so `run` needs no
---input) and MODEL.so.unlimited.so (the same kernels built with TVM's own memory plan, for --compare-unlimited).
-Only MODEL.so is needed to deploy.
+MODEL.so carries its params (runtime_ext.params_bundle) and how it was made (cli/recipe.py: --compare-unlimited
+builds the same model with TVM's own memory plan on demand); `tvm-swap compile` also writes beside it
+MODEL.so.check.json (size, SHA-256, TVM version) and MODEL.so.inputs.npz (example inputs, so `run` needs no
+--input). Only MODEL.so is needed to deploy.
 """
 from __future__ import annotations
 
@@ -72,15 +72,21 @@ def unlimited_args(manifest, feeds: dict, params: dict) -> list[np.ndarray]:
     return args
 
 
-def run_unlimited(library: str, args: list[np.ndarray], func_name: str) -> tuple:
-    """One call of the unlimited build on the same arguments -> (outputs, seconds)."""
+def run_unlimited(library: str, args: list[np.ndarray], func_name: str, recipe: str | None = None) -> tuple:
+    """One call of the unlimited build on the same arguments -> (outputs, seconds). The build is the
+    `.unlimited.so` beside the library when there is one (older compiles), else made now from the recipe the
+    library carries (cli/recipe.py)."""
     import tvm
     from tvm import relax
 
     side = library + UNLIMITED_SUFFIX
-    if not Path(side).exists():
-        raise TvmSwapError(f"--compare-unlimited needs {side!r}, which `tvm-swap compile` writes; recompile the model")
-    vm = relax.VirtualMachine(tvm.runtime.load_module(side), tvm.cpu())
+    if Path(side).exists():
+        lib = tvm.runtime.load_module(side)
+    else:
+        from .recipe import unlimited_module
+
+        lib = unlimited_module(library, recipe)
+    vm = relax.VirtualMachine(lib, tvm.cpu())
     args = [tvm.runtime.tensor(np.ascontiguousarray(a)) for a in args]
     t0 = time.perf_counter()
     res = vm[func_name](*args)
@@ -106,7 +112,7 @@ def run_library(library: str, inputs=None, compare_unlimited: bool = False, band
         first = _flat(m(*ordered))
     if compare_unlimited:
         uargs = unlimited_args(m.manifest, feeds, initial_params)
-        ref, t_unl = run_unlimited(library, uargs, m.manifest.func_name)
+        ref, t_unl = run_unlimited(library, uargs, m.manifest.func_name, m.build_info.get("recipe"))
         equal = len(ref) == len(first) and all(
             a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
             for a, b in zip(first, ref))
@@ -130,7 +136,7 @@ def run_library(library: str, inputs=None, compare_unlimited: bool = False, band
     }
     if compare_unlimited:
         for _ in range(max(0, repeat - 1)):
-            times_unl.append(run_unlimited(library, uargs, m.manifest.func_name)[1])
+            times_unl.append(run_unlimited(library, uargs, m.manifest.func_name, m.build_info.get("recipe"))[1])
         info["unlimited_time_s"] = statistics.median(times_unl)
     info["within_limit"] = bool(st["device_peak_bytes"] <= st["mem_limit_bytes"])
     info.update(_limit_facts(m, st))

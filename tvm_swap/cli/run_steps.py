@@ -38,7 +38,7 @@ def run_steps(m, library: str, feeds: dict, steps: int, compare_unlimited: bool)
         outs = _flat(m(*ordered))
         losses.append(float(np.asarray(outs[0]).reshape(-1)[0]))
         if compare_unlimited:
-            ref, t = run_unlimited(library, uargs, m.manifest.func_name)
+            ref, t = run_unlimited(library, uargs, m.manifest.func_name, m.build_info.get("recipe"))
             t_unl.append(t)
             equal.append(_bitwise_equal(outs, ref))
             for i, pos in feed_back.items():
