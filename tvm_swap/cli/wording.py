@@ -7,6 +7,7 @@ import re
 _PY_TO_CLI = [
     (re.compile(r"shapes=\{\{?'([^']+)': \(\.\.\.\)\}?\}"), r"--shape \1=D1,D2,..."),
     (re.compile(r"shapes=\{\{?\"([^\"]+)\": \(\.\.\.\)\}?\}"), r"--shape \1=D1,D2,..."),
+    (re.compile(r"\bshapes names\b"), "--shape names"),
     (re.compile(r"params=\{name: array\}"), "--params FILE (or --init random|zeros)"),
     (re.compile(r"\bpool='([a-z-]+)'"), r"--pool \1"),
     (re.compile(r"\bfuse_max_depth=(\w+)"), r"--fuse-max-depth \1"),
