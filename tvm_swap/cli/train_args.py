@@ -86,7 +86,7 @@ def prepare_model(model: str, shapes=None, params=None, init: str | None = None,
         check_limit_before_lowering(mod, mem_limit)
     prm = dict(prm or {}) if not isinstance(prm, (list, tuple)) else prm
     notes: dict = {}
-    if init:
+    if init and isinstance(prm, dict):      # (a list of params, from a .py model file, is positional: complete)
         missing, _ = params_without_value(mod, prm)
         prm = {**init_params(mod, init, seed=seed, only=set(missing)), **prm}
         note = _params_note(init, seed, len(missing))
