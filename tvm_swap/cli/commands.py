@@ -146,7 +146,7 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
             save_inputs(output, dict(example_inputs))
         return {"output": output, "build_s": round(time.perf_counter() - t0, 3),
                 "note": f"no CUDA GPU here ({gpu_missing_for(target)}): planned and built for {target!r} without "
-                        f"running anything; copy {output} and its sidecars to a GPU machine and `tvm-swap run` it",
+                        f"running anything; copy {output} (params inside) to a GPU machine and `tvm-swap run` it",
                 **info}
     m = tvm_swap.build(mod, target=target, mem_limit=mem_limit, params=prm, device=device, planner=planner,
                        budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
