@@ -81,17 +81,25 @@ def check_before_load(path: str) -> None:
         if built_tvm != here:
             raise LibraryError(f"{path} was built with TVM {built_tvm}, but this is TVM {here}: rebuild it "
                                f"with this TVM (`tvm-swap compile` or tvm_swap.build(...).export_library)")
-    check_elf(path, size)
+    end = check_elf(path, size)
+    if end is not None and size > end:        # bytes after the ELF: the params trailer, which must be whole
+        from .params_bundle import trailer_problem
+
+        why = trailer_problem(path, size, end)
+        if why:
+            raise _damaged(path, size, why)
 
 
-def check_elf(path: str, size: int | None = None) -> None:
+def check_elf(path: str, size: int | None = None) -> int | None:
     """An ELF file must hold every header, segment and section its headers name (else it is truncated).
-    Files that are not ELF are left to the loader, which refuses them with its own message."""
+    Returns the byte where the ELF's own contents end (what follows is the params trailer:
+    runtime_ext.params_bundle), or None for a file that is not ELF: those are left to the loader, which
+    refuses them with its own message."""
     size = os.path.getsize(path) if size is None else size
     with open(path, "rb") as f:
         head = f.read(64)
         if head[:4] != b"\x7fELF":
-            return
+            return None
         bits, endian = head[4], head[5]
         if bits not in (1, 2) or endian not in (1, 2) or len(head) < (64 if bits == 2 else 52):
             raise _damaged(path, size, "its ELF header is malformed")
@@ -102,10 +110,13 @@ def check_elf(path: str, size: int | None = None) -> None:
         else:
             phoff, shoff = struct.unpack_from(e + "II", head, 28)
             phentsize, phnum, shentsize, shnum = struct.unpack_from(e + "HHHH", head, 42)
+        end = len(head)
         for what, off, n, ent in (("program headers", phoff, phnum, phentsize),
                                   ("section headers", shoff, shnum, shentsize)):
             if n and off + n * ent > size:
                 raise _damaged(path, size, f"its {what} end at byte {off + n * ent}")
+            if n:
+                end = max(end, off + n * ent)
         for k in range(phnum):
             f.seek(phoff + k * phentsize)
             ph = f.read(phentsize)
@@ -115,6 +126,7 @@ def check_elf(path: str, size: int | None = None) -> None:
                 p_type, p_offset, _, _, p_filesz = struct.unpack_from(e + "IIIII", ph)
             if p_type == _PT_LOAD and p_offset + p_filesz > size:
                 raise _damaged(path, size, f"a loaded segment ends at byte {p_offset + p_filesz}")
+            end = max(end, p_offset + p_filesz)
         for k in range(shnum):
             f.seek(shoff + k * shentsize)
             sh = f.read(shentsize)
@@ -126,6 +138,9 @@ def check_elf(path: str, size: int | None = None) -> None:
                 sh_offset, sh_size = struct.unpack_from(e + "II", sh, 16)
             if sh_type != _SHT_NOBITS and sh_offset + sh_size > size:
                 raise _damaged(path, size, f"a section ends at byte {sh_offset + sh_size}")
+            if sh_type != _SHT_NOBITS:
+                end = max(end, sh_offset + sh_size)
+    return end
 
 
 def _damaged(path: str, size: int, why: str) -> LibraryError:

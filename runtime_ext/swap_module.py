@@ -4,7 +4,7 @@
     y = m(x)                       # numpy in, numpy out (one array, or a tuple when the model returns a tuple)
     y = m.run({"x": x})
     m.stats()                      # pool bytes, device peak, swaps each way, time per call, predicted time
-    m.export_library("model.so")   # the .so carries plan and manifest; params go to "model.so.params.npz"
+    m.export_library("model.so")   # the .so carries plan, manifest, graph and params: one file deploys
     m2 = tvm_swap.load("model.so")
 
 Params are loaded once: each persistent tensor goes where the plan wants it when a call starts (a pool object,
@@ -25,6 +25,9 @@ from tvm_swap.plan import Plan
 from . import builtins  # noqa: F401  (registers tvm_swap.* before any VM links the program's calls)
 
 PARAMS_SUFFIX = ".params.npz"
+WEIGHTS_NOTE = "weights"     # build_info key: how the params were made when they are not trained weights
+RECIPE = "recipe"            # build_info key: how `tvm-swap compile` made the model (rebuilds the unlimited build)
+STORED_INFO = (WEIGHTS_NOTE, RECIPE)     # build_info entries the library carries beside its params
 PLAN_FUNC = "tvm_swap_plan"
 MANIFEST_FUNC = "tvm_swap_manifest"
 
@@ -234,17 +237,19 @@ class SwapModule:
 
     # ---------------------------------------------------------------- export
     def export_library(self, path) -> str:
-        """Write the library (plan, manifest and graph inside), its check file (`path + '.check.json'`: size,
-        SHA-256, TVM version; see runtime_ext.library_check) and the current params to `path + '.params.npz'`."""
+        """Write the library (plan, manifest, graph and the current params inside: runtime_ext.params_bundle)
+        and its check file (`path + '.check.json'`: size, SHA-256, TVM version; see runtime_ext.library_check).
+        `tvm_swap.load(path)` needs nothing else."""
         from .library_check import write_check
+        from .params_bundle import append_params, params_archive
 
         path = str(path)
         self.executable.export_library(path)
-        write_check(path)
         params = self.params()
         names = [p.name for p in self.manifest.persistent if p.name in params]
-        np.savez(path + PARAMS_SUFFIX, __names__=np.array(names, dtype=object).astype(str),
-                 **{f"p{i}": params[n] for i, n in enumerate(names)})
+        info = {k: self.build_info[k] for k in STORED_INFO if k in self.build_info}
+        append_params(path, params_archive(names, params, info))
+        write_check(path)
         return path
 
     def close(self) -> None:
@@ -315,7 +320,8 @@ def _load_with_cuda_runtime(path: str):
 
 
 def load(path, params=None, bandwidth=None, debug_poison: bool = False) -> SwapModule:
-    """Load a library written by SwapModule.export_library; params default to the saved `.params.npz`.
+    """Load a library written by SwapModule.export_library; params default to those inside it (or, for a
+    library exported before they were, the `.params.npz` beside it).
 
     Loading a library runs its code, as loading any shared library does: load only libraries you trust.
     Before that, the file is checked against damage (runtime_ext.library_check: ELF extents, and the size,
@@ -340,12 +346,16 @@ def load(path, params=None, bandwidth=None, debug_poison: bool = False) -> SwapM
     probe = VirtualMachine(lib, tvm.cpu())
     plan, manifest = _read_plan(probe), _read_manifest(probe)
     check_embedded(plan, manifest, path)
+    info = {}
     if params is None:
+        from .params_bundle import embedded_params, read_archive
+
+        found = embedded_params(path)
         pfile = Path(path + PARAMS_SUFFIX)
-        if pfile.exists():
+        if found is None and pfile.exists():      # exported before params travelled inside the library
             with np.load(pfile) as z:
-                names = [str(n) for n in z["__names__"]]
-                params = {n: z[f"p{i}"] for i, n in enumerate(names)}
-        else:
-            params = {}
-    return SwapModule(lib, params, plan=plan, manifest=manifest, bandwidth=bandwidth, debug_poison=debug_poison)
+                found = read_archive(z)
+        params, other = found if found is not None else ({}, {})
+        info = {k: v for k, v in other.items() if k in STORED_INFO}
+    return SwapModule(lib, params, plan=plan, manifest=manifest, bandwidth=bandwidth, debug_poison=debug_poison,
+                      build_info=info)

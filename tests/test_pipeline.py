@@ -30,10 +30,10 @@ def models():
 
 def _graph_facts(m):
     g = m.compiled.graph
-    from tvm_swap.planner.bounds import noswap_peak
+    from tvm_swap.limits import no_swap_bytes      # what a percentage limit is a share of
     from tvm_swap.planner.feasibility import min_feasible_limit
 
-    return g, noswap_peak(g), min_feasible_limit(g)
+    return g, no_swap_bytes(g), min_feasible_limit(g)
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -107,7 +107,7 @@ def test_dynamic_shapes_are_refused():
 
 def test_bad_arguments_are_clear_errors(models):
     ex, _, _ = models["mlp"]
-    with pytest.raises(TvmSwapError, match="missing values for params"):
+    with pytest.raises(TvmSwapError, match="parameters without a value"):
         tvm_swap.build(ex.mod, params={}, **FAST)
     m = tvm_swap.build(ex.mod, params=ex.params, **FAST)
     with pytest.raises(TvmSwapError, match="must be"):

@@ -8,17 +8,28 @@ class TvmSwapError(Exception):
 class InfeasibleLimitError(TvmSwapError):
     """No plan can meet the memory limit; carries the smallest limit that would work."""
 
-    def __init__(self, mem_limit: int, min_feasible: int, reason: str = ""):
+    def __init__(self, mem_limit: int, min_feasible: int, reason: str = "", exact: bool = True,
+                 reference_bytes: int | None = None):
         from .units import format_bytes
 
         self.mem_limit = int(mem_limit)
         self.min_feasible = int(min_feasible)
         self.reason = reason
+        self.exact = exact     # False: min_feasible is a lower bound found early, the real floor may be higher
+        self.reference_bytes = reference_bytes     # the no-swap need percentages are of (tvm_swap.limits), if known
         why = f" ({reason})" if reason else ""
+        floor = "the smallest feasible limit is" if exact else "it needs at least"
+        if reference_bytes:
+            from .limits import percent_at_least
+
+            pct = (f", {percent_at_least(self.min_feasible, reference_bytes)}% of the {format_bytes(reference_bytes)} "
+                   f"the model needs without swapping")
+        else:
+            pct = ""
         super().__init__(
             f"memory limit {format_bytes(mem_limit)} ({mem_limit} bytes) cannot be met{why}; "
-            f"the smallest feasible limit is {format_bytes(min_feasible)} ({min_feasible} bytes): "
-            f"raise --mem-limit to at least that"
+            f"{floor} {format_bytes(min_feasible)} ({min_feasible} bytes{pct}): "
+            f"raise mem_limit to at least that"
         )
 
 

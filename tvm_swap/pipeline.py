@@ -83,6 +83,9 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     names = [gv.name_hint for gv in mod.functions]
     if func_name not in names:
         raise TvmSwapError(f"the module has no function {func_name!r}; it has: {', '.join(sorted(names))}")
+    from .model_checks import check_limit_before_lowering
+
+    check_limit_before_lowering(mod, mem_limit, func_name)   # a tensor bigger than the limit: refused now
     target = resolve_target(target)
     kind = target.kind.name
     times = {}
@@ -159,6 +162,9 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
         raise TvmSwapError(f"there is no tvm_swap runtime backend for {kind!r}; use 'llvm' or 'cuda'; "
                            f"tvm_swap.pipeline.compile_model(...) plans and builds the library without running it "
                            f"(export it with .executable.export_library(path))")
+    from .model_checks import check_params
+
+    check_params(mod, params, func_name)      # before lowering: a missing param is known now, not after search
     params_dict = params if isinstance(params, dict) else None
     cm = compile_model(mod, target=target, mem_limit=mem_limit, device=device, planner=planner, budget_s=budget_s,
                        seed=seed, generations=generations, fuse_max_depth=fuse_max_depth, profile=profile,

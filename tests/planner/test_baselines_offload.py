@@ -51,7 +51,7 @@ def test_plans_verify_at_their_own_need_and_refuse_below_it(planner, seed):
     assert p.predicted["time_s"] >= p.predicted["ideal_time_s"] * (1 - 1e-9)
     with pytest.raises(InfeasibleLimitError, match=planner) as e:
         plan(g, t, planner, need - 1)
-    assert e.value.min_feasible == need and "raise --mem-limit" in str(e.value)
+    assert e.value.min_feasible == need and "raise mem_limit" in str(e.value)
 
 
 @pytest.mark.parametrize("planner", OFFLOAD)

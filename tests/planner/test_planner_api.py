@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from tvm_swap.errors import InfeasibleLimitError, TvmSwapError
 from tvm_swap.planner import PLANNERS, min_feasible_limit, plan_graph
+from tvm_swap.limits import limit_facts, no_swap_bytes
+from tvm_swap.planner.registry import SEARCH_PLANNERS
 from tvm_swap.planner.bounds import noswap_peak
 from tvm_swap.planner.feasibility import minimal_pool
 from tvm_swap.testing import random_dag, random_op_times, random_training_graph
@@ -78,14 +80,35 @@ def test_limit_spellings():
     g = random_training_graph(1, n_layers=40)
     ot = random_op_times(g)
     kw = dict(op_time=ot, planner="swapadvisor-nosearch")
-    peak = noswap_peak(g, alignment=A)
-    assert plan_graph(g, "25%", **kw).mem_limit == int(peak * 0.25)
+    need = no_swap_bytes(g, alignment=A)           # percentages are of what TVM's own plan needs
+    assert need >= noswap_peak(g, alignment=A)
+    assert plan_graph(g, "25%", **kw).mem_limit == int(need * 0.25)
     assert plan_graph(g, "16GB", **kw).mem_limit == 16 * 10**9
     assert plan_graph(g, "512MiB", **kw).mem_limit == 512 * 2**20
     assert plan_graph(g, 123_456_789, **kw).mem_limit == 123_456_789
     for bad in ("lots", "-5GB", "0%", "", None):
         with pytest.raises(TvmSwapError):
             plan_graph(g, bad, **kw)
+
+
+def test_100_percent_means_no_swapping():
+    """'100%' is what the model needs without tvm_swap: the no-swap plan fits it exactly, and the search planner
+    moves nothing more than the no-swap plan does (the per-call inputs and outputs)."""
+    g = random_training_graph(3, n_layers=30, momentum=True)
+    ot = random_op_times(g)
+    ref = plan_graph(g, "100%", op_time=ot, planner="noswap")
+    assert ref.mem_limit == no_swap_bytes(g, alignment=A) and ref.verified
+    for planner in ("swapadvisor", "swapadvisor-nosearch"):
+        for limit in ("100%", "150%", ref.mem_limit):
+            p = plan_graph(g, limit, op_time=ot, planner=planner, generations=2, population=4, workers=1)
+            assert p.predicted["swap_in_bytes"] <= ref.predicted["swap_in_bytes"], planner
+            assert p.predicted["swap_out_bytes"] <= ref.predicted["swap_out_bytes"], planner
+            assert p.search["no_swap_fits"] and p.verified
+        below = plan_graph(g, ref.mem_limit - A, op_time=ot, planner=planner, generations=2, population=4, workers=1)
+        assert "no_swap_fits" not in below.search and below.planner == planner
+    facts = limit_facts(g, ref.mem_limit, alignment=A)
+    assert facts["limit_vs_no_swap"] == 1.0 and facts["limit_vs_liveness_peak"] >= 1.0
+    assert facts["liveness_peak_bytes"] == noswap_peak(g, alignment=A)
 
 
 def test_predictions_and_search_record():
@@ -115,7 +138,8 @@ def test_every_planner_dispatches_and_verifies():
     assert set(PLANNERS) == {"swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap", "tflms", "save-on-cpu",
                              "save-on-cpu-async", "zero-offload"}
     for name in PLANNERS:
-        p = plan_graph(g, "200%", op_time=ot, planner=name, generations=1, population=4, workers=1)
+        pool = {"pool": "arena"} if name in SEARCH_PLANNERS else {}   # a default pool at 200% gets the no-swap plan
+        p = plan_graph(g, "200%", op_time=ot, planner=name, generations=1, population=4, workers=1, **pool)
         assert p.verified and p.planner == name
         assert p.predicted["time_s"] > 0
 
@@ -150,3 +174,25 @@ def test_planning_does_not_import_tvm():
             "print('tvm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_refusals_percentage_is_a_limit_that_plans():
+    """The percentage a refusal names is rounded up: written as a limit it gives at least the floor."""
+    from tvm_swap.errors import InfeasibleLimitError
+    from tvm_swap.limits import percent_at_least
+    from tvm_swap.units import parse_limit
+
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        ref = int(rng.integers(1000, 10**11))
+        need = int(rng.integers(1, ref))
+        pct = percent_at_least(need, ref)
+        assert need <= parse_limit(f"{pct}%", ref) and pct <= 100 * need / ref + 0.02
+    assert percent_at_least(4014848, 5044224) == 79.6          # 79.593...%: 79.59% would be 151 bytes short
+    g = random_training_graph(5, n_layers=20)
+    with pytest.raises(InfeasibleLimitError) as e:
+        plan_graph(g, 1000, op_time=random_op_times(g), planner="swapadvisor-nosearch")
+    pct = percent_at_least(e.value.min_feasible, no_swap_bytes(g, alignment=A))
+    assert e.value.reference_bytes == no_swap_bytes(g, alignment=A) and f"{pct}% of the" in str(e.value)
+    assert "needs" in str(e.value) and "fuse_max_depth=2" in str(e.value)
+    assert plan_graph(g, f"{pct}%", op_time=random_op_times(g), planner="swapadvisor-nosearch").verified

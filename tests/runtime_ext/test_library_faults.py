@@ -38,7 +38,8 @@ def lib(tmp_path_factory):
 def _copy(lib: Path, dst: Path, data: bytes | None = None, check: bool = False) -> Path:
     """A copy of the library (optionally with other bytes), with its params, and its check file if asked."""
     dst.write_bytes(lib.read_bytes() if data is None else data)
-    shutil.copy(str(lib) + PARAMS_SUFFIX, str(dst) + PARAMS_SUFFIX)
+    if Path(str(lib) + PARAMS_SUFFIX).exists():        # libraries now carry their params inside
+        shutil.copy(str(lib) + PARAMS_SUFFIX, str(dst) + PARAMS_SUFFIX)
     if check:
         shutil.copy(str(lib) + CHECK_SUFFIX, str(dst) + CHECK_SUFFIX)
     return dst

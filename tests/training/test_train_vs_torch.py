@@ -115,6 +115,19 @@ def test_mlp_momentum():
     _assert_close(got, want)
 
 
+@pytest.mark.slow
+def test_mlp_adamw():
+    """AdamW's decoupled weight decay (param *= 1 - lr * wd before the Adam step), as torch.optim.AdamW."""
+    torch.manual_seed(0)
+    net = MLP()
+    x = torch.randn(16, 128)
+    y = np.random.default_rng(2).integers(0, 10, 16).astype("int64")
+    mod, params = from_torch(copy.deepcopy(net), (x,))
+    got = _tvm_losses(mod, params, [x.numpy()], y, "adamw", 1e-2, weight_decay=0.1)
+    want = _torch_losses(net, [x.numpy()], y, lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1))
+    _assert_close(got, want)
+
+
 # ---------------------------------------------------------------- BERT, 2 layers
 class _EncoderLayer(nn.Module):
     def __init__(self, d, heads, ff):

@@ -53,6 +53,7 @@ def cmd_plan(args) -> int:
                       pool=args.pool, executor=getattr(args, "executor", "processes"),
                       ray_address=getattr(args, "ray_address", None))
     from ..frontends.graph_ref import graph_reference
+    from ..limits import limit_facts
 
     # so `tvm-swap report plan.json` finds the graph again, from any folder
     plan.search.update(graph_reference(args.graph, parse_shapes(args.shape), args.params))
@@ -61,7 +62,7 @@ def cmd_plan(args) -> int:
     warn = limit_above_device(plan.mem_limit, get_device(args.device or "v100-16gb"))
     if warn:
         print(f"tvm-swap: {warn}", file=sys.stderr)
-    summary = plan.summary()
+    summary = {**plan.summary(), **limit_facts(graph, plan.mem_limit)}   # the limit beside what "100%" means
     cut = bool(plan.search.get("interrupted"))
     if cut:
         summary["search_interrupted"] = True
@@ -131,36 +132,60 @@ def cmd_report(args) -> int:
 
 def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%", shapes=None, params=None,
                        device=None, planner="swapadvisor", budget_s=10.0, seed=0, generations=None,
-                       fuse_max_depth=None, progress=False, pool=None, refresh_timings=False) -> dict:
-    """Build MODEL under the limit and write OUTPUT plus its sidecars (params, example inputs, unlimited build).
-    Kernel timings and the unlimited build come from the disk cache when this model was compiled before
-    (tvm_swap.timing_cache, tvm_swap.build_cache); refresh_timings measures and builds them again."""
+                       fuse_max_depth=None, progress=False, pool=None, init=None, train=None,
+                       refresh_timings=False) -> dict:
+    """Build MODEL under the limit and write OUTPUT (params inside, and how it was made, so `run
+    --compare-unlimited` can build the unlimited reference on demand) and OUTPUT.inputs.npz (example inputs).
+    init: "random"/"zeros" for params without a value; train: a train_args.TrainOptions (one training step).
+    CUDA on a machine without a GPU: plan with the device spec's costs and export without running (cross_compile).
+    Kernel timings come from the disk cache when this model was compiled before (tvm_swap.timing_cache);
+    refresh_timings measures them again."""
     import time
 
     import tvm_swap
 
-    from ..build_cache import export_unlimited_build
-    from ..frontends.model_io import load_model_for_build
     from ..timing_cache import kernel_timings_for
-    from .run import UNLIMITED_SUFFIX, save_inputs
+    from .cross_compile import cross_compile, gpu_missing_for
+    from .recipe import make_recipe
+    from .run import save_inputs
+    from .train_args import prepare_model
 
     t0 = time.perf_counter()
-    mod, prm, example_inputs = load_model_for_build(model, shapes=shapes, params=params)
+    mod, prm, example_inputs, notes = prepare_model(model, shapes=shapes, params=params, init=init, seed=seed,
+                                                    train=train, mem_limit=mem_limit)   # refusals: before lowering
+    notes["recipe"] = make_recipe(model, shapes=shapes, params=params, init=init, seed=seed, train=train,
+                                  target=target, fuse_max_depth=fuse_max_depth)   # the unlimited build, on demand
+    if gpu_missing_for(target):
+        info = cross_compile(mod, prm, output, target=target, mem_limit=mem_limit, device=device, planner=planner,
+                             budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
+                             progress=progress, pool=pool, notes=notes)
+        if example_inputs:
+            save_inputs(output, dict(example_inputs))
+        return {"output": output, "build_s": round(time.perf_counter() - t0, 3),
+                "note": f"no CUDA GPU here ({gpu_missing_for(target)}): planned and built for {target!r} without "
+                        f"running anything; copy {output} (params inside) to a GPU machine and `tvm-swap run` it",
+                **info}
     timings = kernel_timings_for(target, refresh=refresh_timings)
     m = tvm_swap.build(mod, target=target, mem_limit=mem_limit, params=prm, device=device, planner=planner,
                        budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
                        progress=progress, pool=pool, cost_cache=timings)
+    m.build_info.update(notes)
     m.export_library(output)
     if example_inputs:
         save_inputs(output, dict(example_inputs))
-    reused = export_unlimited_build(mod, target, output + UNLIMITED_SUFFIX, fuse_max_depth, refresh=refresh_timings)
-    return {"output": output, "build_s": round(time.perf_counter() - t0, 3), **m.plan_info(),
-            "kernels_timed": timings.misses, "kernels_from_cache": timings.hits, "unlimited_build_cached": reused}
+    from ..limits import limit_facts
+
+    info = {"output": output, "build_s": round(time.perf_counter() - t0, 3), **m.plan_info(),
+            **limit_facts(m.compiled.graph, m.plan.mem_limit),
+            "kernels_timed": timings.misses, "kernels_from_cache": timings.hits}
+    info.pop("recipe", None)
+    return info
 
 
 def cmd_compile(args) -> int:
     from ..frontends.sources import parse_shapes
     from .notes import compiled_files, limit_above_device
+    from .train_args import train_options
 
     # the search's bar needs a terminal; piped, say what is happening (a compile takes minutes)
     _say(args, f"compiling {args.model} for {args.target} under {args.mem_limit}: lower, time the kernels (cached "
@@ -169,13 +194,14 @@ def cmd_compile(args) -> int:
                               shapes=parse_shapes(args.shape), params=args.params, device=args.device,
                               planner=args.planner, budget_s=args.budget_s, seed=args.seed,
                               generations=args.generations, fuse_max_depth=args.fuse_max_depth,
-                              progress=_progress(args), pool=args.pool,
+                              progress=_progress(args), pool=args.pool, init=args.init, train=train_options(args),
                               refresh_timings=getattr(args, "refresh_timings", False))
     from ..devices import get_device
 
-    warn = limit_above_device(info["mem_limit_bytes"], get_device(info["device"]))
-    if warn:
-        print(f"tvm-swap: {warn}", file=sys.stderr)
+    if "device" in info:
+        warn = limit_above_device(info["mem_limit_bytes"], get_device(info["device"]))
+        if warn:
+            print(f"tvm-swap: {warn}", file=sys.stderr)
     files = compiled_files(args.output)
     info["files"] = [f for f, _ in files]
     if args.json:

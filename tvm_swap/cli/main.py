@@ -11,6 +11,7 @@ import sys
 
 from ..errors import InfeasibleLimitError, TvmSwapError
 from ..planner.registry import PlannerName
+from .train_args import add_model_build_args
 
 
 EPILOG_PLAN = """examples:
@@ -21,6 +22,9 @@ EPILOG_PLAN = """examples:
 EPILOG_COMPILE = """examples:
   tvm-swap compile mlp-train --target llvm --mem-limit 60% -o mlp.so
   tvm-swap compile model-symbol.json --shape data=1,3,224,224 --mem-limit 2GB -o model.so --json
+  tvm-swap compile resnet18_v1-symbol.json --shape data=2,3,224,224 --init random --train
+      --optimizer adam --lr 1e-3 --mem-limit 50% -o step.so    # a training step of an untrained architecture
+  tvm-swap compile cnn-train --target "cuda -arch=sm_90" --mem-limit 50% -o m.so   # no GPU here: built, not run
 """
 EPILOG_GRAPH = """examples:
   tvm-swap graph model-symbol.json --shape data=8,3,224,224 -o model.graph.json
@@ -41,7 +45,8 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 
 def _add_planner_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mem-limit", required=True, metavar="LIMIT",
-                   help="bytes (17179869184), with units (16GB, 512MiB) or a fraction of the no-swap peak (25%%)")
+                   help="bytes (17179869184), with units (16GB, 512MiB) or a share of what the model needs without "
+                        "swapping, TVM's own static plan (25%%; 100%% = no swapping)")
     p.add_argument("--device", default=None, metavar="NAME",
                    help="device spec for the cost model and the simulator (v100-16gb, h200, h100, cpu)")
     p.add_argument("--planner", default="swapadvisor", choices=[str(n) for n in PlannerName])
@@ -103,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--refresh-timings", action="store_true",
                    help="time every kernel and build the unlimited reference again instead of reusing the disk "
                         "cache ($TVM_SWAP_CACHE_DIR, else $XDG_CACHE_HOME/tvm_swap) from an earlier compile")
+    add_model_build_args(p)
     p.add_argument("-o", "--output", required=True, metavar="MODEL.so")
     p.add_argument("--json", action="store_true")
 
@@ -162,8 +168,13 @@ def main(argv: list[str] | None = None) -> int:
         with tvm_logs_filtered(verbose=args.verbose):
             return getattr(commands, "cmd_" + args.command)(args)
     except InfeasibleLimitError as e:
+        from ..limits import percent_at_least
+
+        ref = getattr(e, "reference_bytes", None)     # the no-swap need that percentages are of
         _fail(args, str(e), {"error": "infeasible_limit", "mem_limit_bytes": e.mem_limit,
-                             "min_feasible_bytes": e.min_feasible})
+                             "min_feasible_bytes": e.min_feasible, "min_feasible_is_exact": e.exact,
+                             **({"no_swap_bytes": ref, "min_feasible_percent": percent_at_least(e.min_feasible, ref)}
+                                if ref else {})})
         return 1
     except TvmSwapError as e:
         _fail(args, str(e), {"error": type(e).__name__})
@@ -177,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _fail(args, message: str, payload: dict) -> None:
+    from .wording import cli_message
+
+    message = cli_message(message)     # the API's messages name Python arguments; say the flags
     if getattr(args, "json", False):
         print(json.dumps({**payload, "message": message}))
     print(f"tvm-swap: error: {message}", file=sys.stderr)

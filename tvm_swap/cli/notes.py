@@ -57,11 +57,12 @@ def compiled_files(output: str) -> list[tuple[str, str]]:
 
     from .run import INPUTS_SUFFIX, UNLIMITED_SUFFIX
 
-    parts = [("", "the library: kernels, plan and manifest (tvm-swap run / tvm_swap.load)"),
-             (PARAMS_SUFFIX, "its params; load reads them from beside the library"),
+    parts = [("", "the library: kernels, plan, manifest and params (tvm-swap run / tvm_swap.load)"),
+             (PARAMS_SUFFIX, "its params (older compiles; load reads them from beside the library)"),
              (CHECK_SUFFIX, "size and SHA-256 that load checks the library against"),
              (INPUTS_SUFFIX, "example inputs that `tvm-swap run` uses when none are given"),
-             (UNLIMITED_SUFFIX, "the same model built without a limit, for `tvm-swap run --compare-unlimited`")]
+             (UNLIMITED_SUFFIX, "the same model built without a limit (older compiles; `run --compare-unlimited` "
+                                "now builds it on demand, cached)")]
     return [(output + s, what) for s, what in parts if Path(output + s).exists()]
 
 

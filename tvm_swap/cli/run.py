@@ -1,7 +1,9 @@
 """`tvm-swap run`: run an exported model, optionally next to its unlimited build, and report what happened.
 
-`tvm-swap compile` writes beside MODEL.so: MODEL.so.params.npz (params), MODEL.so.inputs.npz (example inputs)
-and MODEL.so.unlimited.so (the same kernels built with TVM's own memory plan, for --compare-unlimited).
+MODEL.so carries its params (runtime_ext.params_bundle) and how it was made (cli/recipe.py: --compare-unlimited
+builds the same model with TVM's own memory plan on demand); `tvm-swap compile` also writes beside it
+MODEL.so.check.json (size, SHA-256, TVM version) and MODEL.so.inputs.npz (example inputs, so `run` needs no
+--input). Only MODEL.so is needed to deploy.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import numpy as np
 from ..errors import TvmSwapError
 
 INPUTS_SUFFIX = ".inputs.npz"
+WEIGHTS = "weights"        # the library's note on params that are not trained weights (runtime_ext.swap_module)
 UNLIMITED_SUFFIX = ".unlimited.so"
 
 
@@ -69,15 +72,21 @@ def unlimited_args(manifest, feeds: dict, params: dict) -> list[np.ndarray]:
     return args
 
 
-def run_unlimited(library: str, args: list[np.ndarray], func_name: str) -> tuple:
-    """One call of the unlimited build on the same arguments -> (outputs, seconds)."""
+def run_unlimited(library: str, args: list[np.ndarray], func_name: str, recipe: str | None = None) -> tuple:
+    """One call of the unlimited build on the same arguments -> (outputs, seconds). The build is the
+    `.unlimited.so` beside the library when there is one (older compiles), else made now from the recipe the
+    library carries (cli/recipe.py)."""
     import tvm
     from tvm import relax
 
     side = library + UNLIMITED_SUFFIX
-    if not Path(side).exists():
-        raise TvmSwapError(f"--compare-unlimited needs {side!r}, which `tvm-swap compile` writes; recompile the model")
-    vm = relax.VirtualMachine(tvm.runtime.load_module(side), tvm.cpu())
+    if Path(side).exists():
+        lib = tvm.runtime.load_module(side)
+    else:
+        from .recipe import unlimited_module
+
+        lib = unlimited_module(library, recipe)
+    vm = relax.VirtualMachine(lib, tvm.cpu())
     args = [tvm.runtime.tensor(np.ascontiguousarray(a)) for a in args]
     t0 = time.perf_counter()
     res = vm[func_name](*args)
@@ -121,10 +130,16 @@ def run_library(library: str, inputs=None, compare_unlimited: bool = False, band
     ordered = [feeds[n] for n in m.input_names]
     initial_params = m.params()
     info: dict = {}
-    first = _flat(m(*ordered))
+    if m.manifest.updates:        # a training step: each call is the next step (cli/run_steps.py)
+        from .run_steps import run_steps
+
+        info = run_steps(m, library, feeds, repeat, compare_unlimited)
+        compare_unlimited, repeat = False, 1        # done: every step compared and counted
+    else:
+        first = _flat(m(*ordered))
     if compare_unlimited:
         uargs = unlimited_args(m.manifest, feeds, initial_params)
-        ref, t_unl = run_unlimited(library, uargs, m.manifest.func_name)
+        ref, t_unl = run_unlimited(library, uargs, m.manifest.func_name, m.build_info.get("recipe"))
         equal = len(ref) == len(first) and all(
             a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
             for a, b in zip(first, ref))
@@ -143,13 +158,29 @@ def run_library(library: str, inputs=None, compare_unlimited: bool = False, band
         "time_s": statistics.median(m._times[1:] or m._times),
         "predicted_time_s": st["predicted_time_s"],
         "calls": st["calls"],
+        **({WEIGHTS: m.build_info[WEIGHTS]} if WEIGHTS in m.build_info else {}),
         **info,
     }
     if compare_unlimited:
         for _ in range(max(0, repeat - 1)):
-            times_unl.append(run_unlimited(library, uargs, m.manifest.func_name)[1])
+            times_unl.append(run_unlimited(library, uargs, m.manifest.func_name, m.build_info.get("recipe"))[1])
         info["unlimited_time_s"] = statistics.median(times_unl)
     info["within_limit"] = bool(st["device_peak_bytes"] <= st["mem_limit_bytes"])
+    info.update(_limit_facts(m, st))
     if traces:
         info["trace"] = [write_run_trace(m, t) for t in traces]
     return info
+
+
+def _limit_facts(m, st) -> dict:
+    """The limit and the measured peak beside what "100%" means (tvm_swap.limits), from the library's graph."""
+    from ..graph import DataflowGraph
+    from ..limits import limit_facts
+
+    meta = m.manifest.meta
+    if "graph_json" not in meta:
+        return {}
+    facts = limit_facts(DataflowGraph.from_dict(meta["graph_json"]), st["mem_limit_bytes"])
+    ref = facts["no_swap_bytes"]
+    facts["device_peak_vs_no_swap"] = round(st["device_peak_bytes"] / ref, 4) if ref else None
+    return facts

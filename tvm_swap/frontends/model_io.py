@@ -26,15 +26,6 @@ def is_model_spec(spec: str) -> bool:
     return spec.lower().endswith(".py") or model_kind(spec) is not None or spec in _safe_example_names()
 
 
-def _random_inputs(shapes: dict, dtypes: dict | None = None, seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    out = {}
-    for name, shape in shapes.items():
-        dt = (dtypes or {}).get(name, "float32")
-        out[name] = (rng.integers(0, 2, size=shape) if "int" in dt else rng.uniform(-1, 1, size=shape)).astype(dt)
-    return out
-
-
 def _import_py_module(path: Path):
     """TVMScript needs a real module in sys.modules (see notes): import it properly."""
     name = f"tvm_swap_user_{path.stem}"
@@ -58,8 +49,10 @@ def load_model_for_build(spec: str, shapes: dict | None = None, params: str | No
     path = Path(spec)
     kind = model_kind(spec)
     if kind in ("mxnet", "onnx"):
+        from .example_inputs import example_inputs
+
         mod, prm = load_model(spec, shapes=shapes, params=params)
-        return mod, prm, _random_inputs(shapes)
+        return mod, prm, example_inputs(mod)      # token ids where an input indexes an embedding
     if low.endswith(".py"):
         if not path.exists():
             raise TvmSwapError(f"model file {spec!r} does not exist")

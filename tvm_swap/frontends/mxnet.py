@@ -9,7 +9,6 @@ duplicate node names); variables are keyed by name (MXNet binds arguments by nam
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 
@@ -180,6 +179,17 @@ class MXNetImporter:
     def convert(self):
         relax = self.relax
         needed = self._needed_nodes()
+        table = converters()
+        first: dict[str, str] = {}
+        for n in self.graph.nodes:
+            if n.index in needed and n.op != "null" and n.op not in table:
+                first.setdefault(n.op, n.name)
+        if first:      # all of them at once, before converting anything
+            named = ", ".join(f"{op!r} (node {name!r})" for op, name in sorted(first.items()))
+            verb = "is" if len(first) == 1 else "are"
+            raise UnsupportedModelError(f"operator{'s' if len(first) > 1 else ''} {named} {verb} not supported by the "
+                                        f"MXNet importer (tvm_swap.frontends.mxnet.supported_operators() lists those "
+                                        f"that are)")
         try:
             params = self._build_main(needed, converters())
         except Exception:
@@ -254,6 +264,9 @@ class MXNetImporter:
         return [self.vars[n] for n in names]
 
 
+_PARAM_NAME = re.compile(r"_(weight|bias|gamma|beta|running_mean|running_var|moving_mean|moving_var)$")
+
+
 def _check_shapes(shapes, graph: Graph) -> dict:
     if shapes is None:
         shapes = {}
@@ -263,8 +276,9 @@ def _check_shapes(shapes, graph: Graph) -> dict:
     out = {}
     for name, shape in shapes.items():
         if name not in var_names:
-            raise TvmSwapError(f"shapes names input {name!r}, which the symbol does not have; its variables are "
-                               f"{sorted(var_names)[:20]}")
+            likely = sorted(n for n in var_names if not _PARAM_NAME.search(n))
+            raise TvmSwapError(f"shapes names input {name!r}, which the symbol does not have; its data inputs are "
+                               f"probably {likely[:10]} (of {len(var_names)} variables, params included)")
         try:
             dims = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else [shape]))
         except (TypeError, ValueError):
@@ -317,19 +331,8 @@ def supported_operators() -> list[str]:
 
 
 def random_params(mod, seed: int = 0, func: str = "main") -> dict[str, np.ndarray]:
-    """Random values for the parameters of `func` (after its `num_input` data inputs): for graph-only imports."""
-    f = mod[func]
-    k = int(f.attrs["num_input"]) if f.attrs is not None and "num_input" in f.attrs else 0
-    rng = np.random.default_rng(seed)
-    out = {}
-    for p in f.params[k:]:
-        shape = [int(d) for d in p.ty.shape.values]
-        dtype = str(p.ty.dtype.dtype)
-        if not dtype.startswith("float"):
-            out[p.name] = np.zeros(shape, dtype)
-        elif p.name.endswith("_var"):  # BatchNorm running/moving variance must be positive
-            out[p.name] = rng.uniform(0.5, 1.5, shape).astype(dtype)
-        else:
-            fan_in = math.prod(shape[1:]) if len(shape) > 1 else max(shape[0], 1)
-            out[p.name] = (rng.uniform(-1.0, 1.0, shape) / math.sqrt(fan_in)).astype(dtype)
-    return out
+    """Random values for the parameters of `func` (after its `num_input` data inputs): for graph-only imports
+    (tvm_swap.frontends.init_params, "random")."""
+    from .init_params import init_params
+
+    return init_params(mod, "random", seed=seed, func_name=func)

@@ -61,7 +61,7 @@ def _check_shapes(model, shapes):
     for name, dims in inputs.items():
         if name not in shapes and not all(isinstance(d, int) and d > 0 for d in dims):
             raise TvmSwapError(f"ONNX input {name!r} has dims {dims} that are not fixed; give its shape "
-                               f"(shapes={{{name!r}: (...)}} or --shape {name}=D0,D1,...)")
+                               f"(shapes={{{name!r}: (...)}})")
 
 
 def from_onnx(model, shapes=None, dtypes=None, opset=None, fix_broadcasts: bool = True):

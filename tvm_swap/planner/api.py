@@ -4,9 +4,9 @@ It checks the request, picks per-op times, dispatches to a planner, and then ALW
 (tvm_swap.verify.check_plan) and fills `plan.predicted` from the simulator and the bounds, so no caller
 ever sees an unverified or unpredicted plan.
 
-Percentage limits ('25%') are of `bounds.noswap_peak(graph)`: the peak device bytes of the default schedule
-with everything kept resident (params and inputs for the whole call, each produced tensor from its
-producer to its last reader, outputs to the end, aligned sizes, plus the op's workspace).
+Percentage limits ('25%') are of what the model uses without tvm_swap: the device bytes of TVM's own static
+plan (tvm_swap.limits.no_swap_bytes), so "100%" means no swapping; `bounds.noswap_peak(graph)` (the
+idealised liveness peak) is reported beside it.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def resolve_pool(planner: str, pool: str | None) -> str:
         raise TvmSwapError(f"unknown pool {pool!r}; choose one of {', '.join(POOL_KINDS)}")
     if pool == "arena" and planner not in SEARCH_PLANNERS:
         raise TvmSwapError(f"planner {planner!r} models the paper's size-class pool only; use pool='size-classes' "
-                           f"(--pool size-classes) or one of {', '.join(SEARCH_PLANNERS)}")
+                           f"or one of {', '.join(SEARCH_PLANNERS)}")
     return pool
 
 
@@ -51,7 +51,7 @@ def feasible_floor(graph: DataflowGraph, pool: str, alignment: int = 256) -> tup
                                      "once, plus the fragmentation placement cannot avoid")
     return min_feasible_limit(graph, alignment), (
         "the size-class pool needs, per class, as many objects as one op uses at once (sum over classes of "
-        "class size x that count) plus the workspace; an arena (--pool arena) needs less")
+        "class size x that count) plus the workspace; an arena (pool='arena') needs less")
 
 
 def infeasible_floor(graph: DataflowGraph, limit: int, pool: str, alignment: int = 256):
@@ -72,33 +72,30 @@ def check_feasible(graph: DataflowGraph, limit: int, pool: str, alignment: int =
     """Raise InfeasibleLimitError when `limit` cannot be met: below the pool's floor, naming the smallest limit
     `planner` meets (a baseline with a floor of its own names that one; see _refusal). Runs before any
     profiling (roofline times when `op_time` is None), so compile_model and plan_graph refuse alike."""
+    from ..limits import floor_hint, no_swap_bytes
+
     below = infeasible_floor(graph, limit, pool, alignment)
     if below is None:
         return
     floor, why = below
+    why = f"{why}; {floor_hint(graph, pool, alignment)}"
     if planner is None:
-        raise InfeasibleLimitError(limit, floor, why)
-    dev = get_device(device)
-    at_floor = PlanningContext(graph, resolve_op_time(graph, dev, op_time), dev, floor, alignment, int(seed), 1.0, 0,
-                               1, False, dict(options or {}), pool)
-    raise _refusal(planner, limit, floor, why, at_floor)
+        e = InfeasibleLimitError(limit, floor, why)
+    else:
+        dev = get_device(device)
+        at_floor = PlanningContext(graph, resolve_op_time(graph, dev, op_time), dev, floor, alignment, int(seed), 1.0,
+                                   0, 1, False, dict(options or {}), pool)
+        e = _refusal(planner, limit, floor, why, at_floor)
+    raise InfeasibleLimitError(e.mem_limit, e.min_feasible, e.reason, e.exact,
+                               reference_bytes=no_swap_bytes(graph, alignment))   # the floor as a percentage too
 
 
 
 def resolve_limit(graph: DataflowGraph, mem_limit, alignment: int = 256) -> int:
-    """Bytes from an int, '16GB' / '512MiB', or a percentage of the no-swap peak ('25%')."""
-    ref = None
-    if isinstance(mem_limit, str) and mem_limit.strip().endswith("%"):
-        from .bounds import noswap_peak
+    """Bytes from an int, '16GB' / '512MiB', or a percentage of the model's no-swap need ('25%'; tvm_swap.limits)."""
+    from ..limits import resolve_limit as resolve
 
-        ref = noswap_peak(graph, alignment=alignment)
-    try:
-        limit = parse_limit(mem_limit, ref)
-    except (TypeError, ValueError) as e:
-        raise TvmSwapError(f"bad memory limit: {e}") from None
-    if limit <= 0:
-        raise TvmSwapError(f"memory limit must be positive, got {mem_limit!r}")
-    return int(limit)
+    return resolve(graph, mem_limit, alignment)
 
 
 def resolve_op_time(graph: DataflowGraph, device: DeviceSpec, op_time) -> np.ndarray:
@@ -120,7 +117,7 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
                ray_address: str | None = None, **options) -> Plan:
     """Plan one iteration of `graph` under `mem_limit`; returns a verified Plan with `predicted` filled.
 
-    mem_limit: bytes, '16GB', '512MiB' or '25%' (of the no-swap peak, see the module docstring).
+    mem_limit: bytes, '16GB', '512MiB' or '25%' (of the no-swap need, see the module docstring).
     op_time: seconds per op (array), or None for roofline times on `device`.
     planner: a PlannerName (or its string; see registry.py). budget_s: search wall-clock budget; generations: if given, exactly that many
     GA generations (reproducible: same seed + generations = same plan) and budget_s is ignored.
@@ -147,6 +144,7 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
         raise TvmSwapError(f"generations must be a non-negative integer or None, got {generations!r}")
     if generations is None and not budget_s > 0:
         raise TvmSwapError(f"budget_s must be positive seconds, got {budget_s!r}")
+    pool_given = pool
     pool = resolve_pool(planner, pool)
     from .swapadvisor.executors import EXECUTORS
 
@@ -158,6 +156,9 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     dev = get_device(device)
     limit = resolve_limit(graph, mem_limit, alignment)
     times = resolve_op_time(graph, dev, op_time)
+    no_swap_fits = planner in SEARCH_PLANNERS and pool_given is None and limit >= _no_swap_bytes(graph, alignment)
+    if no_swap_fits:      # "100%" means no swapping: TVM's own plan fits, so there is nothing to move or search
+        planner, pool = "noswap", "size-classes"
     check_feasible(graph, limit, pool, alignment, planner, dev, times, seed, options)
     ctx = PlanningContext(graph, times, dev, limit, alignment, int(seed), float(budget_s),
                           None if generations is None else int(generations), workers, bool(progress), dict(options),
@@ -173,8 +174,16 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     for k, v in (("search_s", round(time.perf_counter() - t0, 4)), ("generations", 0), ("evaluations", 1),
                  ("seed", int(seed)), ("history", [])):
         search.setdefault(k, v)
+    if no_swap_fits:
+        search["no_swap_fits"] = True
     plan.search = search
     return plan
+
+
+def _no_swap_bytes(graph: DataflowGraph, alignment: int) -> int:
+    from ..limits import no_swap_bytes
+
+    return no_swap_bytes(graph, alignment)
 
 
 # planners that plan at any limit down to their pool's floor (feasible_floor); the others have floors of their own

@@ -36,7 +36,8 @@ from .grad_scope import split_by_dependence
 UPDATES_ATTR = "tvm_swap.updates"
 PARAM_KINDS_ATTR = "tvm_swap.param_kinds"
 LOSSES = ("cross_entropy", "mse")
-OPTIMIZERS = ("sgd", "momentum", "adam")
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
+ADAM_KINDS = ("adam", "adamw")
 LABELS_NAME = "labels"
 
 
@@ -47,30 +48,31 @@ class Optimizer:
     lr: float = 0.01
     momentum: float = 0.9          # "momentum" only
     nesterov: bool = False         # "momentum" only
-    betas: tuple = (0.9, 0.999)    # "adam" only
-    eps: float = 1e-8              # "adam" only
-    weight_decay: float = 0.0      # L2 penalty added to the gradient, as torch.optim.SGD / Adam
+    betas: tuple = (0.9, 0.999)    # "adam" / "adamw" only
+    eps: float = 1e-8              # "adam" / "adamw" only
+    weight_decay: float = 0.0      # L2 penalty added to the gradient, as torch.optim.SGD / Adam; "adamw":
+                                   # decoupled (param *= 1 - lr * weight_decay first), as torch.optim.AdamW
 
     def state_of(self, name: str, shape, dtype) -> dict:
         """Initial per-parameter state, name -> array."""
         zeros = np.zeros(tuple(shape), dtype)
         if self.kind == "momentum":
             return {f"{name}__momentum": zeros}
-        if self.kind == "adam":
+        if self.kind in ADAM_KINDS:
             return {f"{name}__adam_m": zeros, f"{name}__adam_v": zeros.copy()}
         return {}
 
     def shared_state(self, dtype) -> dict:
         """Initial state shared by all parameters: Adam's running beta powers for bias correction, shaped
         (1,) rather than () because SwapModule's param loading turns 0-d arrays into (1,)."""
-        if self.kind == "adam":
+        if self.kind in ADAM_KINDS:
             return {"adam__beta1_power": np.ones((1,), dtype), "adam__beta2_power": np.ones((1,), dtype)}
         return {}
 
 
 def train_step(mod, params=None, loss: str = "cross_entropy", optimizer: str | Optimizer = "sgd",
                lr: float = 0.01, func_name: str = "main", num_inputs: int | None = None,
-               label_shape=None, label_dtype: str | None = None, output_index: int = 0,
+               label_shape=None, label_dtype: str | None = None, output_index: int = 0, label_name: str = "labels",
                trainable=None, frozen=(), **optimizer_options):
     """-> (IRModule with the one function `main`, {name: np.ndarray} params then optimizer state).
 
@@ -80,8 +82,9 @@ def train_step(mod, params=None, loss: str = "cross_entropy", optimizer: str | O
          with the state (the state's shapes come from the function), so None gives the state alone.
     loss: "cross_entropy" (prediction = logits (..., C), labels int64 (...), mean over all positions,
          torch's F.cross_entropy with ignore_index -100) or "mse" (labels shaped like the prediction,
-         mean over all elements, torch's F.mse_loss). label_shape / label_dtype override the labels var.
-    optimizer: "sgd" | "momentum" | "adam" (lr and **optimizer_options: momentum, nesterov, betas, eps,
+         mean over all elements, torch's F.mse_loss). label_shape / label_dtype override the labels var,
+         label_name names it.
+    optimizer: "sgd" | "momentum" | "adam" | "adamw" (lr and **optimizer_options: momentum, nesterov, betas, eps,
          weight_decay), or an Optimizer.
     trainable: names of the params to update (default: every floating-point param the loss reads);
          frozen: names to keep fixed.
@@ -102,7 +105,7 @@ def train_step(mod, params=None, loss: str = "cross_entropy", optimizer: str | O
     if not 0 <= num_inputs <= len(fwd.params):
         raise TvmSwapError(f"num_inputs={num_inputs} but {func_name!r} has {len(fwd.params)} parameters")
 
-    loss_mod = _loss_module(func_name, fwd, num_inputs, loss, output_index, label_shape, label_dtype)
+    loss_mod = _loss_module(func_name, fwd, num_inputs, loss, output_index, label_shape, label_dtype, label_name)
     loss_fn = loss_mod["loss"]
     n_data = num_inputs + 1                        # inputs + labels
     weights = list(loss_fn.params[n_data:])
@@ -149,10 +152,12 @@ def _optimizer(optimizer, lr, options) -> Optimizer:
     if optimizer not in OPTIMIZERS:
         raise TvmSwapError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
     allowed = {"momentum": {"momentum", "nesterov", "weight_decay"}, "adam": {"betas", "eps", "weight_decay"},
-               "sgd": {"weight_decay"}}[optimizer]
+               "adamw": {"betas", "eps", "weight_decay"}, "sgd": {"weight_decay"}}[optimizer]
     bad = sorted(set(options) - allowed)
     if bad:
         raise TvmSwapError(f"optimizer {optimizer!r} takes {sorted(allowed)} besides lr, not {bad}")
+    if optimizer == "adamw":
+        options = {"weight_decay": 0.01, **options}      # torch.optim.AdamW's default
     return Optimizer(kind=optimizer, lr=float(lr), **options)
 
 
@@ -178,7 +183,7 @@ def _prediction_ty(fwd, output_index):
     return ret, None
 
 
-def _labels_var(loss, pred_ty, label_shape, label_dtype, taken):
+def _labels_var(loss, pred_ty, label_shape, label_dtype, taken, name=LABELS_NAME):
     from tvm import relax
 
     dims = _static_dims(pred_ty, "the prediction")
@@ -189,7 +194,7 @@ def _labels_var(loss, pred_ty, label_shape, label_dtype, taken):
     else:
         shape, dtype = dims, str(pred_ty.dtype.dtype)
     shape = list(label_shape) if label_shape is not None else shape
-    return relax.Var(_unique(LABELS_NAME, taken), relax.TensorType(shape, label_dtype or dtype))
+    return relax.Var(_unique(name, taken), relax.TensorType(shape, label_dtype or dtype))
 
 
 def _emit_loss(bb, loss, pred, labels):
@@ -207,14 +212,14 @@ def _emit_loss(bb, loss, pred, labels):
     return bb.emit(op.mean(op.multiply(diff, diff)))
 
 
-def _loss_module(func_name, fwd, num_inputs, loss, output_index, label_shape, label_dtype):
+def _loss_module(func_name, fwd, num_inputs, loss, output_index, label_shape, label_dtype, label_name=LABELS_NAME):
     """IRModule with only `loss(*inputs, labels, *params) -> scalar`: the forward inlined, one dataflow
     block, training-mode decompositions applied."""
     import tvm
     from tvm import relax
 
     pred_ty, index = _prediction_ty(fwd, output_index)
-    labels = _labels_var(loss, pred_ty, label_shape, label_dtype, {p.name for p in fwd.params})
+    labels = _labels_var(loss, pred_ty, label_shape, label_dtype, {p.name for p in fwd.params}, label_name)
     bb = relax.BlockBuilder()
     callee = fwd
     for key in ("global_symbol", "num_input", "params", "tvm_swap.updates", "tvm_swap.param_kinds"):
@@ -316,18 +321,21 @@ def _update(bb, opt, w, g, state, shared):
     from tvm.relax import op
 
     dt = str(w.ty.dtype.dtype)
+    wname = w.name
 
     def c(v):
         return relax.const(float(v), dt)
 
-    if opt.weight_decay:
+    if opt.weight_decay and opt.kind == "adamw":      # decoupled: shrink the param, leave the gradient
+        w = bb.emit(op.multiply(w, c(1 - opt.lr * opt.weight_decay)))
+    elif opt.weight_decay:
         g = bb.emit(op.add(g, op.multiply(c(opt.weight_decay), w)))
     if opt.kind == "sgd":
-        return bb.emit(op.subtract(w, op.multiply(c(opt.lr), g)), w.name + "_new"), []
+        return bb.emit(op.subtract(w, op.multiply(c(opt.lr), g)), wname + "_new"), []
     if opt.kind == "momentum":
         v = bb.emit(op.add(op.multiply(c(opt.momentum), state[0]), g), state[0].name + "_new")
         d = bb.emit(op.add(g, op.multiply(c(opt.momentum), v))) if opt.nesterov else v
-        return bb.emit(op.subtract(w, op.multiply(c(opt.lr), d)), w.name + "_new"), [v]
+        return bb.emit(op.subtract(w, op.multiply(c(opt.lr), d)), wname + "_new"), [v]
     b1, b2 = opt.betas
     b1p, b2p = (op.reshape(p, []) for p in shared)          # (1,) -> () so a 0-d param keeps its shape
     m = bb.emit(op.add(op.multiply(c(b1), state[0]), op.multiply(c(1 - b1), g)), state[0].name + "_new")
@@ -335,7 +343,7 @@ def _update(bb, opt, w, g, state, shared):
                 state[1].name + "_new")
     step_size = op.divide(c(opt.lr), op.subtract(c(1), b1p))             # lr / (1 - beta1^t)
     denom = op.add(op.divide(op.sqrt(v), op.sqrt(op.subtract(c(1), b2p))), c(opt.eps))
-    new_w = bb.emit(op.subtract(w, op.multiply(step_size, op.divide(m, denom))), w.name + "_new")
+    new_w = bb.emit(op.subtract(w, op.multiply(step_size, op.divide(m, denom))), wname + "_new")
     return new_w, [m, v]
 
 
@@ -370,7 +378,7 @@ def _assemble(adjoint, data_params, kept, chosen, opt, prelude=None):
             loss = bb.emit(relax.TupleGetItem(res, 0), "loss")
             grads = bb.emit(relax.TupleGetItem(res, 1))
             new_shared = []
-            if opt.kind == "adam":
+            if opt.kind in ADAM_KINDS:
                 b1, b2 = opt.betas
                 new_shared = [bb.emit(relax.op.multiply(shared[0], relax.const(b1, dt)), shared[0].name + "_new"),
                               bb.emit(relax.op.multiply(shared[1], relax.const(b2, dt)), shared[1].name + "_new")]

@@ -117,7 +117,7 @@ def test_baselines_refuse_the_arena_explicitly():
 
 def test_plan_json_round_trip_and_version_1_still_loads():
     g = random_training_graph(9)
-    p = plan_graph(g, "100%", DEV, planner="swapadvisor-nosearch")
+    p = plan_graph(g, "100%", DEV, planner="swapadvisor-nosearch", pool="arena")
     q = Plan.from_json(p.to_json())
     assert isinstance(q.pool, Arena) and q.pool.offsets == p.pool.offsets and q.to_json() == p.to_json()
     old = plan_graph(g, "100%", DEV, planner="swapadvisor-nosearch", pool="size-classes").to_dict()
@@ -239,9 +239,9 @@ def test_roomy_training_arena_keeps_updated_params_with_no_param_traffic():
     backing = plan.next_object_map(g.updates, g.op_outputs())
     assert sorted(backing) == list(range(plan.pool.num_objects)) and backing != list(range(plan.pool.num_objects))
     # the search takes the kept seed when memory allows it
-    best = plan_graph(g, lim, DEV, planner="swapadvisor", generations=0, workers=1)
+    best = plan_graph(g, lim, DEV, planner="swapadvisor", generations=0, workers=1, pool="arena")
     assert best.pool.swaps and best.predicted["time_s"] <= plan_graph(
-        g, lim, DEV, planner="swapadvisor-nosearch").predicted["time_s"]
+        g, lim, DEV, planner="swapadvisor-nosearch", pool="arena").predicted["time_s"]
 
 
 def test_verifier_catches_a_pair_that_is_not_exclusive():
@@ -266,7 +266,8 @@ def test_three_training_steps_with_ping_pong_pairs_match_the_unlimited_build():
     from tvm import relax
 
     ex = EXAMPLES["mlp-train"]()
-    m = tvm_swap.build(ex.mod, target="llvm", mem_limit="150%", params=ex.params, generations=0, workers=1)
+    m = tvm_swap.build(ex.mod, target="llvm", mem_limit="150%", params=ex.params, generations=0, workers=1,
+                       pool="arena")   # an explicit pool: the default takes the no-swap plan at >= 100%
     assert m.plan.pool.kind == "arena" and m.plan.pool.swaps, "the roomy plan keeps its updates on the device"
     vm = relax.VirtualMachine(lower_unlimited_build(ex.mod, "llvm"), tvm.cpu())
     args = [tvm.runtime.tensor(a) for a in ex.args()]
