@@ -14,7 +14,6 @@ import hashlib
 import os
 import shutil
 import tempfile
-from pathlib import Path
 
 from .timing_cache import cache_dir
 

@@ -4,7 +4,6 @@ anything. It carries its params as a normal compile's library does, with its exa
 `tvm-swap run MODEL.so` works unchanged on the GPU machine the library is copied to."""
 from __future__ import annotations
 
-import numpy as np
 
 DEFAULT_CUDA_DEVICE = "h100"
 
