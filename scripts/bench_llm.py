@@ -30,7 +30,7 @@ DEFAULT_CASES = ["llama-7b@batch=4,seq=4096:141GB", "llama-7b@batch=4,seq=4096:8
 PLANNERS = ["swapadvisor-nosearch", "odswap", "vdnn", "zero-offload", "swapadvisor"]
 
 
-def run_case(case: str, budget: float, device: str, planners=PLANNERS) -> list[dict]:
+def run_case(case: str, budget: float, device: str, planners=PLANNERS, pool: str | None = None) -> list[dict]:
     from tvm_swap.errors import InfeasibleLimitError
     from tvm_swap.planner import plan_graph
     from tvm_swap.planner.bounds import noswap_peak
@@ -45,9 +45,10 @@ def run_case(case: str, budget: float, device: str, planners=PLANNERS) -> list[d
     for planner in planners:
         t0 = time.perf_counter()
         row = {"model": spec, "limit": limit_text, "mem_limit_bytes": limit, "need_bytes": need, "planner": planner,
-               "ops": g.num_ops}
+               "ops": g.num_ops, "pool": pool}
         try:
-            p = plan_graph(g, limit, device=device, planner=planner, budget_s=budget, workers=1)
+            kw = {"pool": pool} if pool and planner.startswith("swapadvisor") else {}
+            p = plan_graph(g, limit, device=device, planner=planner, budget_s=budget, workers=1, **kw)
         except InfeasibleLimitError as e:
             row["error"] = str(e)
             rows.append(row)
@@ -68,9 +69,11 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=60.0, help="swapadvisor search seconds per case")
     ap.add_argument("--device", default="h200")
     ap.add_argument("--planners", nargs="+", default=PLANNERS, help="planners to run (default: all)")
+    ap.add_argument("--pool", choices=("arena", "size-classes"), default=None,
+                    help="the search planners' memory model (default: theirs)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "llm.json"))
     args = ap.parse_args(argv)
-    rows = [r for case in args.cases for r in run_case(case, args.budget, args.device, args.planners)]
+    rows = [r for case in args.cases for r in run_case(case, args.budget, args.device, args.planners, args.pool)]
     print(f"\n{'model':<28} {'limit':>6} {'need GB':>8} {'planner':<21} {'time s':>8} {'ideal s':>8} "
           f"{'vs ideal':>9} {'in GB':>7} {'out GB':>7} {'peak GB':>8}")
     for r in rows:
