@@ -32,6 +32,11 @@ def print_plan_table(summary: dict, out=sys.stdout) -> None:
         ("time vs lower bound", f"{summary['time_vs_lower_bound']:.3f}x" if summary["time_vs_lower_bound"] else "-"),
         ("swapped out", f"{format_bytes(summary['swap_out_bytes'])} in {summary['swap_out_count']} copies"),
         ("swapped in", f"{format_bytes(summary['swap_in_bytes'])} in {summary['swap_in_count']} copies"),
+    ]
+    if summary.get("recompute_count"):
+        rows.append(("recomputed", f"{format_bytes(summary['recompute_bytes'])} in {summary['recompute_count']} "
+                                   f"kernels, {format_seconds(summary['recompute_s'])} of extra compute"))
+    rows += [
         ("verified", "yes" if summary["verified"] else "NO"),
         ("search", f"{format_seconds(summary['search_s'] or 0)}, {summary['generations'] or 0} generations"),
     ]

@@ -215,4 +215,6 @@ def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: Devic
         "stream_busy_s": {k: float(v) for k, v in sim.stream_busy_s.items()},
     }
     out.update(plan.swap_stats(graph.tensor_bytes()))
+    tb = graph.tensor_bytes()
+    out.update(plan.recompute_stats([int(tb[list(op.outputs)].sum()) for op in graph.ops], op_time))
     return out
