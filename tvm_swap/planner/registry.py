@@ -9,6 +9,8 @@ scripts, tests); PLANNERS maps each to `plan(ctx: PlanningContext) -> Plan`.
     tflms                  TensorFlow LMS: a swap pair per far forward-to-backward edge, tuned (baselines/tflms.py)
     save-on-cpu            torch.autograd.graph.save_on_cpu: synchronous copies (baselines/save_on_cpu.py)
     save-on-cpu-async      torchtune's offloading: side stream, one-layer prefetch (baselines/save_on_cpu.py)
+    recompute-only         activation recomputation without offload: evicted activations are dropped and
+                           recomputed, only params and optimizer state are swapped (baselines/recompute_only.py)
 
 A new planner: add a member here and its function to PLANNERS; nothing else lists planners.
 """
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from enum import Enum
 
 from ..plan import Plan
-from .baselines import (plan_noswap, plan_odswap, plan_save_on_cpu, plan_save_on_cpu_async, plan_tflms,
+from .baselines import (plan_noswap, plan_odswap, plan_recompute_only, plan_save_on_cpu, plan_save_on_cpu_async, plan_tflms,
                         plan_vdnn)
 from .context import PlanningContext
 from .swapadvisor.planners import plan_swapadvisor, plan_swapadvisor_nosearch
@@ -34,6 +36,7 @@ class PlannerName(str, Enum):
     TFLMS = "tflms"
     SAVE_ON_CPU = "save-on-cpu"
     SAVE_ON_CPU_ASYNC = "save-on-cpu-async"
+    RECOMPUTE_ONLY = "recompute-only"
 
     __hash__ = str.__hash__
 
@@ -50,8 +53,9 @@ PLANNERS: dict[PlannerName, Callable[[PlanningContext], Plan]] = {
     PlannerName.TFLMS: plan_tflms,
     PlannerName.SAVE_ON_CPU: plan_save_on_cpu,
     PlannerName.SAVE_ON_CPU_ASYNC: plan_save_on_cpu_async,
+    PlannerName.RECOMPUTE_ONLY: plan_recompute_only,
 }
 BASELINE_NAMES = (PlannerName.ODSWAP, PlannerName.VDNN, PlannerName.NOSWAP, PlannerName.TFLMS,
-                  PlannerName.SAVE_ON_CPU, PlannerName.SAVE_ON_CPU_ASYNC)
+                  PlannerName.SAVE_ON_CPU, PlannerName.SAVE_ON_CPU_ASYNC, PlannerName.RECOMPUTE_ONLY)
 # the planners with an arena mode (the baselines model the paper's size-class pool only)
 SEARCH_PLANNERS = (PlannerName.SWAPADVISOR, PlannerName.SWAPADVISOR_NOSEARCH)

@@ -1,0 +1,86 @@
+"""Planners that recompute (recompute-only; swapadvisor with recompute on): on random graphs every plan
+verifies (plan_graph runs the independent verifier), its simulated time is at least the lower bound, and no
+recompute reads a param after the op computing that param's update ran (checked here from the actions,
+without the verifier)."""
+import pytest
+
+from tvm_swap.planner.api import plan_graph
+from tvm_swap.planner.baselines.common import default_pool
+from tvm_swap.planner.bounds import lower_bound, noswap_peak
+from tvm_swap.planner.context import PlanningContext
+from tvm_swap.planner.recompute import is_pure, recomputable_ops
+from tvm_swap.graph import DataflowGraph, OpInfo, TensorInfo
+from tvm_swap.devices import get_device
+from tvm_swap.errors import InfeasibleLimitError
+from tvm_swap.testing import random_op_times, random_training_graph
+
+DEV = get_device("v100-16gb")
+
+
+def no_read_after_update(g, plan):
+    """Every recompute reads no param whose update's op was computed before it (list order = compute order)."""
+    update_of = {old: new for new, old in g.updates.items()}
+    prod = g.producer()
+    done = set()
+    for a in plan.actions:
+        if a.kind == "compute":
+            done.add(a.op)
+        elif a.kind == "recompute":
+            for t in g.ops[a.op].inputs:
+                new = update_of.get(t)
+                assert new is None or int(prod[new]) not in done, \
+                    f"recompute of {g.ops[a.op].name} reads {g.tensors[t].name} after its update"
+
+
+def baseline_floor(g):
+    """The exact-size pool's floor (what the on-demand baselines need at least)."""
+    try:
+        default_pool(PlanningContext(g, random_op_times(g, 0), DEV, 1))
+    except InfeasibleLimitError as e:
+        return int(e.min_feasible)
+    raise AssertionError("a 1-byte limit was feasible")
+
+
+def limits(g):
+    lo, hi = baseline_floor(g), noswap_peak(g)
+    return [int(lo + f * (hi - lo)) for f in (0.0, 0.1, 0.3)]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_recompute_only_plans_verify_bound_and_respect_updates(seed):
+    g = random_training_graph(seed, n_layers=6 + seed % 4, momentum=seed % 2 == 1)
+    t = random_op_times(g, seed)
+    for limit in limits(g):
+        p = plan_graph(g, limit, DEV, t, planner="recompute-only")
+        assert p.verified
+        assert p.predicted["time_s"] >= lower_bound(g, t, DEV, limit) * (1 - 1e-9)
+        no_read_after_update(g, p)
+        swapped_acts = {a.tensor for a in p.actions if a.kind == "swap_out"
+                        and g.tensors[a.tensor].kind in ("activation", "gradient")}
+        assert len(swapped_acts) <= p.search["fallback_swaps"]    # activations cross only as the chain fallback
+
+
+def test_recompute_only_recomputes_where_odswap_copies():
+    total = 0
+    for seed in range(8):
+        g = random_training_graph(seed, n_layers=8, momentum=False)
+        t = random_op_times(g, seed)
+        limit = limits(g)[1]
+        p = plan_graph(g, limit, DEV, t, planner="recompute-only")
+        total += p.predicted["recompute_count"]
+        odswap = plan_graph(g, limit, DEV, t, planner="odswap")
+        # activations it does not move cross for odswap: the bytes it saves on the link are real
+        assert p.predicted["swap_out_bytes"] <= odswap.predicted["swap_out_bytes"]
+    assert total > 0, "no recompute in any plan: the test exercises nothing"
+
+
+def test_random_kernels_are_never_recomputed():
+    tensors = [TensorInfo(0, "x", 1024, (256,), "float32", "input"),
+               TensorInfo(1, "m", 1024, (256,), "float32", "activation"),
+               TensorInfo(2, "y", 1024, (256,), "float32", "activation"),
+               TensorInfo(3, "z", 1024, (256,), "float32", "output")]
+    ops = [OpInfo(0, "drop0", "fused_dropout_philox", (0,), (1,)), OpInfo(1, "relu", "fused_relu", (1,), (2,)),
+           OpInfo(2, "add", "fused_add", (2, 1), (3,))]
+    g = DataflowGraph("rnd", tensors, ops, outputs=[3])
+    assert not is_pure(g, 0) and is_pure(g, 1)
+    assert recomputable_ops(g) == [False, True, True]
