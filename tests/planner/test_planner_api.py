@@ -113,7 +113,7 @@ def test_every_planner_dispatches_and_verifies():
     g = random_training_graph(4, n_layers=6)
     ot = random_op_times(g)
     assert set(PLANNERS) == {"swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap", "tflms", "save-on-cpu",
-                             "save-on-cpu-async"}
+                             "save-on-cpu-async", "recompute-only"}
     for name in PLANNERS:
         p = plan_graph(g, "200%", op_time=ot, planner=name, generations=1, population=4, workers=1)
         assert p.verified and p.planner == name
