@@ -56,7 +56,7 @@ def cmd_plan(args) -> int:
                       planner=args.planner, budget_s=args.budget_s, seed=args.seed,
                       generations=args.generations, workers=args.workers, progress=_progress(args),
                       pool=args.pool, executor=getattr(args, "executor", "processes"),
-                      ray_address=getattr(args, "ray_address", None))
+                      ray_address=getattr(args, "ray_address", None), **_recompute_option(args))
     plan.search["graph_spec"] = args.graph   # so `tvm-swap report plan.json` finds the graph again
     summary = plan.summary()
     cut = bool(plan.search.get("interrupted"))
@@ -122,7 +122,7 @@ def cmd_report(args) -> int:
 
 def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%", shapes=None, params=None,
                        device=None, planner="swapadvisor", budget_s=10.0, seed=0, generations=None,
-                       fuse_max_depth=None, progress=False, pool=None) -> dict:
+                       fuse_max_depth=None, progress=False, pool=None, recompute="off") -> dict:
     """Build MODEL under the limit and write OUTPUT plus its sidecars (params, example inputs, unlimited build)."""
     import time
 
@@ -136,12 +136,17 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
     mod, prm, example_inputs = load_model_for_build(model, shapes=shapes, params=params)
     m = tvm_swap.build(mod, target=target, mem_limit=mem_limit, params=prm, device=device, planner=planner,
                        budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
-                       progress=progress, pool=pool)
+                       progress=progress, pool=pool, **({"recompute": recompute} if recompute == "on" else {}))
     m.export_library(output)
     if example_inputs:
         save_inputs(output, dict(example_inputs))
     lower_unlimited_build(mod, target, fuse_max_depth=fuse_max_depth).export_library(output + UNLIMITED_SUFFIX)
     return {"output": output, "build_s": round(time.perf_counter() - t0, 3), **m.plan_info()}
+
+
+def _recompute_option(args) -> dict:
+    """`--recompute on` as a planner option (off: no option, so every planner accepts the call)."""
+    return {"recompute": "on"} if getattr(args, "recompute", "off") == "on" else {}
 
 
 def cmd_compile(args) -> int:
@@ -151,7 +156,8 @@ def cmd_compile(args) -> int:
                               shapes=parse_shapes(args.shape), params=args.params, device=args.device,
                               planner=args.planner, budget_s=args.budget_s, seed=args.seed,
                               generations=args.generations, fuse_max_depth=args.fuse_max_depth,
-                              progress=_progress(args), pool=args.pool)
+                              progress=_progress(args), pool=args.pool,
+                              recompute=getattr(args, "recompute", "off"))
     if args.json:
         print(json.dumps(info))
     else:
