@@ -70,6 +70,8 @@ class RecomputeWalker(LruPrefetchWalker):
                 if s is None:
                     return None
                 d = max(d, s + 1)
+            elif not self.b.is_resident(i) and not self.valid_host_copy(i):
+                return None          # gone for good (dropped after its last use): nothing to rebuild from
         return d if d <= self.max_depth else None
 
     def _ancestors(self, t: int) -> list[int]:
