@@ -84,3 +84,43 @@ def test_random_kernels_are_never_recomputed():
     g = DataflowGraph("rnd", tensors, ops, outputs=[3])
     assert not is_pure(g, 0) and is_pure(g, 1)
     assert recomputable_ops(g) == [False, True, True]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("planner", ["swapadvisor", "swapadvisor-nosearch"])
+def test_hybrid_plans_verify_bound_and_respect_updates(seed, planner):
+    g = random_training_graph(seed, n_layers=6 + seed % 3, momentum=seed % 2 == 1)
+    t = random_op_times(g, seed)
+    ga = dict(generations=1, population=4) if planner == "swapadvisor" else {}
+    for frac in ("50%", "70%"):
+        p = plan_graph(g, frac, DEV, t, planner=planner, pool="arena", recompute="on", workers=1, seed=seed, **ga)
+        assert p.verified
+        assert p.predicted["time_s"] >= lower_bound(g, t, DEV, p.mem_limit) * (1 - 1e-9)
+        no_read_after_update(g, p)
+
+
+def test_hybrid_recomputes_somewhere_and_its_seeds_include_swap_only():
+    from tvm_swap.planner.graphindex import GraphIndex
+    from tvm_swap.planner.swapadvisor.arena import ArenaSpace
+
+    total = 0
+    for seed in range(4):
+        g = random_training_graph(seed, n_layers=8)
+        t = random_op_times(g, seed)
+        p = plan_graph(g, "70%", DEV, t, planner="swapadvisor-nosearch", pool="arena", recompute="on")
+        total += p.predicted["recompute_count"]
+        space = ArenaSpace(GraphIndex.build(g, 256, keep_updated=False), p.mem_limit, True, t, DEV)
+        seeds = dict(space.seeds())
+        assert not seeds["nosearch"].recompute.any()          # the swap-only plan is always in the population
+    assert total > 0
+
+
+def test_recompute_on_with_size_classes_is_refused():
+    from tvm_swap.errors import TvmSwapError
+
+    g = random_training_graph(0, n_layers=4)
+    with pytest.raises(TvmSwapError, match="arena pool only"):
+        plan_graph(g, "70%", DEV, random_op_times(g, 0), planner="swapadvisor", pool="size-classes",
+                   recompute="on", generations=0, workers=1)
+    with pytest.raises(TvmSwapError, match="'on' or 'off'"):
+        plan_graph(g, "70%", DEV, random_op_times(g, 0), planner="swapadvisor-nosearch", recompute="maybe")
