@@ -955,7 +955,19 @@ def plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | Non
                device=None) -> ArenaPlan:
     """The arena plan of `schedule` under `mem_limit` (see the module docstring). Raises PlanError when the
     walk or the placement cannot fit. With `op_time` and `device`, placement keeps a swapped-out tensor's
-    bytes until its copy is likely done (_cooled_lasts)."""
+    bytes until its copy is likely done (_cooled_lasts). Recompute genes never make a limit infeasible: when
+    their plan does not fit (rebuilds hold their inputs, which can fragment a tight arena), the same genes
+    without recompute are planned."""
+    if genes is not None and genes.recompute is not None and genes.recompute.any():
+        try:
+            return _plan_arena(gi, schedule, mem_limit, genes, op_time, device)
+        except PlanError:
+            genes = genes.copy()
+            genes.recompute = None
+    return _plan_arena(gi, schedule, mem_limit, genes, op_time, device)
+
+
+def _plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | None, op_time, device) -> ArenaPlan:
     if gi.keep_updated:
         raise PlanError("arena plans use the exact periodicity rule: build the GraphIndex with keep_updated=False")
     schedule = np.asarray(schedule, dtype=np.int64)
