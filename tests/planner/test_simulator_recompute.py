@@ -36,3 +36,9 @@ def test_timeline_counts_recomputed_outputs():
     k = int(np.searchsorted(tl["time"], t_mid, side="right")) - 1
     # during the recompute: x, p, b and the rebuilt a are on the device (4 objects of A)
     assert tl["bytes"][k] == 4 * A
+
+
+def test_the_tight_bound_is_not_claimed_for_plans_that_recompute():
+    g, plan = rc_plan()
+    pred = predict(g, plan, np.array([1.0, 2.0, 4.0]), get_device("v100-16gb"))
+    assert pred["tight_lower_bound_s"] is None and pred["lower_bound_s"] <= pred["time_s"]
