@@ -4,6 +4,8 @@
     swap-only        swapadvisor, arena pool, recompute off (SwapAdvisor)
     hybrid           swapadvisor, arena pool, recompute on: the search picks swap or drop + recompute per tensor
     recompute-only   the baseline: evicted activations dropped and recomputed, params swapped (size classes)
+    recompute-first  swapadvisor-nosearch, arena, recompute on: every eviction that may be recomputed is, on
+                     the default schedule (the others are copied): recompute-heavy without search, in the arena
 
 For each point it prints throughput as a fraction of ideal, the extra compute seconds spent recomputing, the
 bytes crossing the link and the link bytes saved against swap-only, and the hybrid's speed-up over
@@ -36,7 +38,8 @@ POINTS = [("bert-large", 32, "v100-16gb", "16GB"), ("bert-large", 32, "v100-16gb
           ("bert-large", 32, "h200", "24GB")]
 VARIANTS = {"swap-only": ("swapadvisor", {"pool": "arena", "recompute": "off"}),
             "hybrid": ("swapadvisor", {"pool": "arena", "recompute": "on"}),
-            "recompute-only": ("recompute-only", {})}
+            "recompute-only": ("recompute-only", {}),
+            "recompute-first": ("swapadvisor-nosearch", {"pool": "arena", "recompute": "on"})}
 OUT_DIR = ROOT / "benchmarks" / "recompute"
 
 
@@ -108,11 +111,13 @@ def render(rows: list[dict]) -> str:
              "Same limit, seed and search budget per row (scripts/bench_recompute.py); throughput as a fraction "
              "of ideal; extra compute = seconds of recomputed kernels per iteration; link = bytes copied each "
              "iteration (both ways); saved = swap-only's link bytes minus the variant's.", "",
-             "| point | commit | budget | swap-only | hybrid | recompute-only | hybrid / swap-only | hybrid extra compute "
-             "| hybrid link saved | recompute-only extra compute | recompute-only link saved | checks |",
-             "|" + "---|" * 12]
+             "| point | commit | budget | swap-only | hybrid | recompute-only | recompute-first | hybrid / swap-only "
+             "| hybrid extra compute | hybrid link saved | recompute-only extra compute | recompute-only link saved "
+             "| recompute-first extra compute | recompute-first link saved | checks |",
+             "|" + "---|" * 15]
     for r in rows:
         sw, hy, ro = r.get("swap-only") or {}, r.get("hybrid") or {}, r.get("recompute-only") or {}
+        rf = r.get("recompute-first") or {}
         tput = lambda x: f"{x:.3f}"                     # noqa: E731
         ms = lambda x: f"{x * 1e3:.1f} ms"              # noqa: E731
 
@@ -130,8 +135,10 @@ def render(rows: list[dict]) -> str:
         lines.append("| " + " | ".join([
             r["id"], r.get("commit", "?"), budget, _cell(sw, "throughput_vs_ideal", tput),
             _cell(hy, "throughput_vs_ideal", tput), _cell(ro, "throughput_vs_ideal", tput),
+            _cell(rf, "throughput_vs_ideal", tput),
             f"{r['hybrid_speedup']:.3f}x" if "hybrid_speedup" in r else "-",
             _cell(hy, "recompute_s", ms), saved(hy), _cell(ro, "recompute_s", ms), saved(ro),
+            _cell(rf, "recompute_s", ms), saved(rf),
             ", ".join(checks) or "-"]) + " |")
     return "\n".join(lines) + "\n"
 
