@@ -124,3 +124,20 @@ def test_recompute_on_with_size_classes_is_refused():
                    recompute="on", generations=0, workers=1)
     with pytest.raises(TvmSwapError, match="'on' or 'off'"):
         plan_graph(g, "70%", DEV, random_op_times(g, 0), planner="swapadvisor-nosearch", recompute="maybe")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_hybrid_is_never_slower_than_swap_only_seeds(seed):
+    """The hybrid's population starts with swap-only's seed genomes (recompute genes all off), evaluated
+    exactly as swap-only evaluates them, so its plan is never slower than the best of them. (Its random
+    genomes draw recompute genes too, so beyond the seeds the two searches differ.)"""
+    g = random_training_graph(seed, n_layers=8)
+    t = random_op_times(g, seed)
+    kw = dict(planner="swapadvisor", pool="arena", generations=1, population=8, workers=1, seed=seed)
+    off = plan_graph(g, "60%", DEV, t, recompute="off", **kw)
+    on = plan_graph(g, "60%", DEV, t, recompute="on", **kw)
+    shared = set(off.search["seed_times_s"]) & set(on.search["seed_times_s"])
+    assert "nosearch" in shared
+    for name in shared:
+        assert on.search["seed_times_s"][name] == off.search["seed_times_s"][name]
+    assert on.predicted["time_s"] <= min(off.search["seed_times_s"].values()) * (1 + 1e-9)
