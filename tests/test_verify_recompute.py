@@ -6,7 +6,7 @@ from tvm_swap.errors import PlanError
 from tvm_swap.plan import PLAN_VERSION, Action, Arena, Plan
 from tvm_swap.verify import verify_plan
 
-from recompute_plans import ACT, B, C, PNEW, P, X, A, rc_plan  # noqa: E402,F401
+from recompute_plans import ACT, B, C, X, A, rc_plan  # noqa: E402
 
 
 def changed(plan, i, **kw):

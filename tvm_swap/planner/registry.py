@@ -20,8 +20,8 @@ from collections.abc import Callable
 from enum import Enum
 
 from ..plan import Plan
-from .baselines import (plan_noswap, plan_odswap, plan_recompute_only, plan_save_on_cpu, plan_save_on_cpu_async, plan_tflms,
-                        plan_vdnn)
+from .baselines import (plan_noswap, plan_odswap, plan_recompute_only, plan_save_on_cpu, plan_save_on_cpu_async,
+                        plan_tflms, plan_vdnn)
 from .context import PlanningContext
 from .swapadvisor.planners import plan_swapadvisor, plan_swapadvisor_nosearch
 

@@ -144,7 +144,8 @@ def summary_table(summary: dict) -> str:
 
 
 def _legend() -> str:
-    items = [("compute", COMPUTE_COLORS[0]), ("recompute", RECOMPUTE_COLOR)] + [(k.replace("_", " "), c) for k, c in KIND_COLORS.items()]
+    items = [("compute", COMPUTE_COLORS[0]), ("recompute", RECOMPUTE_COLOR)] + \
+        [(k.replace("_", " "), c) for k, c in KIND_COLORS.items()]
     return " ".join(f'<span class="key"><span class="sw" style="background:{c}"></span>{html.escape(n)}</span>'
                     for n, c in items)
 

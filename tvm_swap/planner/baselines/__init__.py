@@ -24,5 +24,5 @@ from .tflms import plan_tflms
 from .vdnn import forward_ops, offload_candidates, plan_vdnn
 
 __all__ = ["PoolLayout", "default_pool", "forward_ops", "noswap_need", "offload_candidates",
-           "plan_noswap", "plan_odswap", "plan_recompute_only", "plan_save_on_cpu", "plan_save_on_cpu_async", "plan_tflms", "plan_vdnn",
-           "static_memory_plan"]
+           "plan_noswap", "plan_odswap", "plan_recompute_only", "plan_save_on_cpu", "plan_save_on_cpu_async",
+           "plan_tflms", "plan_vdnn", "static_memory_plan"]

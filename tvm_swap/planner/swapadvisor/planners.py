@@ -65,7 +65,8 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
 def recompute_option(ctx: PlanningContext) -> bool:
     """The `recompute` planner option as a bool; "on" with the size-class pool is refused (arena only)."""
     v = ctx.options.get("recompute", "off")
-    on = {"on": True, "off": False, True: True, False: False, None: False}.get(v if not isinstance(v, str) else v.lower())
+    key = v.lower() if isinstance(v, str) else v
+    on = {"on": True, "off": False, True: True, False: False, None: False}.get(key)
     if on is None:
         raise TvmSwapError(f"bad swapadvisor option recompute={v!r}: use 'on' or 'off'")
     if on and ctx.pool != "arena":
