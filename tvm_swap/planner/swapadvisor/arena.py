@@ -42,6 +42,13 @@ fit. Measured: WResNet-152-10@16 0.66 -> 0.96 and Inception-4@16 0.77 -> 0.97 of
 decisions (the size-class planner picks clean objects for outputs for the same reason).
 
 Kernel workspace stays as in the size-class pool: a reserve of the largest op's workspace beside the arena.
+
+Swap or recompute (ArenaGenes.recompute, planner option recompute="on"): an evicted tensor whose gene says so
+is dropped without a copy and rebuilt by a recompute right before the op that next reads it, its producer's
+inputs made resident for that slot (swapped in, or rebuilt themselves). The walk only drops it so when the
+rebuild is sound and has room (see `_ArenaWalk.run`); the rebuilt tensor is a stay like a compute output, so
+placement and the verifier treat it like any other. Measured (scripts/bench_recompute.py, seed genomes only):
+BERT-large@32 on a V100 at 16 GB 0.47 -> 0.61 of ideal, WResNet-152-10@64 at 16 GB 0.80 -> 0.98.
 """
 from __future__ import annotations
 
