@@ -216,7 +216,9 @@ def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: Devic
         "time_s": t,
         "ideal_time_s": float(ideal),
         "lower_bound_s": float(lower_bound(graph, op_time, device, plan.mem_limit, plan.pool.alignment)),
-        "tight_lower_bound_s": float(tight_lower_bound(graph, op_time, device, plan.mem_limit, plan.pool.alignment)),
+        # the tight bound assumes no recomputation (tight_bound.py, A2): not a bound for plans that recompute
+        "tight_lower_bound_s": None if any(a.kind == "recompute" for a in plan.actions) else
+        float(tight_lower_bound(graph, op_time, device, plan.mem_limit, plan.pool.alignment)),
         "throughput_vs_ideal": float(ideal / t) if t > 0 else 1.0,
         "mem_limit_bytes": int(plan.mem_limit),
         "pool_bytes": int(plan.pool.total_bytes()),
@@ -224,4 +226,6 @@ def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: Devic
         "stream_busy_s": {k: float(v) for k, v in sim.stream_busy_s.items()},
     }
     out.update(plan.swap_stats(graph.tensor_bytes()))
+    tb = graph.tensor_bytes()
+    out.update(plan.recompute_stats([int(tb[list(op.outputs)].sum()) for op in graph.ops], op_time))
     return out

@@ -131,7 +131,7 @@ def class_peaks(actions: list[Action], pool: Pool, initial: list[tuple[int, int]
         now[obj_class[o]] += 1
     peak = now.copy()
     for a in actions:
-        if a.kind == "compute":
+        if a.kind in ("compute", "recompute"):
             for o in a.out_objs:
                 now[obj_class[o]] += 1
         elif a.kind == "swap_in":

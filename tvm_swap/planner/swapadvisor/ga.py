@@ -83,17 +83,19 @@ class SearchResult:
 
 class Evaluator:
     """Genome -> simulated iteration time. Built once per process. `pool`: "size-classes" (the memory genome
-    is the paper's CLS/CNT Allocation) or "arena" (arena.ArenaGenes)."""
+    is the paper's CLS/CNT Allocation) or "arena" (arena.ArenaGenes; `recompute`: its genes also choose, per
+    evicted tensor, swap or drop + recompute)."""
 
     def __init__(self, graph: DataflowGraph, op_time: np.ndarray, device: DeviceSpec, mem_limit: int,
-                 alignment: int, keep_updated: bool | None = None, pool: str = "size-classes"):
+                 alignment: int, keep_updated: bool | None = None, pool: str = "size-classes",
+                 recompute: bool = False):
         self.graph = graph
         self.op_time = np.asarray(op_time, dtype=np.float64)
         self.device = device
         self.pool = pool
         if pool == "arena":
             self.gi = GraphIndex.build(graph, alignment, keep_updated=False)
-            self.space = ArenaSpace(self.gi, mem_limit)
+            self.space = ArenaSpace(self.gi, mem_limit, recompute, self.op_time, device)
             self.scorer = ArenaScorer(self.gi, mem_limit, self.op_time, device)
         else:
             self.gi = GraphIndex.build(graph, alignment, keep_updated)
