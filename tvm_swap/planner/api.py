@@ -19,7 +19,6 @@ from ..devices import DeviceSpec, get_device
 from ..errors import InfeasibleLimitError, TvmSwapError
 from ..graph import DataflowGraph
 from ..plan import Plan
-from ..units import parse_limit
 from .context import PlanningContext
 from .feasibility import min_feasible_limit
 from .graphindex import GraphIndex
