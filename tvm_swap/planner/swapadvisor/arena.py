@@ -55,7 +55,8 @@ from ...errors import InfeasibleLimitError, PlanError
 from ...plan import Arena
 from ..builder import ActionBuilder
 from ..graphindex import ROLE_KEEP, ROLE_TO_HOST, GraphIndex
-from ..simulator import pack_actions, simulate_time
+from ..simulator import simulate_time
+from .packed_builder import pack_decisions
 
 from ..graphindex import NEVER as _NEVER  # noqa: E402  (next use of a dead tensor)
 MAX_ROUNDS = 12          # decide/place rounds before giving up on a capacity
@@ -650,7 +651,8 @@ def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight
         offsets[pair_stay[p]] = base
         offsets[pair_stay[q]] = base + sizes[pair_stay[p]]
         base += 2 * sizes[pair_stay[p]]
-    rest = [k for k in range(n_st) if not (d.stay_t[k] in d.pair_set)]
+    in_pair = d.pair_set            # a property that builds the set: once, not per stay
+    rest = [k for k in range(n_st) if d.stay_t[k] not in in_pair]
     sub_first = [first[k] for k in rest]
     sub_last = [last[k] for k in rest]
     sub_size = [sizes[k] for k in rest]
@@ -746,9 +748,33 @@ def plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | Non
     """The arena plan of `schedule` under `mem_limit` (see the module docstring). Raises PlanError when the
     walk or the placement cannot fit. With `op_time` and `device`, placement keeps a swapped-out tensor's
     bytes until its copy is likely done (_cooled_lasts)."""
+    schedule = np.asarray(schedule, dtype=np.int64)
+    walk, d, offsets, sizes, capacity, rounds = _decide_arena(gi, schedule, mem_limit, genes, op_time, device)
+    arena_bytes = arena_bytes_for(gi, mem_limit)
+    # objects: one per distinct (offset, size)
+    obj_of: dict = {}
+    stay_obj = []
+    for off, sz in zip(offsets, sizes):
+        stay_obj.append(obj_of.setdefault((off, sz), len(obj_of)))
+    objs = sorted(obj_of, key=obj_of.get)
+    stay_of = {}
+    for k, t in enumerate(d.stay_t):
+        stay_of.setdefault(t, k)
+    swaps = [(stay_obj[stay_of[p]], stay_obj[stay_of[q]]) for p, q in d.pairs]
+    arena = Arena(arena_bytes, [o for o, _ in objs], [s for _, s in objs], gi.alignment, gi.workspace, swaps)
+    b = _emit(walk, d, arena, stay_obj)
+    tclass = np.where(gi.used, 0, -1).astype(np.int64)
+    stats = {"capacity_bytes": int(capacity), "rounds": int(rounds), "placed_bytes": int(max(
+        (o + s for o, s in zip(offsets, sizes)), default=0)), "evictions": int(d.evicted)}
+    return ArenaPlan(schedule, arena, tclass, [(t, stay_obj[sid]) for t, sid in d.pinned], b.actions, stats)
+
+
+def _decide_arena(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, genes: ArenaGenes | None, op_time,
+                  device):
+    """plan_arena's decisions and placement: (walk, decisions, stay offsets, stay sizes, capacity, rounds).
+    The scorer packs these directly (ArenaScorer.packed); plan_arena emits them as actions."""
     if gi.keep_updated:
         raise PlanError("arena plans use the exact periodicity rule: build the GraphIndex with keep_updated=False")
-    schedule = np.asarray(schedule, dtype=np.int64)
     arena_bytes = arena_bytes_for(gi, mem_limit)
     genes = genes if genes is not None else ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64))
     walk = _ArenaWalk(gi, schedule)
@@ -770,22 +796,7 @@ def plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | Non
             d, offsets, sizes, capacity, rounds = _decide_and_place(walk, arena_bytes, genes, kept)
         except PlanError:
             pass
-    # objects: one per distinct (offset, size)
-    obj_of: dict = {}
-    stay_obj = []
-    for off, sz in zip(offsets, sizes):
-        stay_obj.append(obj_of.setdefault((off, sz), len(obj_of)))
-    objs = sorted(obj_of, key=obj_of.get)
-    stay_of = {}
-    for k, t in enumerate(d.stay_t):
-        stay_of.setdefault(t, k)
-    swaps = [(stay_obj[stay_of[p]], stay_obj[stay_of[q]]) for p, q in d.pairs]
-    arena = Arena(arena_bytes, [o for o, _ in objs], [s for _, s in objs], gi.alignment, gi.workspace, swaps)
-    b = _emit(walk, d, arena, stay_obj)
-    tclass = np.where(gi.used, 0, -1).astype(np.int64)
-    stats = {"capacity_bytes": int(capacity), "rounds": int(rounds), "placed_bytes": int(max(
-        (o + s for o, s in zip(offsets, sizes)), default=0)), "evictions": int(d.evicted)}
-    return ArenaPlan(schedule, arena, tclass, [(t, stay_obj[sid]) for t, sid in d.pinned], b.actions, stats)
+    return walk, d, offsets, sizes, capacity, rounds
 
 
 def _min_arena_bytes(gi: GraphIndex) -> int | None:
@@ -806,14 +817,23 @@ class ArenaScorer:
     def __init__(self, gi: GraphIndex, mem_limit: int, op_time, device):
         self.gi, self.mem_limit, self.device = gi, int(mem_limit), device
         self.op_time = np.asarray(op_time, dtype=np.float64)
+        self.nbytes = gi.graph.tensor_bytes().astype(np.float64)
 
-    def time_of(self, schedule, genes: ArenaGenes) -> float:
+    def packed(self, schedule, genes: ArenaGenes):
+        """The simulator's arrays of plan_arena's actions, without building them: the same decisions and
+        placement, packed with the arena's dep rule (packed_builder.pack_decisions with ranges)."""
         from .swapplan import gc_paused
 
+        gi = self.gi
+        schedule = np.asarray(schedule, dtype=np.int64)
         with gc_paused():
-            p = plan_arena(self.gi, schedule, self.mem_limit, genes, self.op_time, self.device)
-            packed = pack_actions(self.gi.graph, p.actions, self.op_time)
-        return float(simulate_time(packed, self.device))
+            walk, d, offsets, sizes, _, _ = _decide_arena(gi, schedule, self.mem_limit, genes, self.op_time,
+                                                          self.device)
+            return pack_decisions(walk.n, schedule, d.out_stays, d.swap_outs, d.drops, d.swap_ins, gi.op_ptr,
+                                  gi.op_tensors, gi.op_nin, self.op_time, self.nbytes, ranges=(offsets, sizes))
+
+    def time_of(self, schedule, genes: ArenaGenes) -> float:
+        return float(simulate_time(self.packed(schedule, genes), self.device))
 
 
 # ============================================================== feasibility
