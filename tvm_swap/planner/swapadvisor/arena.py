@@ -86,6 +86,10 @@ class ArenaGenes:
         return (np.float64(self.headroom).tobytes() + np.float64(self.keep).tobytes()
                 + np.float64(self.split).tobytes() + self.bias.tobytes())
 
+    def is_plain(self) -> bool:
+        """Belady with no headroom, nothing kept and no split: the no-search genome."""
+        return self.headroom == 0 and self.keep <= 0 and self.split < 0 and not self.bias.any()
+
     def copy(self) -> "ArenaGenes":
         return ArenaGenes(float(self.headroom), self.bias.copy(), float(self.keep), float(self.split))
 
@@ -241,7 +245,8 @@ def place_stays(first: list[int], last: list[int], size: list[int]) -> tuple[lis
     """Offsets for stays [first, last] (closed slot intervals) of `size` bytes such that stays whose
     intervals intersect get disjoint ranges; returns (offsets, bytes needed). See the module docstring."""
     m = len(first)
-    order = sorted(range(m), key=lambda s: (first[s], -size[s], s))
+    order = np.lexsort((-np.asarray(size, dtype=np.int64), np.asarray(first, dtype=np.int64))).tolist() \
+        if m else []             # by start, largest first, then index (lexsort is stable)
     offsets = [0] * m
     ends: list = []                 # heap (last slot, stay) of placed stays
     starts: list[int] = []          # free blocks below `top`, by address
@@ -784,8 +789,11 @@ def _decide_arena(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, genes: A
         d, offsets, sizes, capacity, rounds = _decide_and_place(walk, arena_bytes, genes)
     except PlanError:
         # placement is not monotone in the arena's size: a smaller arena that worked for the min feasible
-        # limit still fits in this one
-        small = _min_arena_bytes(gi)
+        # limit still fits in this one. Only for the plain genome (Belady, no headroom, nothing kept: the
+        # no-search plan, always a GA seed), so a feasible limit always gets a plan, while a searched genome
+        # that does not fit is simply unfit: finding the min arena costs dozens of decide/place rounds (33 s
+        # on BRNN-4-8K@128), which a GA worker would otherwise pay on its first unfit genome
+        small = _min_arena_bytes(gi) if genes.is_plain() else None
         if small is None or small >= arena_bytes:
             raise
         d, offsets, sizes, capacity, rounds = _decide_and_place(walk, small, genes)
