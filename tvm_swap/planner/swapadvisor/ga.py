@@ -249,9 +249,10 @@ class GeneticSearch:
                     b_start = time.perf_counter()
                     self.evaluate(pool, pop[k:k + step])
                     done += pop[k:k + step]
-                    batch_s = time.perf_counter() - b_start
-                    # stop when the next batch and the final plan (about 3 evaluations) would not fit
-                    if time.perf_counter() - t0 + batch_s + 3 * batch_s > budget_s:
+                    # stop when the next batch and the final plan (about 3 evaluations) would not fit; the
+                    # first batch also starts the workers, so it only stops a search already past its budget
+                    batch_s = time.perf_counter() - b_start if k else 0.0
+                    if time.perf_counter() - t0 + 4 * batch_s > budget_s:
                         break
                 pop = done
             else:
