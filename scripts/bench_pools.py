@@ -166,7 +166,9 @@ def main(argv=None) -> int:
     if not rows:
         print("no results yet")
         return 1
-    (out / "pools.md").write_text(render(rows, args.planners, metas[-1]))
+    notes = out / "pools_notes.md"      # measurements beside the table (evaluation speed, analyses), kept by hand
+    extra = "\n" + notes.read_text() if notes.exists() else ""
+    (out / "pools.md").write_text(render(rows, args.planners, metas[-1]) + extra)
     print((out / "pools.md").read_text())
     return 0
 
