@@ -26,7 +26,10 @@ is not a free block, and a plan only leaves this module once its placement fits.
 
 What it costs: the walk is O((ops + tensor touches) log tensors) plus, per swap-in and per eviction, one
 numpy slice over the slots between the copy and the use; placement is O(stays x free blocks) (free blocks
-stay few: freed neighbours coalesce). A failed placement repeats both, a few rounds at most.
+stay few: freed neighbours coalesce). A failed placement repeats both, a few rounds at most. The GA's
+fitness (ArenaScorer) packs the decisions for the simulator directly (packed_builder.pack_decisions with
+byte ranges), without Action objects: 0.24 CPU s per genome on BERT-large@32, 0.73 s on BRNN-4-8K@128,
+where the walk and placement, pure-Python loops, are now 3/4 of the time.
 
 Periodicity: persistent tensors nothing updates (frozen weights) that the first pass keeps to its end are
 pinned for the whole iteration in a second pass (a stay from before the first op through the end, so they
