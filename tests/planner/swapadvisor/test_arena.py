@@ -324,3 +324,32 @@ def test_scorer_packs_exactly_the_actions_plan_arena_builds(seed):
                 assert scorer.time_of(sched, genes) == simulate_time(a, DEV)
             compared += 1
     assert compared >= 8
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_class_genomes_give_the_size_class_plan_laid_out_in_the_arena(seed):
+    """A size-class seed in the arena search: its arena plan verifies (as an arena), has the size-class
+    plan's actions, and the scorer's time is that plan's simulated time."""
+    from tvm_swap.planner.simulator import pack_actions, simulate_time
+    from tvm_swap.planner.swapadvisor.arena import ArenaScorer, ArenaSpace
+    from tvm_swap.planner.swapadvisor.encoding import AllocationSpace
+    from tvm_swap.planner.swapadvisor.swapplan import plan_swaps
+    from tvm_swap.testing import random_op_times
+
+    g = _graph(seed)
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    ot = random_op_times(g, seed)
+    lim = (feasible_floor(g, "size-classes")[0] + noswap_peak(g)) // 2
+    space = ArenaSpace(gi, lim)
+    scorer = ArenaScorer(gi, lim, ot, DEV)
+    seeds = space.class_seeds()
+    assert [n for n, _ in seeds] == ["classes-geometric2", "classes-minimal"]
+    for _, genes in seeds:
+        built = plan_arena(gi, gi.default_schedule(), lim, genes, ot, DEV)
+        plan = built.to_plan(g, "t", lim, DEV)
+        assert plan.pool.kind == "arena" and verify_plan(g, plan, lim) == []
+        sc = plan_swaps(gi, AllocationSpace(gi, lim), gi.default_schedule(), genes.classes)
+        assert built.actions == sc.actions
+        a = pack_actions(g, built.actions, ot)
+        assert scorer.time_of(gi.default_schedule(), genes) == simulate_time(a, DEV)
+        assert genes.key() != space.zero().key() and not genes.is_plain()

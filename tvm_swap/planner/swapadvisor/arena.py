@@ -84,17 +84,21 @@ class ArenaGenes:
     bias: np.ndarray
     keep: float = 0.0      # share of the arena for kept updated params (ping-pong pairs, 2x their bytes)
     split: float = -1.0    # share of the capacity protected for params and optimizer state (< 0: shared)
+    classes: object = None  # an encoding.Allocation: plan with these size classes laid out in the arena
 
     def key(self) -> bytes:
-        return (np.float64(self.headroom).tobytes() + np.float64(self.keep).tobytes()
-                + np.float64(self.split).tobytes() + self.bias.tobytes())
+        k = (np.float64(self.headroom).tobytes() + np.float64(self.keep).tobytes()
+             + np.float64(self.split).tobytes() + self.bias.tobytes())
+        return k if self.classes is None else k + b"|classes|" + b"|".join(self.classes.key())
 
     def is_plain(self) -> bool:
         """Belady with no headroom, nothing kept and no split: the no-search genome."""
-        return self.headroom == 0 and self.keep <= 0 and self.split < 0 and not self.bias.any()
+        return self.headroom == 0 and self.keep <= 0 and self.split < 0 and not self.bias.any() \
+            and self.classes is None
 
     def copy(self) -> "ArenaGenes":
-        return ArenaGenes(float(self.headroom), self.bias.copy(), float(self.keep), float(self.split))
+        return ArenaGenes(float(self.headroom), self.bias.copy(), float(self.keep), float(self.split),
+                          None if self.classes is None else self.classes.copy())
 
 
 class ArenaSpace:
@@ -120,9 +124,26 @@ class ArenaSpace:
         return ArenaGenes(float(headroom), np.zeros(self.n_t, dtype=np.int64), float(keep))
 
     def seeds(self) -> list[tuple[str, ArenaGenes]]:
-        out = [("nosearch", self.zero()), ("headroom3", self.zero(0.03))]
+        out = [("nosearch", self.zero())]
+        classes = self.class_seeds()
+        out += classes[:1] + [("headroom3", self.zero(0.03))]
         if self.has_pairs:
             out += [("keep50", self.zero(0.0, 0.5)), ("keepall", self.zero(0.0, 1.0))]
+        return out + classes[1:]
+
+    def class_seeds(self) -> list[tuple[str, ArenaGenes]]:
+        """The paper's pool as arena genomes: a size-class pool is an arena placement whose objects never
+        overlap, so the arena search also starts from size-class plans (geometric2 and the minimal pool,
+        no updated param kept: the arena's periodicity rule); their children keep the classes and search
+        the schedule."""
+        from .encoding import AllocationSpace
+
+        sp = AllocationSpace(self.gi, self.mem_limit)
+        out = []
+        for name, a in (("classes-geometric2", sp.geometric(2.0)), ("classes-minimal", sp.minimal_pool())):
+            g = self.zero()
+            g.classes = a
+            out.append((name, g))
         return out
 
     def random(self, rng: np.random.Generator) -> ArenaGenes:
@@ -133,8 +154,8 @@ class ArenaSpace:
 
     def crossover(self, a: ArenaGenes, b: ArenaGenes, rng: np.random.Generator) -> tuple[ArenaGenes, ArenaGenes]:
         cut = int(rng.integers(0, self.n_t + 1))
-        k1 = ArenaGenes(a.headroom, np.concatenate((a.bias[:cut], b.bias[cut:])), b.keep, a.split)
-        k2 = ArenaGenes(b.headroom, np.concatenate((b.bias[:cut], a.bias[cut:])), a.keep, b.split)
+        k1 = ArenaGenes(a.headroom, np.concatenate((a.bias[:cut], b.bias[cut:])), b.keep, a.split, a.classes)
+        k2 = ArenaGenes(b.headroom, np.concatenate((b.bias[:cut], a.bias[cut:])), a.keep, b.split, b.classes)
         return k1, k2
 
     def mutate(self, a: ArenaGenes, rng: np.random.Generator, p_bias: float = 0.02, p_head: float = 0.3,
@@ -757,6 +778,8 @@ def plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | Non
     walk or the placement cannot fit. With `op_time` and `device`, placement keeps a swapped-out tensor's
     bytes until its copy is likely done (_cooled_lasts)."""
     schedule = np.asarray(schedule, dtype=np.int64)
+    if genes is not None and genes.classes is not None:
+        return _plan_with_classes(gi, schedule, mem_limit, genes.classes)
     walk, d, offsets, sizes, capacity, rounds = _decide_arena(gi, schedule, mem_limit, genes, op_time, device)
     arena_bytes = arena_bytes_for(gi, mem_limit)
     # objects: one per distinct (offset, size)
@@ -775,6 +798,28 @@ def plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | Non
     stats = {"capacity_bytes": int(capacity), "rounds": int(rounds), "placed_bytes": int(max(
         (o + s for o, s in zip(offsets, sizes)), default=0)), "evictions": int(d.evicted)}
     return ArenaPlan(schedule, arena, tclass, [(t, stay_obj[sid]) for t, sid in d.pinned], b.actions, stats)
+
+
+def _plan_with_classes(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, alloc) -> ArenaPlan:
+    """SwapAdvisor's size-class plan (swapplan.plan_swaps, no updated param kept) with its pool's objects
+    laid side by side in the arena: disjoint ranges, so ArenaActionBuilder would give each arrival the same
+    deps as ActionBuilder (the last drop of its object) and the actions carry over unchanged."""
+    from .encoding import AllocationSpace
+    from .swapplan import plan_swaps
+
+    if gi.keep_updated:
+        raise PlanError("arena plans use the exact periodicity rule: build the GraphIndex with keep_updated=False")
+    sp = plan_swaps(gi, AllocationSpace(gi, mem_limit), schedule, alloc)
+    pool = sp.pool
+    arena_bytes = arena_bytes_for(gi, mem_limit)
+    offs = [int(x) for x in pool.object_offset()]
+    sizes = [int(x) for x in pool.object_bytes()]
+    if max((o + z for o, z in zip(offs, sizes)), default=0) > arena_bytes:
+        raise PlanError("the size-class pool does not fit in the arena")
+    arena = Arena(arena_bytes, offs, sizes, gi.alignment, gi.workspace, [])
+    tclass = np.where(gi.used, 0, -1).astype(np.int64)
+    stats = {"size_classes": [int(x) for x in pool.class_bytes], "class_counts": [int(x) for x in pool.class_count]}
+    return ArenaPlan(schedule, arena, tclass, list(sp.initial_residents), list(sp.actions), stats)
 
 
 def _decide_arena(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, genes: ArenaGenes | None, op_time,
@@ -829,6 +874,7 @@ class ArenaScorer:
         self.gi, self.mem_limit, self.device = gi, int(mem_limit), device
         self.op_time = np.asarray(op_time, dtype=np.float64)
         self.nbytes = gi.graph.tensor_bytes().astype(np.float64)
+        self._classes = None       # the size-class scorer, built at the first class genome
 
     def packed(self, schedule, genes: ArenaGenes):
         """The simulator's arrays of plan_arena's actions, without building them: the same decisions and
@@ -837,11 +883,23 @@ class ArenaScorer:
 
         gi = self.gi
         schedule = np.asarray(schedule, dtype=np.int64)
+        if genes.classes is not None:
+            return self._class_scorer().packed(schedule, genes.classes)
         with gc_paused():
             walk, d, offsets, sizes, _, _ = _decide_arena(gi, schedule, self.mem_limit, genes, self.op_time,
                                                           self.device)
             return pack_decisions(walk.n, schedule, d.out_stays, d.swap_outs, d.drops, d.swap_ins, gi.op_ptr,
                                   gi.op_tensors, gi.op_nin, self.op_time, self.nbytes, ranges=(offsets, sizes))
+
+    def _class_scorer(self):
+        """The size-class scorer for class genomes (same decisions and deps as _plan_with_classes)."""
+        if self._classes is None:
+            from .encoding import AllocationSpace
+            from .swapplan import SwapPlanScorer
+
+            self._classes = SwapPlanScorer(self.gi, AllocationSpace(self.gi, self.mem_limit), self.op_time,
+                                           self.device)
+        return self._classes
 
     def time_of(self, schedule, genes: ArenaGenes) -> float:
         return float(simulate_time(self.packed(schedule, genes), self.device))
