@@ -138,7 +138,10 @@ class ArenaSpace:
         the schedule."""
         from .encoding import AllocationSpace
 
-        sp = AllocationSpace(self.gi, self.mem_limit)
+        try:
+            sp = AllocationSpace(self.gi, self.mem_limit)
+        except InfeasibleLimitError:        # below the size-class floor: an arena limit only
+            return []
         out = []
         for name, a in (("classes-geometric2", sp.geometric(2.0)), ("classes-minimal", sp.minimal_pool())):
             g = self.zero()
