@@ -353,3 +353,20 @@ def test_class_genomes_give_the_size_class_plan_laid_out_in_the_arena(seed):
         a = pack_actions(g, built.actions, ot)
         assert scorer.time_of(gi.default_schedule(), genes) == simulate_time(a, DEV)
         assert genes.key() != space.zero().key() and not genes.is_plain()
+
+
+def test_class_genomes_mutate_their_pool_and_stay_plannable():
+    from tvm_swap.planner.swapadvisor.arena import ArenaSpace
+
+    g = random_training_graph(3, n_layers=6)
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    lim = (feasible_floor(g, "size-classes")[0] + noswap_peak(g)) // 2
+    space = ArenaSpace(gi, lim)
+    rng = np.random.default_rng(0)
+    _, parent = space.class_seeds()[0]
+    kids = [space.mutate(parent, rng) for _ in range(20)]
+    assert all(k.classes is not None for k in kids)
+    assert any(k.classes.key() != parent.classes.key() for k in kids)     # the pool is searched too
+    for k in kids[:5]:
+        plan = plan_arena(gi, gi.default_schedule(), lim, k).to_plan(g, "t", lim, DEV)
+        assert verify_plan(g, plan, lim) == []

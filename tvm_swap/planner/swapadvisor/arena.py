@@ -119,6 +119,7 @@ class ArenaSpace:
         self.n_t = gi.n_tensors
         self.scale = max(1, gi.n_ops // 8)       # a bias moves a next use by up to ~1/8 of the iteration
         self.has_pairs = bool(pair_candidates(gi))
+        self._classes = None                     # AllocationSpace, for class genomes (see class_seeds)
 
     def zero(self, headroom: float = 0.0, keep: float = 0.0) -> ArenaGenes:
         return ArenaGenes(float(headroom), np.zeros(self.n_t, dtype=np.int64), float(keep))
@@ -134,12 +135,10 @@ class ArenaSpace:
     def class_seeds(self) -> list[tuple[str, ArenaGenes]]:
         """The paper's pool as arena genomes: a size-class pool is an arena placement whose objects never
         overlap, so the arena search also starts from size-class plans (geometric2 and the minimal pool,
-        no updated param kept: the arena's periodicity rule); their children keep the classes and search
-        the schedule."""
-        from .encoding import AllocationSpace
-
+        no updated param kept: the arena's periodicity rule); their children stay class genomes and search
+        the schedule and the pool (CLS/CNT mutation)."""
         try:
-            sp = AllocationSpace(self.gi, self.mem_limit)
+            sp = self._class_space()
         except InfeasibleLimitError:        # below the size-class floor: an arena limit only
             return []
         out = []
@@ -176,7 +175,18 @@ class ArenaSpace:
             g.keep = float(np.clip(rng.normal(g.keep, 0.15), 0.0, 1.0))
         if rng.random() < p_head / 2:
             g.split = -1.0 if g.split >= 0 and rng.random() < 0.5 else float(rng.uniform(0.2, 0.8))
+        if g.classes is not None:
+            # a class genome also searches its pool, with the paper's CLS/CNT mutation (ga.GASettings' rates)
+            g.classes = self._class_space().mutate(g.classes, rng, 0.1, 0.3, 0.25)
         return g
+
+    def _class_space(self):
+        """The size-class encoding of this graph and limit (InfeasibleLimitError below its floor)."""
+        if self._classes is None:
+            from .encoding import AllocationSpace
+
+            self._classes = AllocationSpace(self.gi, self.mem_limit)
+        return self._classes
 
 
 # ============================================================== kept updates (ping-pong pairs)
