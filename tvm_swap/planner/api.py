@@ -159,7 +159,9 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     if no_swap_fits:      # "100%" means no swapping: TVM's own plan fits, so there is nothing to move or search
         planner, pool = "noswap", "size-classes"
     check_feasible(graph, limit, pool, alignment, planner, dev, times, seed, options)
-    ctx = PlanningContext(graph, times, dev, limit, alignment, int(seed), float(budget_s),
+    # the budget covers all of plan_graph: what the checks above took (an arena plan for feasibility) is spent
+    budget_left = max(0.1 * float(budget_s), float(budget_s) - (time.perf_counter() - t0))
+    ctx = PlanningContext(graph, times, dev, limit, alignment, int(seed), budget_left,
                           None if generations is None else int(generations), workers, bool(progress), dict(options),
                           pool)
     plan = PLANNERS[planner](ctx)
