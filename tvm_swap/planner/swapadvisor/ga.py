@@ -280,6 +280,7 @@ class GeneticSearch:
                     gen += 1
                     kids: list[Genome] = []
                     pending: dict = {}
+                    c_start = time.perf_counter()
                     for _ in range(max(1, Np // 4)):    # workers start on a crossover's kids while the next is bred
                         if generations is None and kids:
                             # a time budget also bounds a generation: one crossover at a time, stopping when
