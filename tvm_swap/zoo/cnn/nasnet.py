@@ -5,9 +5,16 @@ cells and the simplifications), written on a Tape (tape.py) so that R = 25 norma
 paper's NasNet-25) is built in about a second instead of lowering a ~20,000-kernel Relax training step
 three times (that takes most of an hour of CPU at R = 25; see models/nasnet.py).
 
-Against the paper's NasNet-25 (5,533 ops, 193 GB at batch 64): see ZOO["nasnet-25"] and the model notes
-in models/nasnet.py; the op count here follows MXNet's graph (one kernel per layer each way, one update per
-weight), the memory need is the liveness of that graph (tvm_swap.zoo.stats).
+Against the paper's NasNet-25 (5,533 ops, 193 GB, 65 sizes at batch 64), at batch 64: 12,198 ops, a liveness
+peak of 164 GB (0.85x; tvm_swap.zoo.stats) and 56 sizes. Each normal cell is 154 kernels: 55 forward (12
+ReLU, 12 1x1 convs, 10 depthwise convs, 12 batch norms, 3 pools, 5 adds, a concat), 50 backward (one per
+forward layer, none for the adds), 3 gradient sums and 46 momentum updates (one per weight: 30% of all ops;
+MXNet >= 1.5 can aggregate up to 4 weights per update kernel, which would give ~9,500 ops). The paper's count
+is ~70 per cell, fewer than one kernel per layer each way even without updates, so its graph must count
+coarser units than kernels (or its cells are smaller); we do not know which, and keep the kernel count the
+simulator times. The memory is lower because a batch norm here saves only its (C,) mean and inverse std
+beside its input, the ReLUs' outputs are the depthwise convs' saved inputs (no extra copies), no cuDNN
+workspace is modelled, and the peak is the liveness in program order, not MXNet's allocator.
 """
 from __future__ import annotations
 
