@@ -12,6 +12,7 @@ Output: the same IRModule whose function is rebuilt in the plan's action order:
                     out = tvm_swap.object(i, t, obj)    # every kernel output: a view at offset 0 of its object
                     kernel(ins..., out)                 # the same kernel call, arguments remapped
                     [tvm_swap.record(i)]                # only if another stream waits on it
+          recompute: the same as compute: the op's kernel call again, into the objects the action names
           swap_out: tvm_swap.swap_out(i, t_var)
           swap_in:  t_var = tvm_swap.swap_in(i [, host_source])    # later uses are remapped to t_var
           drop:     tvm_swap.drop(i)
@@ -38,7 +39,7 @@ import tvm
 from tvm_swap.errors import PlanError, UnsupportedModelError
 from tvm_swap.graph import PERSISTENT_KINDS, DataflowGraph, ir
 from tvm_swap.graph.ir import Kind
-from tvm_swap.plan import ActionKind, Plan
+from tvm_swap.plan import ActionKind, Plan, runs_kernel
 
 PLAN_FUNC = "tvm_swap_plan"
 MANIFEST_FUNC = "tvm_swap_manifest"
@@ -250,6 +251,14 @@ def check_plan_fits(graph: DataflowGraph, plan: Plan) -> None:
                 raise PlanError(f"action {i}: op {a.op} has {len(outs)} outputs but {len(a.out_objs)} objects")
             for t, o in zip(outs, a.out_objs):
                 fits(t, o, f"action {i}")
+        elif a.kind == ActionKind.RECOMPUTE:
+            if a.op not in seen_ops:
+                raise PlanError(f"action {i} recomputes op {a.op}, which is out of range or not computed before it")
+            outs = graph.ops[a.op].outputs
+            if len(a.out_objs) != len(outs):
+                raise PlanError(f"action {i}: op {a.op} has {len(outs)} outputs but {len(a.out_objs)} objects")
+            for t, o in zip(outs, a.out_objs):
+                fits(t, o, f"action {i}")
         else:
             fits(a.tensor, a.obj, f"action {i} ({a.kind})")
     if len(seen_ops) != graph.num_ops:
@@ -334,7 +343,7 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
     manifest.meta["tvm_version"] = str(tvm.__version__)
     needs_wait, needs_record = call_sites(plan, poison=debug_poison)
     if trace:
-        needs_wait = needs_record = [a.kind == ActionKind.COMPUTE for a in plan.actions]
+        needs_wait = needs_record = [runs_kernel(a.kind) for a in plan.actions]
     kernel_of_op = dict(enumerate(prog.kernels))
     input_tensors = {p.tensor for p in manifest.params if p.role == "input" and p.tensor >= 0}
 
@@ -364,7 +373,7 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
             cur[t] = bb.emit(_packed("tvm_swap.object", [_int(-1), _int(t), _int(o)], tensor_ty(t)),
                              name_hint=name_of(t))
         for i, a in enumerate(plan.actions):
-            if a.kind == ActionKind.COMPUTE:
+            if runs_kernel(a.kind):        # a recompute emits the op's kernel call again, at its own place
                 op = graph.ops[a.op]
                 kern = kernel_of_op[a.op]
                 if needs_wait[i]:

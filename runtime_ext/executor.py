@@ -107,7 +107,7 @@ class PlanExecutor:
             where[t] = o
 
         for i, a in enumerate(self.actions):
-            if a.kind == "compute":
+            if a.kind in ("compute", "recompute"):
                 for t, o in zip(self._op_outputs(a), a.out_objs):
                     take(i, o, t)
                 continue

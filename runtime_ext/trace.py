@@ -27,7 +27,7 @@ def timeline(trace, plan) -> dict:
     """action -> (start, end) seconds for every compute and copy that was stamped."""
     st = stamps(trace)
     return {i: (d["start"], d["end"]) for i, d in st.items() if i >= 0 and "start" in d and "end" in d
-            and plan.actions[i].kind in ("compute", "swap_out", "swap_in")}
+            and plan.actions[i].kind in ("compute", "recompute", "swap_out", "swap_in")}
 
 
 def op_times(traces, call_times, plan, num_ops: int, fastest: float = 1 / 3) -> np.ndarray:

@@ -44,6 +44,10 @@ from tvm_swap.zoo import ZooError  # noqa: E402
 from tvm_swap.units import format_bytes, format_seconds, parse_bytes  # noqa: E402
 
 PLANNERS = [str(n) for n in PlannerName]
+# The planners with a memory-model choice (--pool); the baselines model the paper's size-class pool only.
+# A cell of theirs is keyed by the planner's name for the arena (the default) and NAME@size-classes otherwise.
+SEARCH = ("swapadvisor", "swapadvisor-nosearch")
+POOLS = ("arena", "size-classes")
 # Not run: checkpoint-sqrt (Chen et al. 2016) needs recompute actions, which plans cannot contain yet.
 MEM_LIMIT = 16 * 10**9
 DEVICE = "v100-16gb"
@@ -128,6 +132,39 @@ def planner_options(args) -> dict:
     return dict(getattr(args, "planner_options", None) or {})
 
 
+def cell_key(planner: str, pool: str) -> str:
+    """Where a planner's result is stored in a row: see SEARCH."""
+    return f"{planner}@{pool}" if planner in SEARCH and pool != "arena" else planner
+
+
+def pool_of(planner: str, args) -> str:
+    return getattr(args, "pool", "arena") if planner in SEARCH else "size-classes"
+
+
+def label_pools(result: dict) -> dict:
+    """Give every stored cell its pool. Cells written before --pool existed carry none: every search-planner
+    cell among them was measured with size classes (the arena became the default after them, and the bench
+    never passed a pool), so they move to NAME@size-classes."""
+    def fix(cells: dict) -> None:
+        for p in list(cells):
+            r = cells[p]
+            if "pool" in r or not isinstance(r, dict):
+                continue
+            r["pool"] = "size-classes"
+            if p in SEARCH:
+                cells[cell_key(p, "size-classes")] = cells.pop(p)
+
+    for row in result.get("rows", []) + result.get("tflms_comparison", []):
+        fix(row["planners"])
+    for row in (result.get("inference") or {}).get("rows", []):
+        for cells in row["cells"].values():
+            fix(cells)
+    for sw in result.get("sweeps", []):
+        for pt in sw["points"]:
+            fix(pt["planners"])
+    return result
+
+
 def baseline_budget(args, planner: str, budget: float) -> float:
     return budget if planner == "swapadvisor" else min(budget, 10.0)
 
@@ -141,15 +178,17 @@ def run_planner(graph, planner: str, mem_limit: int, args, budget_s: float) -> t
     try:
         plan = plan_graph(graph, mem_limit=mem_limit, device=get_device(args.device), planner=planner,
                           budget_s=budget_s, seed=args.seed, workers=args.workers, progress=False,
-                          **planner_options(args))
+                          **planner_options(args), **({"pool": args.pool} if planner in SEARCH else {}))
     except InfeasibleLimitError as e:
         return {"status": "oom" if planner == "noswap" else "infeasible", "needs_bytes": e.min_feasible,
-                "wall_s": time.perf_counter() - t0}, None
+                "wall_s": time.perf_counter() - t0, "pool": pool_of(planner, args)}, None
     except Exception as e:  # a planner bug must show in the table, not end a 30-minute run
         traceback.print_exc()
-        return {"status": "error", "error": f"{type(e).__name__}: {e}", "wall_s": time.perf_counter() - t0}, None
+        return {"status": "error", "error": f"{type(e).__name__}: {e}", "wall_s": time.perf_counter() - t0,
+                "pool": pool_of(planner, args)}, None
     p, s = plan.predicted, plan.search or {}
-    row = {"status": "ok", "wall_s": time.perf_counter() - t0, "verified": bool(plan.verified)}
+    row = {"status": "ok", "wall_s": time.perf_counter() - t0, "verified": bool(plan.verified),
+           "pool": pool_of(planner, args)}
     for k in ("time_s", "ideal_time_s", "lower_bound_s", "tight_lower_bound_s", "throughput_vs_ideal",
               "pool_bytes", "peak_bytes",
               "swap_in_bytes", "swap_out_bytes", "swap_in_count", "swap_out_count"):
@@ -201,7 +240,8 @@ def bench_workload(name: str, batch: int, args, mem_limit: int) -> tuple[dict, d
         r, plan = run_planner(graph, planner, mem_limit, args, baseline_budget(args, planner, args.budget_s))
         _noswap_needs(r, planner, row["need_bytes"])
         r["commit"] = args.commit
-        row["planners"][planner] = r
+        r["budget_s"] = args.budget_s
+        row["planners"][cell_key(planner, args.pool)] = r
         if plan is not None:
             plans[planner] = plan
             row.setdefault("ideal_time_s", r["ideal_time_s"])
@@ -217,7 +257,7 @@ def bench_workload(name: str, batch: int, args, mem_limit: int) -> tuple[dict, d
 def provenance(args) -> dict:
     """What a row was measured with: rows of different runs live side by side in paper.json."""
     return {"commit": args.commit, "budget_s": args.budget_s, "measured": time.strftime("%Y-%m-%d %H:%M"),
-            "options": planner_options(args)}
+            "options": {**planner_options(args), "pool": args.pool}}
 
 
 # ---------------------------------------------------------------- inference (Table 2)
@@ -239,7 +279,7 @@ def bench_inference(args) -> dict:
                 r, _ = run_planner(graph, planner, limit, args, baseline_budget(args, planner, args.budget_s))
                 _noswap_needs(r, planner, row["need_bytes"])
                 r.pop("history", None)
-                cells[planner] = r
+                cells[cell_key(planner, args.pool)] = r
                 print(f"  {name}@{batch} {format_bytes(limit):>10} {planner:<21} {seconds_cell(r)}", flush=True)
             row["cells"][str(limit)] = cells
         out["rows"].append(row)
@@ -333,7 +373,7 @@ def bench_sweep(name: str, batch: int, args) -> dict:
             r, _ = run_planner(graph, planner, limit, args, budget)
             _noswap_needs(r, planner, need)
             r.pop("history", None)
-            pt["planners"][planner] = r
+            pt["planners"][cell_key(planner, args.pool)] = r
             print(f"  sweep {name}@{batch} {format_bytes(limit):>11} ({100 * limit / need:5.1f}%) "
                   f"{planner:<21} {cell(r)}", flush=True)
         out["points"].append(pt)
@@ -368,7 +408,15 @@ def planners_in(result: dict) -> list[str]:
     for row in (result.get("inference") or {}).get("rows", []):
         for cells in row["cells"].values():
             seen |= set(cells)
-    return [p for p in PLANNERS if p in seen]
+    keys = [k for p in PLANNERS for k in ([p] + [cell_key(p, x) for x in POOLS if x != "arena"] if p in SEARCH else [p])]
+    return [k for k in keys if k in seen]
+
+
+def best_swapadvisor(cells: dict) -> dict:
+    """swapadvisor's faster plan over the pools measured (the cells show each)."""
+    ok = [cells[k] for k in (cell_key("swapadvisor", x) for x in POOLS)
+          if k in cells and cells[k].get("status") == "ok"]
+    return max(ok, key=lambda r: r["throughput_vs_ideal"]) if ok else (cells.get("swapadvisor") or {})
 
 
 def markdown(result: dict) -> str:
@@ -402,7 +450,7 @@ def markdown(result: dict) -> str:
         "|" + "|".join("---" for _ in head) + "|",
     ]
     for row in result["rows"]:
-        sa = row["planners"].get("swapadvisor")
+        sa = best_swapadvisor(row["planners"])
         lb = row.get("lower_bound_s")
         ratio = (sa["time_s"] / lb) if sa and sa.get("status") == "ok" and lb else None
         tlb = row.get("tight_lower_bound_s")
@@ -436,15 +484,53 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+README_BEGIN = "<!-- paper-table: made by scripts/bench_paper.py --readme from benchmarks/paper.json -->"
+README_END = "<!-- /paper-table -->"
+README_PLANNERS = ["swapadvisor", "swapadvisor@size-classes", "swapadvisor-nosearch",
+                   "swapadvisor-nosearch@size-classes", "odswap", "vdnn"]
+
+
+def readme_table(result: dict) -> str:
+    """The README's results table: the training rows, swapadvisor in both pools, the paper's baselines."""
+    head = (["model", "batch", "memory need", "need / 16 GB"] + [p.replace("@", " ") for p in README_PLANNERS] +
+            ["paper SwapAdvisor", "paper ODSwap", "swapadvisor time / tight bound"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for row in result["rows"]:
+        paper = row.get("paper") or {}
+        sa, tlb = best_swapadvisor(row["planners"]), row.get("tight_lower_bound_s")
+        tratio = sa["time_s"] / tlb if sa.get("status") == "ok" and tlb else None
+        cells = [row["model"], str(row["batch"]), format_bytes(row["need_bytes"]),
+                 f"{row['need_bytes'] / row['mem_limit_bytes']:.1f}x"]
+        cells += [cell(row["planners"].get(p)).split(" (")[0] for p in README_PLANNERS]
+        cells += [_fmt(paper.get("swapadvisor"), lambda v: f"{v:.2f}"), _fmt(paper.get("odswap"), lambda v: f"{v:.2f}"),
+                  _fmt(tratio, lambda v: f"{v:.2f}x")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_readme(result: dict, path: Path) -> None:
+    """Replace the table between README_BEGIN and README_END (both must be there) with readme_table."""
+    text = path.read_text()
+    start, end = text.find(README_BEGIN), text.find(README_END)
+    if start < 0 or end < start:
+        raise SystemExit(f"{path} has no results-table markers: put {README_BEGIN!r} and {README_END!r} "
+                         f"around the table")
+    path.write_text(text[:start + len(README_BEGIN)] + "\n" + readme_table(result) + "\n" + text[end:])
+    print(f"rewrote the results table in {path}")
+
+
 def measured_at(row: dict, meta: dict) -> str:
     """swapadvisor's commit and budget, and the commit of any planner measured by a later run."""
     base = row.get("commit", meta["commit"])
     text = f"`{base}`, {row.get('budget_s', meta['budget_s']):g} s"
-    later: dict[str, list[str]] = {}
+    budget = row.get("budget_s", meta["budget_s"])
+    later: dict[tuple, list[str]] = {}
     for p, r in row["planners"].items():
-        if r.get("commit", base) != base:
-            later.setdefault(r["commit"], []).append(p)
-    return text + "".join(f"; {', '.join(ps)} at `{c}`" for c, ps in later.items())
+        key = (r.get("commit", base), r.get("budget_s", budget) if p.startswith("swapadvisor") else budget)
+        if key != (base, budget):
+            later.setdefault(key, []).append(p)
+    return text + "".join(f"; {', '.join(ps)} at `{c}`" + (f", {b:g} s" if b != budget else "")
+                          for (c, b), ps in later.items())
 
 
 def tflms_section(rows: list[dict], planners: list[str], meta: dict) -> list[str]:
@@ -458,7 +544,7 @@ def tflms_section(rows: list[dict], planners: list[str], meta: dict) -> list[str
              "| measured at |",
              "|---|---|---|" + "|".join("---" for _ in planners) + "|---|---|---|"]
     for row in rows:
-        sa, tf = row["planners"].get("swapadvisor") or {}, row["planners"].get("tflms") or {}
+        sa, tf = best_swapadvisor(row["planners"]), row["planners"].get("tflms") or {}
         ratio = (sa["throughput_vs_ideal"] / tf["throughput_vs_ideal"]
                  if sa.get("status") == "ok" and tf.get("status") == "ok" else None)
         why = "tflms cannot fit" if sa.get("status") == "ok" and tf.get("status") in ("infeasible", "oom") else "-"
@@ -612,6 +698,11 @@ def parse_args(argv=None):
     ap.add_argument("--points", default=None,
                     help="comma list NAME@batch=B: just these training rows, merged into the existing paper.json")
     ap.add_argument("--planners", default=",".join(PLANNERS), help="comma list (default: all)")
+    ap.add_argument("--pool", choices=POOLS, default="arena",
+                    help="memory model of swapadvisor and swapadvisor-nosearch (the baselines model size classes "
+                         "only); the other pool's cells in paper.json stay, so run once per pool")
+    ap.add_argument("--readme", action="store_true",
+                    help="also rewrite README.md's results table (between its paper-table markers) from paper.json")
     ap.add_argument("--quick", action="store_true", help="one batch per model, shorter searches (about 2 minutes)")
     ap.add_argument("--no-sweep", action="store_true", help="skip the memory-limit sweep")
     ap.add_argument("--no-picture", action="store_true", help="skip the picture of one plan")
@@ -671,12 +762,14 @@ def main(argv=None) -> int:
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if args.render_only or args.add_tight_bounds:
-        result = json.loads((out / "paper.json").read_text())
+        result = label_pools(json.loads((out / "paper.json").read_text()))
         if args.add_tight_bounds:
             add_tight_bounds(result, args)
             (out / "paper.json").write_text(json.dumps(result, indent=1))
         (out / "paper.md").write_text(markdown(result))
         print_table(result)
+        if args.readme:
+            write_readme(result, ROOT / "README.md")
         return 0
     t_start = time.perf_counter()
     run = {"device": args.device, "mem_limit_bytes": mem_limit, "budget_s": args.budget_s,
@@ -686,7 +779,7 @@ def main(argv=None) -> int:
            "models": args.models, "options": planner_options(args)}
     existing = out / "paper.json"
     if args.partial and existing.exists():       # a piece: merge into the last full run's results
-        result = json.loads(existing.read_text())
+        result = label_pools(json.loads(existing.read_text()))
         result["meta"].setdefault("partial_runs", []).append(run)
         run = result["meta"]["partial_runs"][-1]
     else:
@@ -698,13 +791,16 @@ def main(argv=None) -> int:
         (out / "paper.md").write_text(markdown(result))
 
     def put(rows: list, row: dict) -> None:
-        """Replace the row of the same (model, batch), or append. A run of some planners only (--planners)
-        replaces just their cells; the row's commit and budget stay swapadvisor's."""
+        """Replace the row of the same (model, batch), or append. At the same limit only the cells this run
+        measured are replaced (the other pool's and other planners' stay); the row's commit and budget are
+        those of the run that measured its arena swapadvisor cell."""
         for i, r in enumerate(rows):
             if (r["model"], r["batch"]) == (row["model"], row["batch"]):
-                if "swapadvisor" not in args.planners and r.get("mem_limit_bytes") == row["mem_limit_bytes"]:
-                    r["planners"].update(row["planners"])
-                    row = r
+                if r.get("mem_limit_bytes") == row["mem_limit_bytes"]:
+                    cells = {**r["planners"], **row["planners"]}
+                    if "swapadvisor" not in row["planners"]:
+                        row = r
+                    row["planners"] = cells
                 rows[i] = row
                 return
         rows.append(row)
@@ -759,6 +855,8 @@ def main(argv=None) -> int:
         result["convergence_plot"] = str(out / "convergence.png")
     save()
     print_table(result)
+    if args.readme:
+        write_readme(result, ROOT / "README.md")
     print(f"\nwrote {out / 'paper.md'} and {out / 'paper.json'} in {format_seconds(time.perf_counter() - t_start)}")
     return 0
 

@@ -59,7 +59,7 @@ def bench_point(name: str, batch: int, args) -> dict:
             t0 = time.perf_counter()
             try:
                 p = plan_graph(graph, args.mem_limit, args.device, planner=planner, budget_s=args.budget_s,
-                               seed=args.seed, workers=args.workers, pool=pool)
+                               seed=args.seed, workers=args.workers, pool=pool, generations=args.generations)
             except InfeasibleLimitError as e:
                 row[f"{planner}/{pool}"] = {"infeasible": True, "min_feasible": e.min_feasible}
                 continue
@@ -68,7 +68,8 @@ def bench_point(name: str, batch: int, args) -> dict:
                 "throughput_vs_ideal": pr["throughput_vs_ideal"], "time_s": pr["time_s"],
                 "ideal_time_s": pr["ideal_time_s"], "swap_out_bytes": pr["swap_out_bytes"],
                 "swap_in_bytes": pr["swap_in_bytes"], "peak_bytes": pr["peak_bytes"],
-                "generations": p.search.get("generations"), "wall_s": round(time.perf_counter() - t0, 1)}
+                "generations": p.search.get("generations"), "evaluations": p.search.get("evaluations"),
+                "wall_s": round(time.perf_counter() - t0, 1)}
             r = row[f"{planner}/{pool}"]
             print(f"  {name}@{batch} {planner:22s} {pool:12s} {r['throughput_vs_ideal']:.3f}  "
                   f"out {format_bytes(r['swap_out_bytes'])} in {format_bytes(r['swap_in_bytes'])}  "
@@ -84,15 +85,20 @@ def _cell(r) -> str:
     return f"{r['throughput_vs_ideal']:.3f}"
 
 
+def _search(meta: dict) -> str:
+    g = meta.get("generations")
+    return f"{g} GA generations" if g is not None else f"{meta.get('budget_s')} s budget"
+
+
 def render(rows: list[dict], planners, meta: dict) -> str:
     lines = [f"# Arena vs size classes ({meta.get('device')}, limit {format_bytes(meta.get('mem_limit', 0))})", "",
-             f"Same planner, budget ({meta.get('budget_s')} s search) and seed per cell; throughput as a fraction "
+             f"Same planner, search ({_search(meta)}) and seed per cell; throughput as a fraction "
              f"of ideal; bytes moved each way; the activation floor is what must cross each way in every plan "
              f"(see scripts/bench_pools.py). Commit {meta.get('commit')}.", ""]
     head = ["model", "batch", "paper"]
     for pl in planners:
         head += [f"{pl} size-classes", f"{pl} arena"]
-    head += ["arena out / in", "size-classes out / in", "activation floor"]
+    head += ["arena out / in", "size-classes out / in", "activation floor", "evaluations size-classes / arena"]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
     for r in rows:
@@ -106,6 +112,8 @@ def render(rows: list[dict], planners, meta: dict) -> str:
                          if "swap_out_bytes" in x else "-")
         fl = r.get("activation_floor_bytes")
         cells.append("-" if fl is None else format_bytes(fl))
+        ev = [(r.get(f"{main}/{pool}") or {}).get("evaluations") for pool in POOLS]
+        cells.append(" / ".join("-" if e is None else str(e) for e in ev))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -121,6 +129,9 @@ def main(argv=None) -> int:
     ap.add_argument("--mem-limit", default="16GB")
     ap.add_argument("--device", default="v100-16gb")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--generations", type=int, default=None,
+                    help="exactly this many GA generations per search (budget ignored): equal search for both "
+                         "pools however slow each evaluation is on a loaded machine")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--no-floor", dest="floor", action="store_false", help="skip the activation floor")
     ap.add_argument("--out-dir", default=str(ROOT / "benchmarks"))
@@ -133,7 +144,7 @@ def main(argv=None) -> int:
     per_model.mkdir(parents=True, exist_ok=True)
     only = set(args.only.split(",")) if args.only else None
     meta = {"commit": git_commit(), "device": args.device, "mem_limit": args.mem_limit, "budget_s": args.budget_s,
-            "seed": args.seed}
+            "seed": args.seed, "generations": args.generations}
     if not args.render_only:
         for name, batches in WORKLOADS:
             if only and name not in only:
@@ -155,7 +166,9 @@ def main(argv=None) -> int:
     if not rows:
         print("no results yet")
         return 1
-    (out / "pools.md").write_text(render(rows, args.planners, metas[-1]))
+    notes = out / "pools_notes.md"      # measurements beside the table (evaluation speed, analyses), kept by hand
+    extra = "\n" + notes.read_text() if notes.exists() else ""
+    (out / "pools.md").write_text(render(rows, args.planners, metas[-1]) + extra)
     print((out / "pools.md").read_text())
     return 0
 

@@ -52,6 +52,14 @@ from tvm_swap.verify import verify_plan  # noqa: E402
 # roundings may differ by a few ulps, which is not a plan beating the bound.
 BOUND_RTOL = 1e-9
 SEARCH_PLANNERS = ("swapadvisor",)   # planners that take GA settings
+# registered planners with options, fuzzed as planners of their own: name -> (planner, options)
+VARIANTS = {"swapadvisor+recompute": ("swapadvisor", {"recompute": "on", "pool": "arena"}),
+            "swapadvisor-nosearch+recompute": ("swapadvisor-nosearch", {"recompute": "on", "pool": "arena"})}
+ALL_PLANNERS = [*PLANNERS, *VARIANTS]
+
+
+def base_planner(pl: str) -> str:
+    return VARIANTS[pl][0] if pl in VARIANTS else pl
 
 
 @dataclass
@@ -128,7 +136,7 @@ def floors(case: Case, pl: str) -> tuple[int, int]:
     limit. An arena: its min feasible limit is found by planning and placement is not monotone, so below it
     a plan may still be found (and must then verify); only below the largest op's own bytes is a refusal
     certain."""
-    if resolve_pool(pl, None) != "arena":
+    if resolve_pool(base_planner(pl), VARIANTS.get(pl, (None, {}))[1].get("pool")) != "arena":
         return case.min_feasible, case.min_feasible
     from tvm_swap.planner.graphindex import GraphIndex
     from tvm_swap.planner.swapadvisor.arena import working_set_floor
@@ -139,7 +147,9 @@ def floors(case: Case, pl: str) -> tuple[int, int]:
 
 
 def _plan(case: Case, planner: str, limit: int) -> Plan:
+    planner, extra = VARIANTS.get(planner, (planner, {}))
     kw = dict(case.ga) if planner in SEARCH_PLANNERS else {}
+    kw.update(extra)
     gens = kw.pop("generations", 0)
     return plan_graph(case.graph, limit, device=case.device, op_time=case.op_time, planner=planner,
                       seed=case.seed, generations=gens, workers=1, alignment=case.alignment, **kw)
@@ -170,7 +180,7 @@ def check_plan_claims(case: Case, plan: Plan, limit: int) -> list[tuple[str, str
 def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
     """Outcomes per planner ('planned' / 'refused') and failures [(planner, check, message)] of one case."""
     t0 = time.perf_counter()
-    planners = list(planners or PLANNERS)
+    planners = list(planners or ALL_PLANNERS)
     out = {"seed": seed, "outcomes": {}, "failures": []}
     fail = lambda pl, check, msg: out["failures"].append((pl, check, msg))  # noqa: E731
     try:
@@ -205,7 +215,7 @@ def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
         except Exception as e:
             fail(pl, "refusal", f"{type(e).__name__} instead of InfeasibleLimitError: {e}")
             continue
-        if named < floor or (pl in FEASIBLE_AT_THE_FLOOR and named != floor):
+        if named < floor or (base_planner(pl) in FEASIBLE_AT_THE_FLOOR and named != floor):
             fail(pl, "refusal", f"refused {below} naming min {named}; the min feasible is {floor}")
             continue
         try:
@@ -225,7 +235,7 @@ def _check_planner(case: Case, pl: str, fail, determinism: bool) -> str:
         plan = _plan(case, pl, limit)
     except InfeasibleLimitError as e:
         floor, _ = floors(case, pl)
-        if pl in FEASIBLE_AT_THE_FLOOR and limit >= floor:
+        if base_planner(pl) in FEASIBLE_AT_THE_FLOOR and limit >= floor:
             fail(pl, "refusal", f"refused {limit} >= min feasible {floor}: {e}")
             return "refused"
         if not e.min_feasible > limit:
@@ -316,13 +326,13 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=200, help="number of cases (seeds start..start+n-1)")
     ap.add_argument("--start", type=int, default=0, help="first seed")
     ap.add_argument("--case", type=int, default=None, help="run only this seed, verbosely")
-    ap.add_argument("--planner", action="append", choices=list(PLANNERS), help="only these planners (repeatable)")
+    ap.add_argument("--planner", action="append", choices=ALL_PLANNERS, help="only these planners (repeatable)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
     ap.add_argument("--determinism-every", type=int, default=2, metavar="K",
                     help="re-plan with the same seed in every K-th case (1: all; 0: never)")
     ap.add_argument("--json", metavar="FILE", help="write counts, failures, wall time and the git commit here")
     args = ap.parse_args(argv)
-    planners = args.planner or list(PLANNERS)
+    planners = args.planner or list(ALL_PLANNERS)
     if args.case is not None:
         print(draw_case(args.case).describe())
         r = run_case(args.case, planners, True)

@@ -10,7 +10,7 @@ stream waits on record an event; the program calls the runtime around a kernel e
 """
 from __future__ import annotations
 
-from .plan import STREAM_OF, ActionKind, Plan
+from .plan import STREAM_OF, Plan, runs_kernel
 
 
 def event_graph(plan: Plan, poison: bool = False) -> tuple[list, list]:
@@ -49,9 +49,9 @@ def call_sites(plan: Plan, poison: bool = False) -> tuple[list[bool], list[bool]
     needs_wait = [False] * n
     needs_record = [False] * n
     for i, a in enumerate(plan.actions):
-        if a.kind == ActionKind.COMPUTE and waits[i]:
+        if runs_kernel(a.kind) and waits[i]:
             needs_wait[i] = True
         for e in waits[i]:
-            if plan.actions[e].kind == ActionKind.COMPUTE:
+            if runs_kernel(plan.actions[e].kind):
                 needs_record[e] = True
     return needs_wait, needs_record

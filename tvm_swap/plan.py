@@ -5,6 +5,9 @@ A plan is an *augmented graph*: a list of actions in issue order. Each action ru
 
     kind       stream    meaning
     compute    compute   run op `op`; its outputs are written into objects `out_objs` (same order as op.outputs)
+    recompute  compute   run op `op` again (it was computed earlier this iteration) to rebuild outputs that were
+                         dropped without a copy; same JSON shape as compute; its inputs must still hold the
+                         values of the original run; an output not needed again may be dropped right after
     swap_out   d2h       copy tensor `tensor` from object `obj` to host (the object stays occupied)
     swap_in    h2d       copy tensor `tensor` from host into object `obj` (which must be free)
     drop       (none)    release object `obj` held by `tensor`; completes when its deps complete
@@ -33,18 +36,19 @@ from .errors import PlanError
 from .jsonio import check_versioned, parse_json, read_json
 
 PLAN_FORMAT = "tvm_swap.plan"
-PLAN_VERSION = 2          # 2: pool kinds ("size-classes" | "arena"); version-1 plans (size classes) still load
-SUPPORTED_VERSIONS = (1, 2)
+PLAN_VERSION = 3          # 3: recompute actions; 2: pool kinds ("size-classes" | "arena"); 1: size classes only
+SUPPORTED_VERSIONS = (1, 2, 3)   # older plans load unchanged (they contain no recompute)
 POOL_KINDS = ("arena", "size-classes")
 DEFAULT_ALIGNMENT = 256  # cudaMalloc's alignment; also keeps CPU kernels' 64-byte requirement
 
 
 class ActionKind(str, Enum):
-    """The four kinds of action. A str subclass: `a.kind == "compute"` holds and JSON writes the value."""
+    """The five kinds of action. A str subclass: `a.kind == "compute"` holds and JSON writes the value."""
     COMPUTE = "compute"
     SWAP_OUT = "swap_out"
     SWAP_IN = "swap_in"
     DROP = "drop"
+    RECOMPUTE = "recompute"
 
     __hash__ = str.__hash__          # so a kind and its string are the same dict key
 
@@ -54,7 +58,14 @@ class ActionKind(str, Enum):
 
 ACTION_KINDS = tuple(k.value for k in ActionKind)
 STREAM_OF = {ActionKind.COMPUTE: "compute", ActionKind.SWAP_OUT: "d2h", ActionKind.SWAP_IN: "h2d",
-             ActionKind.DROP: None}
+             ActionKind.DROP: None, ActionKind.RECOMPUTE: "compute"}
+# the kinds that run an op's kernel (and so carry `op` and `out_objs` instead of `tensor` and `obj`)
+KERNEL_KINDS = (ActionKind.COMPUTE, ActionKind.RECOMPUTE)
+
+
+def runs_kernel(kind) -> bool:
+    """True for compute and recompute: the action runs op `op`, writing `out_objs`."""
+    return kind == ActionKind.COMPUTE or kind == ActionKind.RECOMPUTE
 
 
 def aligned_bytes(nbytes, alignment: int = DEFAULT_ALIGNMENT):
@@ -77,7 +88,7 @@ class Action:
 
     def to_json(self) -> dict:
         d: dict = {"k": self.kind}
-        if self.kind == ActionKind.COMPUTE:
+        if runs_kernel(self.kind):
             d["op"] = self.op
             d["out"] = list(self.out_objs)
         else:
@@ -94,7 +105,7 @@ class Action:
         except ValueError:
             raise PlanError(f"unknown action kind {d['k']!r}") from None
         deps = tuple(int(x) for x in d.get("deps", ()))
-        if k is ActionKind.COMPUTE:
+        if runs_kernel(k):
             return cls(k, op=int(d["op"]), deps=deps, out_objs=tuple(int(x) for x in d.get("out", ())))
         return cls(k, tensor=int(d["t"]), obj=int(d["obj"]), deps=deps)
 
@@ -261,6 +272,13 @@ class Plan:
             "swap_in_bytes": int(tensor_bytes[inn].sum()) if inn else 0,
         }
 
+    def recompute_stats(self, op_output_bytes: Sequence[int], op_time: Sequence[float]) -> dict:
+        """Recompute totals: count, bytes written (all outputs of each recomputed op) and compute seconds.
+        op_output_bytes[o] / op_time[o]: op o's output bytes and seconds."""
+        ops = [a.op for a in self.actions if a.kind == ActionKind.RECOMPUTE]
+        return {"recompute_count": len(ops), "recompute_bytes": int(sum(int(op_output_bytes[o]) for o in ops)),
+                "recompute_s": float(sum(float(op_time[o]) for o in ops))}
+
     def next_object_map(self, updates: Mapping[int, int], op_outputs: Sequence[Sequence[int]]) -> list[int]:
         """backing[k] = this iteration's object whose buffer plays object k in the next iteration.
 
@@ -280,7 +298,7 @@ class Plan:
         new_of = {old: new for new, old in updates.items()}
         where = dict(self.initial_residents)       # replay tenancy: tensor -> object at the end
         for a in self.actions:
-            if a.kind == ActionKind.COMPUTE:
+            if runs_kernel(a.kind):
                 where.update(zip(op_outputs[a.op], a.out_objs))
             elif a.kind == ActionKind.SWAP_IN:
                 where[a.tensor] = a.obj
@@ -324,6 +342,9 @@ class Plan:
             "swap_in_bytes": p.get("swap_in_bytes"),
             "swap_out_count": p.get("swap_out_count"),
             "swap_in_count": p.get("swap_in_count"),
+            "recompute_count": p.get("recompute_count", 0),
+            "recompute_bytes": p.get("recompute_bytes", 0),
+            "recompute_s": p.get("recompute_s", 0.0),
             "verified": bool(self.verified),
             "search_s": s.get("search_s"),
             "generations": s.get("generations"),

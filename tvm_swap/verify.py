@@ -25,6 +25,12 @@ Invariants checked (DESIGN.md):
   bytes (so stays that overlap in time never overlap in address); an initial resident ends in its own
   object;
 - what the plan reports of itself, if anything: its predicted peak fits its pool (and so its limit);
+- a recompute runs an op that an earlier compute action ran, names one object per output, and:
+  reads only resident tensors that have arrived (so their values are the original run's: a tensor is
+  written once, and tenancy is checked like any compute's), never a param that graph.updates replaces
+  once that update has been computed (it may be stale on the host or renamed); writes its outputs into
+  free memory like a compute (size class and bytes, the previous tenant's drop waited on, no live bytes
+  overlapped in an arena); a recomputed tensor is the same value, so later readers and swap-outs may use it;
 - periodicity: the end residents mapped through graph.updates are exactly the initial residents,
   each in an object of the same size class (the runtime renames objects within a class between
   iterations, see Plan.next_object_map), and the initial residents are persistent tensors; an
@@ -38,7 +44,7 @@ from .errors import VerificationError
 from .graph import DataflowGraph
 from .plan import Plan, aligned_bytes
 
-_STREAM = {"compute": 0, "swap_out": 1, "swap_in": 2, "drop": -1}
+_STREAM = {"compute": 0, "swap_out": 1, "swap_in": 2, "drop": -1, "recompute": 0}
 MAX_VIOLATIONS = 500
 
 
@@ -132,6 +138,25 @@ def _check_structure(graph: DataflowGraph, plan: Plan, mem_limit, r: _Report) ->
                     ok = False
             if len(set(a.out_objs)) != len(a.out_objs):
                 r.add(f"action {i} (compute {graph.ops[a.op].name!r}) writes two outputs into one object")
+        elif a.kind == "recompute":
+            if not 0 <= a.op < n_ops:
+                r.add(f"action {i} recomputes op {a.op}, which is not in the graph")
+                ok = False
+                continue
+            name = graph.ops[a.op].name
+            if a.op not in seen_ops:
+                r.add(f"action {i} recomputes op {name!r} before any compute of it: only an op that already ran "
+                      f"this iteration can be recomputed")
+            if len(a.out_objs) != len(graph.ops[a.op].outputs):
+                r.add(f"action {i} (recompute {name!r}) names {len(a.out_objs)} output objects "
+                      f"for {len(graph.ops[a.op].outputs)} outputs")
+                ok = False
+            for o in a.out_objs:
+                if not 0 <= o < n_obj:
+                    r.add(f"action {i} (recompute {name!r}) writes object {o}, but the pool has {n_obj} objects")
+                    ok = False
+            if len(set(a.out_objs)) != len(a.out_objs):
+                r.add(f"action {i} (recompute {name!r}) writes two outputs into one object")
         else:
             if not 0 <= a.tensor < n_t:
                 r.add(f"action {i} ({a.kind}) names tensor {a.tensor}, which is not in the graph")
@@ -313,8 +338,8 @@ class _Replay:
         if i < 0:
             return "the initial state"
         a = self.plan.actions[i]
-        if a.kind == "compute":
-            return f"action {i} (compute {self.g.ops[a.op].name!r})"
+        if a.kind in ("compute", "recompute"):
+            return f"action {i} ({a.kind} {self.g.ops[a.op].name!r})"
         return f"action {i} ({a.kind} {self.name(a.tensor)})"
 
     # ---- tenancy ----
@@ -380,6 +405,8 @@ class _Replay:
     def run(self) -> None:
         g, r = self.g, self.r
         producer = g.producer().tolist()   # list: scalar access to numpy arrays is slow
+        update_of = {old: new for new, old in g.updates.items()}   # param -> the tensor that replaces it
+        computed: set[int] = set()          # ops whose compute action came before (list order)
         for t, o in self.plan.initial_residents:
             self.place(-1, t, o, "starts with")
         for i, a in enumerate(self.plan.actions):
@@ -396,6 +423,25 @@ class _Replay:
                     self.readers[t].append(i)
                 for t, o in zip(op.outputs, a.out_objs):
                     self.place(i, t, o, "writes")
+                computed.add(a.op)
+            elif k == "recompute":
+                op = g.ops[a.op]
+                for t in dict.fromkeys(op.inputs):
+                    new = update_of.get(t)
+                    if new is not None and producer[new] >= 0 and producer[new] in computed:
+                        r.add(f"{self.what(i)} reads param {self.name(t)} after its update {self.name(new)} was "
+                              f"computed (by {g.ops[producer[new]].name!r}): the recompute may not see the value "
+                              f"the original run read; swap the output instead")
+                    if t not in self.where:
+                        r.add(f"{self.what(i)} reads tensor {self.name(t)}, which is not resident: bring it in "
+                              f"(or recompute it) first")
+                        continue
+                    if not self.hb(self.arrival[t], i):
+                        r.add(f"{self.what(i)} reads tensor {self.name(t)} without waiting for its arrival "
+                              f"({self.what(self.arrival[t])})")
+                    self.readers[t].append(i)
+                for t, o in zip(op.outputs, a.out_objs):
+                    self.place(i, t, o, "recomputes")
             elif k == "swap_out":
                 t = a.tensor
                 if self.resident_in(i, t, a.obj, "copies out"):

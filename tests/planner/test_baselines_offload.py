@@ -156,3 +156,18 @@ def test_cli_takes_the_new_planners(tmp_path):
         r = subprocess.run([sys.executable, "-m", "tvm_swap.cli", "plan", str(path), "--mem-limit", "1%",
                             "--planner", planner], capture_output=True, text=True)
         assert r.returncode == 1 and "smallest feasible limit" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_tflms_swap_ins_wait_for_their_control_op():
+    """TFLMS gates a swap-in on an op (a control edge): it may not start before the op issued before it ends."""
+    g, t = graph(5, layers=10)
+    p = plan(g, t, "tflms", need_of(g, t, "tflms"), tflms_thresholds=[2])
+    acts = p.actions
+    ins = [i for i, a in enumerate(acts) if a.kind == "swap_in"]
+    assert ins, "a threshold of 2 ops must swap something"
+    for i in ins:
+        before = [j for j in range(i) if acts[j].kind == "compute"]
+        assert not before or before[-1] in acts[i].deps
+    asyn = plan(g, t, "save-on-cpu-async", noswap_peak(g) * 2)       # not gated: a side-stream prefetch
+    assert any(not any(acts2.kind == "compute" for acts2 in [asyn.actions[d] for d in a.deps])
+               for a in asyn.actions if a.kind == "swap_in")

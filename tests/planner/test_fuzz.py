@@ -14,7 +14,7 @@ from tvm_swap.planner import PLANNERS  # noqa: E402
 
 
 def _failures(results):
-    table, lines = fuzz.summarize(results, list(PLANNERS))
+    table, lines = fuzz.summarize(results, list(fuzz.ALL_PLANNERS))
     return lines, table
 
 

@@ -42,7 +42,7 @@ def limit_between(g, frac: float) -> int:
 # planners whose pool (exact-size classes, or weights kept on the device) may need more than any general floor:
 # odswap and vdnn as in the paper; tflms and save-on-cpu keep weights, gradients and optimizer state resident
 OWN_FLOOR = (PlannerName.ODSWAP, PlannerName.VDNN, PlannerName.TFLMS, PlannerName.SAVE_ON_CPU,
-             PlannerName.SAVE_ON_CPU_ASYNC, PlannerName.ZERO_OFFLOAD)
+             PlannerName.SAVE_ON_CPU_ASYNC, PlannerName.ZERO_OFFLOAD, PlannerName.RECOMPUTE_ONLY)
 
 
 def must_fit(g, planner) -> int | None:

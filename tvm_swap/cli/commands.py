@@ -32,6 +32,11 @@ def print_plan_table(summary: dict, out=sys.stdout) -> None:
         ("time vs lower bound", f"{summary['time_vs_lower_bound']:.3f}x" if summary["time_vs_lower_bound"] else "-"),
         ("swapped out", f"{format_bytes(summary['swap_out_bytes'])} in {summary['swap_out_count']} copies"),
         ("swapped in", f"{format_bytes(summary['swap_in_bytes'])} in {summary['swap_in_count']} copies"),
+    ]
+    if summary.get("recompute_count"):
+        rows.append(("recomputed", f"{format_bytes(summary['recompute_bytes'])} in {summary['recompute_count']} "
+                                   f"kernels, {format_seconds(summary['recompute_s'])} of extra compute"))
+    rows += [
         ("verified", "yes" if summary["verified"] else "NO"),
         ("search", f"{format_seconds(summary['search_s'] or 0)}, {summary['generations'] or 0} generations"),
     ]
@@ -51,7 +56,7 @@ def cmd_plan(args) -> int:
                       planner=args.planner, budget_s=args.budget_s, seed=args.seed,
                       generations=args.generations, workers=args.workers, progress=_progress(args),
                       pool=args.pool, executor=getattr(args, "executor", "processes"),
-                      ray_address=getattr(args, "ray_address", None))
+                      ray_address=getattr(args, "ray_address", None), **_recompute_option(args))
     from ..frontends.graph_ref import graph_reference
     from ..limits import limit_facts
 
@@ -133,7 +138,7 @@ def cmd_report(args) -> int:
 def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%", shapes=None, params=None,
                        device=None, planner="swapadvisor", budget_s=10.0, seed=0, generations=None,
                        fuse_max_depth=None, progress=False, pool=None, init=None, train=None,
-                       refresh_timings=False) -> dict:
+                       refresh_timings=False, recompute="off") -> dict:
     """Build MODEL under the limit and write OUTPUT (params inside, and how it was made, so `run
     --compare-unlimited` can build the unlimited reference on demand) and OUTPUT.inputs.npz (example inputs).
     init: "random"/"zeros" for params without a value; train: a train_args.TrainOptions (one training step).
@@ -168,7 +173,8 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
     timings = kernel_timings_for(target, refresh=refresh_timings)
     m = tvm_swap.build(mod, target=target, mem_limit=mem_limit, params=prm, device=device, planner=planner,
                        budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
-                       progress=progress, pool=pool, cost_cache=timings)
+                       progress=progress, pool=pool, cost_cache=timings,
+                       **({"recompute": recompute} if recompute == "on" else {}))
     m.build_info.update(notes)
     m.export_library(output)
     if example_inputs:
@@ -180,6 +186,11 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
             "kernels_timed": timings.misses, "kernels_from_cache": timings.hits}
     info.pop("recipe", None)
     return info
+
+
+def _recompute_option(args) -> dict:
+    """`--recompute on` as a planner option (off: no option, so every planner accepts the call)."""
+    return {"recompute": "on"} if getattr(args, "recompute", "off") == "on" else {}
 
 
 def cmd_compile(args) -> int:
@@ -195,7 +206,8 @@ def cmd_compile(args) -> int:
                               planner=args.planner, budget_s=args.budget_s, seed=args.seed,
                               generations=args.generations, fuse_max_depth=args.fuse_max_depth,
                               progress=_progress(args), pool=args.pool, init=args.init, train=train_options(args),
-                              refresh_timings=getattr(args, "refresh_timings", False))
+                              refresh_timings=getattr(args, "refresh_timings", False),
+                              recompute=getattr(args, "recompute", "off"))
     from ..devices import get_device
 
     if "device" in info:

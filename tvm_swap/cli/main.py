@@ -53,6 +53,9 @@ def _add_planner_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pool", default=None, choices=("arena", "size-classes"),
                    help="device memory model: one arena with a byte offset per stay (default for swapadvisor) or "
                         "the paper's size classes (the baselines' only model)")
+    p.add_argument("--recompute", choices=("on", "off"), default="off",
+                   help="swapadvisor / swapadvisor-nosearch with --pool arena: an evicted activation may be dropped "
+                        "and recomputed instead of copied out and back (the search chooses per tensor)")
     p.add_argument("--budget-s", type=float, default=None, metavar="S",
                    help="search time budget in seconds (default: 60 for plan, as tvm_swap.plan; 10 for compile, "
                         "as tvm_swap.build)")

@@ -19,7 +19,6 @@ from ..devices import DeviceSpec, get_device
 from ..errors import InfeasibleLimitError, TvmSwapError
 from ..graph import DataflowGraph
 from ..plan import Plan
-from ..units import parse_limit
 from .context import PlanningContext
 from .feasibility import min_feasible_limit
 from .graphindex import GraphIndex
@@ -160,7 +159,9 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     if no_swap_fits:      # "100%" means no swapping: TVM's own plan fits, so there is nothing to move or search
         planner, pool = "noswap", "size-classes"
     check_feasible(graph, limit, pool, alignment, planner, dev, times, seed, options)
-    ctx = PlanningContext(graph, times, dev, limit, alignment, int(seed), float(budget_s),
+    # the budget covers all of plan_graph: what the checks above took (an arena plan for feasibility) is spent
+    budget_left = max(0.1 * float(budget_s), float(budget_s) - (time.perf_counter() - t0))
+    ctx = PlanningContext(graph, times, dev, limit, alignment, int(seed), budget_left,
                           None if generations is None else int(generations), workers, bool(progress), dict(options),
                           pool)
     plan = PLANNERS[planner](ctx)
@@ -216,7 +217,9 @@ def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: Devic
         "time_s": t,
         "ideal_time_s": float(ideal),
         "lower_bound_s": float(lower_bound(graph, op_time, device, plan.mem_limit, plan.pool.alignment)),
-        "tight_lower_bound_s": float(tight_lower_bound(graph, op_time, device, plan.mem_limit, plan.pool.alignment)),
+        # the tight bound assumes no recomputation (tight_bound.py, A2): not a bound for plans that recompute
+        "tight_lower_bound_s": None if any(a.kind == "recompute" for a in plan.actions) else
+        float(tight_lower_bound(graph, op_time, device, plan.mem_limit, plan.pool.alignment)),
         "throughput_vs_ideal": float(ideal / t) if t > 0 else 1.0,
         "mem_limit_bytes": int(plan.mem_limit),
         "pool_bytes": int(plan.pool.total_bytes()),
@@ -224,4 +227,6 @@ def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: Devic
         "stream_busy_s": {k: float(v) for k, v in sim.stream_busy_s.items()},
     }
     out.update(plan.swap_stats(graph.tensor_bytes()))
+    tb = graph.tensor_bytes()
+    out.update(plan.recompute_stats([int(tb[list(op.outputs)].sum()) for op in graph.ops], op_time))
     return out

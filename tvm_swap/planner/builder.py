@@ -6,6 +6,8 @@ the same memory-safety rules the verifier checks:
 
 - compute(op, out_objs): waits for each input's arrival (its swap-in) and for the previous tenant of
   every output object to be dropped.
+- recompute(op, out_objs): the same waits as compute (the caller decides that the inputs still hold the
+  original run's values and that rebuilding is allowed; the verifier checks both).
 - swap_out(t): waits for t's arrival in its current object.
 - drop(t): waits for the last reader of t in this tenancy and for t's swap-out in this tenancy, if any.
 - swap_in(t, obj): waits for the drop of obj's previous tenant and, for a tensor produced this
@@ -71,6 +73,17 @@ class ActionBuilder:
         self.tenancy_swap_out.pop(t, None)
 
     def compute(self, op_id: int, out_objs: list[int]) -> int:
+        idx = self._run_kernel(ActionKind.COMPUTE, op_id, out_objs)
+        self.op_action[op_id] = idx
+        return idx
+
+    def recompute(self, op_id: int, out_objs: list[int]) -> int:
+        """Run op `op_id` again (computed earlier), writing its outputs into `out_objs` (all must be free)."""
+        if op_id not in self.op_action:
+            raise RuntimeError(f"planner bug: op {op_id} is recomputed before it is computed")
+        return self._run_kernel(ActionKind.RECOMPUTE, op_id, out_objs)
+
+    def _run_kernel(self, kind, op_id: int, out_objs: list[int]) -> int:
         op = self.g.ops[op_id]
         deps = []
         for t in op.inputs:
@@ -79,12 +92,11 @@ class ActionBuilder:
             deps.append(self.arrival[t])
         for o in out_objs:
             deps.extend(self._free_deps(o))
-        idx = self._emit(Action(ActionKind.COMPUTE, op=op_id, deps=tuple(deps), out_objs=tuple(out_objs)))
+        idx = self._emit(Action(kind, op=op_id, deps=tuple(deps), out_objs=tuple(out_objs)))
         for t in op.inputs:
             self.last_reader[t] = idx
         for t, o in zip(op.outputs, out_objs):
             self._occupy(t, o, arrival=idx)
-        self.op_action[op_id] = idx
         return idx
 
     def swap_out(self, t: int) -> int:

@@ -10,6 +10,8 @@ scripts, tests); PLANNERS maps each to `plan(ctx: PlanningContext) -> Plan`.
     save-on-cpu            torch.autograd.graph.save_on_cpu: synchronous copies (baselines/save_on_cpu.py)
     save-on-cpu-async      torchtune's offloading: side stream, one-layer prefetch (baselines/save_on_cpu.py)
     zero-offload           DeepSpeed ZeRO-Offload: params, grads, optimizer state on the host (baselines/zero_offload.py)
+    recompute-only         activation recomputation without offload: evicted activations are dropped and
+                           recomputed, only params and optimizer state are swapped (baselines/recompute_only.py)
 
 A new planner: add a member here and its function to PLANNERS; nothing else lists planners.
 """
@@ -19,8 +21,8 @@ from collections.abc import Callable
 from enum import Enum
 
 from ..plan import Plan
-from .baselines import (plan_noswap, plan_odswap, plan_save_on_cpu, plan_save_on_cpu_async, plan_tflms,
-                        plan_vdnn, plan_zero_offload)
+from .baselines import (plan_noswap, plan_odswap, plan_recompute_only, plan_save_on_cpu, plan_save_on_cpu_async,
+                        plan_tflms, plan_vdnn, plan_zero_offload)
 from .context import PlanningContext
 from .swapadvisor.planners import plan_swapadvisor, plan_swapadvisor_nosearch
 
@@ -36,6 +38,7 @@ class PlannerName(str, Enum):
     SAVE_ON_CPU = "save-on-cpu"
     SAVE_ON_CPU_ASYNC = "save-on-cpu-async"
     ZERO_OFFLOAD = "zero-offload"
+    RECOMPUTE_ONLY = "recompute-only"
 
     __hash__ = str.__hash__
 
@@ -53,8 +56,10 @@ PLANNERS: dict[PlannerName, Callable[[PlanningContext], Plan]] = {
     PlannerName.SAVE_ON_CPU: plan_save_on_cpu,
     PlannerName.SAVE_ON_CPU_ASYNC: plan_save_on_cpu_async,
     PlannerName.ZERO_OFFLOAD: plan_zero_offload,
+    PlannerName.RECOMPUTE_ONLY: plan_recompute_only,
 }
 BASELINE_NAMES = (PlannerName.ODSWAP, PlannerName.VDNN, PlannerName.NOSWAP, PlannerName.TFLMS,
-                  PlannerName.SAVE_ON_CPU, PlannerName.SAVE_ON_CPU_ASYNC, PlannerName.ZERO_OFFLOAD)
+                  PlannerName.SAVE_ON_CPU, PlannerName.SAVE_ON_CPU_ASYNC, PlannerName.ZERO_OFFLOAD,
+                  PlannerName.RECOMPUTE_ONLY)
 # the planners with an arena mode (the baselines model the paper's size-class pool only)
 SEARCH_PLANNERS = (PlannerName.SWAPADVISOR, PlannerName.SWAPADVISOR_NOSEARCH)

@@ -3,7 +3,7 @@
 Model (the semantics of `tvm_swap.plan`):
 - Streams compute, d2h (swap_out) and h2d (swap_in) are FIFO in action-list order. An action starts
   when its stream is free and all its deps have ended. A drop has no stream: it ends when its deps end.
-- Compute lasts op_time[op]. A copy moves the tensor's bytes: alone on the link a direction gets its
+- Compute lasts op_time[op]; so does a recompute (it runs the op's kernel again on the compute stream). A copy moves the tensor's bytes: alone on the link a direction gets its
   one-way rate; while both directions copy they share the duplex rate (each at most its one-way rate,
   the pair at most duplex_bandwidth; split evenly when both can use half), so a copy's rate changes
   whenever the other direction starts or stops.
@@ -27,18 +27,18 @@ import numpy as np
 from ..devices import DeviceSpec
 from ..errors import PlanError
 
-COMPUTE, SWAP_OUT, SWAP_IN, DROP = 0, 1, 2, 3
-KIND_CODE = {"compute": COMPUTE, "swap_out": SWAP_OUT, "swap_in": SWAP_IN, "drop": DROP}
+COMPUTE, SWAP_OUT, SWAP_IN, DROP, RECOMPUTE = 0, 1, 2, 3, 4
+KIND_CODE = {"compute": COMPUTE, "swap_out": SWAP_OUT, "swap_in": SWAP_IN, "drop": DROP, "recompute": RECOMPUTE}
 STREAM_NAMES = ("compute", "d2h", "h2d")
-# stream index of each kind code (drop: -1)
-_STREAM_OF_CODE = np.array([0, 1, 2, -1], dtype=np.int64)
+# stream index of each kind code (drop: -1; recompute runs on the compute stream)
+_STREAM_OF_CODE = np.array([0, 1, 2, -1, 0], dtype=np.int64)
 
 
 @dataclass
 class PackedActions:
     """Actions as flat arrays. `work` is seconds for compute, bytes for copies, 0 for drops."""
     kind: np.ndarray          # int8 kind codes
-    work: np.ndarray          # float64
+    work: np.ndarray          # float64 (seconds for compute and recompute)
     dep_indptr: np.ndarray    # int64 CSR over actions
     dep_indices: np.ndarray   # int64, each < its action's index
     tensor: np.ndarray | None = None   # int64 per action (-1 for compute)
@@ -92,8 +92,8 @@ def pack_arrays(kind, work, dep_indptr, dep_indices, tensor=None, obj=None, op=N
     dep_indices = np.asarray(dep_indices, dtype=np.int64)
     if len(dep_indptr) != n + 1 or dep_indptr[0] != 0 or dep_indptr[-1] != len(dep_indices):
         raise PlanError("dep CSR is malformed: indptr must have one entry per action plus one, from 0 to len(indices)")
-    if n and (kind.min() < 0 or kind.max() > DROP):
-        raise PlanError("unknown action kind code (expected 0 compute, 1 swap_out, 2 swap_in, 3 drop)")
+    if n and (kind.min() < 0 or kind.max() > RECOMPUTE):
+        raise PlanError("unknown action kind code (expected 0 compute, 1 swap_out, 2 swap_in, 3 drop, 4 recompute)")
     if len(dep_indices):
         owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(dep_indptr))
         bad = (dep_indices >= owner) | (dep_indices < 0)
@@ -125,11 +125,11 @@ def pack_actions(graph, actions, op_time) -> PackedActions:
     np.cumsum(lens, out=indptr[1:])
     indices = np.fromiter((d for a in actions for d in a.deps), dtype=np.int64, count=int(indptr[-1]))
     work = np.zeros(n, dtype=np.float64)
-    is_c = kind == COMPUTE
+    is_c = (kind == COMPUTE) | (kind == RECOMPUTE)
     if is_c.any():
         ops = op[is_c]
         if ops.min() < 0 or ops.max() >= graph.num_ops:
-            raise PlanError("a compute action names an op that is not in the graph")
+            raise PlanError("a compute or recompute action names an op that is not in the graph")
         work[is_c] = op_time[ops]
     is_copy = (kind == SWAP_OUT) | (kind == SWAP_IN)
     if is_copy.any():

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import KINDS, DataflowGraph
-from ..plan import ActionKind, Plan
+from ..plan import ActionKind, Plan, runs_kernel
 from .simulator import SimResult
 
 
@@ -29,7 +29,7 @@ def tenancies(graph: DataflowGraph, plan: Plan, sim: SimResult):
     start, end = sim.start, sim.end
     for i, a in enumerate(plan.actions):
         k = a.kind
-        if k == ActionKind.COMPUTE:
+        if runs_kernel(k):
             s = float(start[i])
             for t, o in zip(graph.ops[a.op].outputs, a.out_objs):
                 open_at[t] = (o, s, i)

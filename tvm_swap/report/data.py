@@ -25,6 +25,7 @@ KIND_COLORS = {
     "gradient": "#55A868", "output": "#937860", "workspace": "#B8B8B8",
 }
 COMPUTE_COLORS = ("#3B4A5A", "#7A8B9C")  # alternating, so neighbouring kernels stay apart
+RECOMPUTE_COLOR = "#C44E52"               # recomputed kernels: the extra work a plan pays instead of copies
 
 
 @dataclass
@@ -34,7 +35,7 @@ class StreamBars:
     start: np.ndarray
     end: np.ndarray
     labels: list[str]      # hover text of each bar
-    kinds: list[str]       # tensor kind (swaps) or "compute"
+    kinds: list[str]       # tensor kind (swaps), "compute" or "recompute"
 
     def __len__(self) -> int:
         return len(self.action)
@@ -96,6 +97,10 @@ def _bars(graph, plan, start: np.ndarray, end: np.ndarray) -> dict[str, StreamBa
             op = graph.ops[a.op]
             labels.append(f"{op.name} [{op.kernel}] {dur}")
             kinds.append("compute")
+        elif a.kind == ActionKind.RECOMPUTE:
+            op = graph.ops[a.op]
+            labels.append(f"recompute {op.name} [{op.kernel}] {dur}")
+            kinds.append("recompute")
         else:
             t = graph.tensors[a.tensor]
             verb = "swap-out" if a.kind == ActionKind.SWAP_OUT else "swap-in"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .data import COMPUTE_COLORS, KIND_COLORS, KIND_ORDER, STREAM_LABELS, STREAMS, ReportData
+from .data import COMPUTE_COLORS, KIND_COLORS, RECOMPUTE_COLOR, KIND_ORDER, STREAM_LABELS, STREAMS, ReportData
 from ..units import format_bytes, format_seconds
 
 WIDTH_IN = 13.0
@@ -140,7 +140,7 @@ def _draw_gantt(ax, data: ReportData, scale: float, fig) -> None:
         x0 = b.start * scale
         wd = np.maximum((b.end - b.start) * scale, min_w)
         if s == "compute":
-            colors = [COMPUTE_COLORS[i % 2] for i in range(len(b))]
+            colors = [RECOMPUTE_COLOR if k == "recompute" else COMPUTE_COLORS[i % 2] for i, k in enumerate(b.kinds)]
         else:
             colors = [KIND_COLORS.get(k, "#999999") for k in b.kinds]
         coll = ax.broken_barh(np.column_stack([x0, wd]), (y - 0.38, 0.76), facecolors=colors, linewidth=0)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .data import COMPUTE_COLORS, KIND_COLORS, STREAM_LABELS, STREAMS, ReportData, StreamBars
+from .data import COMPUTE_COLORS, KIND_COLORS, RECOMPUTE_COLOR, STREAM_LABELS, STREAMS, ReportData, StreamBars
 from ..units import format_bytes, format_seconds
 
 GANTT_MIN_PX, GANTT_MAX_PX = 1200, 8000   # drawing width grows with the op count, then scrolls
@@ -92,7 +92,7 @@ def gantt_svg(data: ReportData) -> tuple[str, int]:
             x = LABEL_PX + m.start / spp
             w = max((m.end - m.start) / spp, 0.8)
             if s == "compute":
-                color = COMPUTE_COLORS[k % 2]
+                color = RECOMPUTE_COLOR if bars.kinds[m.first] == "recompute" else COMPUTE_COLORS[k % 2]
             else:
                 color = KIND_COLORS.get(bars.kinds[m.first], "#999999")
             parts.append(f'<rect class="bar" x="{x:.1f}" y="{y + 4}" width="{w:.1f}" height="{ROW_PX - 8}" '
@@ -144,7 +144,8 @@ def summary_table(summary: dict) -> str:
 
 
 def _legend() -> str:
-    items = [("compute", COMPUTE_COLORS[0])] + [(k.replace("_", " "), c) for k, c in KIND_COLORS.items()]
+    items = [("compute", COMPUTE_COLORS[0]), ("recompute", RECOMPUTE_COLOR)] + \
+        [(k.replace("_", " "), c) for k, c in KIND_COLORS.items()]
     return " ".join(f'<span class="key"><span class="sw" style="background:{c}"></span>{html.escape(n)}</span>'
                     for n, c in items)
 

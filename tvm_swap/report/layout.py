@@ -25,7 +25,7 @@ def arena_stays(graph, plan, sim) -> list[tuple[int, int, int, float, float]]:
     open_at = {t: (o, 0.0) for t, o in plan.initial_residents}
     out = []
     for i, a in enumerate(plan.actions):
-        if a.kind == "compute":
+        if a.kind in ("compute", "recompute"):
             for t, o in zip(graph.ops[a.op].outputs, a.out_objs):
                 open_at[t] = (o, float(start[i]))
         elif a.kind == "swap_in":

@@ -10,6 +10,9 @@ kernels; nothing compiled) and extracted by
 tvm_swap.graph.from_relax. scripts/gen_zoo.py regenerates data/NAME.json.gz; the file stores sizes
 as affine functions of the batch (tvm_swap/zoo/affine.py), so any batch loads instantly.
 
+Except `FORMULA` models (nasnet-25): their graph is written kernel by kernel at load time (zoo/cnn), like
+the LLMs (zoo/llm), because lowering their Relax training step is too slow to regenerate.
+
 This module must not import TVM (the planner and the CLI use it on machines without TVM).
 """
 from __future__ import annotations
@@ -67,8 +70,9 @@ ZOO: dict[str, dict] = {
         "config": {"layers": 24, "hidden": 1024, "heads": 16, "ffn": 4096, "seq_len": 512, "vocab": 30522},
     },
     "nasnet-25": {
-        "description": "NASNet-A large (331x331, F=168) with 25 normal cells per stage (77 cells), "
-                       "1000 classes, SGD with momentum (data not generated yet: see models/nasnet.py)",
+        "description": "NASNet-A large (331x331, F=168) with 25 normal cells per stage (80 cells), "
+                       "1000 classes, SGD with momentum; written from formulas at MXNet's kernel granularity "
+                       "(zoo/cnn/nasnet.py: lowering the Relax step takes most of an hour of CPU at R = 25)",
         "paper_batches": (16, 32, 64),
         "default_batch": 64,
         "paper": {"batch": 64, "memory_need_bytes": 193e9, "ops": 5533, "unique_sizes": 65},
@@ -92,6 +96,9 @@ ZOO: dict[str, dict] = {
         "config": {"depth": 152, "width": 1, "image": 224, "classes": 1000},
     },
 }
+
+# Models written from formulas at load time (no data file): name -> graph builder (batch, name=..., **config).
+FORMULA = {"nasnet-25": "tvm_swap.zoo.cnn:nasnet_training_graph"}
 
 _SPEC = re.compile(r"^(?:zoo:)?(?P<name>[A-Za-z0-9_.\-]+?)(?:@(?P<opts>.*))?$")
 
@@ -145,7 +152,14 @@ def load_zoo(spec: str) -> DataflowGraph:
     if llm_name(spec) is not None:         # generated from formulas at any batch/seq (zoo/llm)
         return load_llm(spec)
     name, batch = parse_zoo_spec(spec)
+    if name in FORMULA:
+        from importlib import import_module
+
+        module, func = FORMULA[name].split(":")
+        g = getattr(import_module(module), func)(batch, name=f"{name}@batch={batch}", **ZOO[name]["config"])
+        g.meta.update({"zoo_model": name, "batch": batch})
+        return g
     return instantiate(_document(name), batch, name=f"{name}@batch={batch}")
 
 
-__all__ = ["ZOO", "ZooError", "load_zoo", "parse_zoo_spec", "zoo_path"]
+__all__ = ["FORMULA", "ZOO", "ZooError", "load_zoo", "parse_zoo_spec", "zoo_path"]

@@ -280,3 +280,94 @@ def test_three_training_steps_with_ping_pong_pairs_match_the_unlimited_build():
     kept = len(m.plan.pool.swaps)
     updates = len(m.compiled.graph.updates)
     assert m.stats()["swap_in_count"] <= n_in + updates - kept      # a kept param is never read from the host
+
+
+# ---------------------------------------------------------------- the scorer's packed fast path
+@pytest.mark.parametrize("seed", range(10))
+def test_scorer_packs_exactly_the_actions_plan_arena_builds(seed):
+    """The GA's fitness (ArenaScorer, no Action objects) is the final plan's time: the same kinds, work and
+    deps as packing plan_arena's actions, for random genomes (biases, headroom, kept pairs, split) and
+    schedules, from the min limit up, with and without op times."""
+    from tvm_swap.planner.simulator import pack_actions, simulate_time
+    from tvm_swap.planner.swapadvisor.arena import ArenaScorer, ArenaSpace
+    from tvm_swap.testing import random_op_times, random_topological_order
+
+    g = random_training_graph(seed, n_layers=3 + seed % 4, momentum=bool(seed % 3)) if seed % 2 else \
+        random_dag(seed, n_ops=30 + 5 * seed)
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    ot = random_op_times(g, seed)
+    lo = arena_min_limit(gi)
+    top = max(lo, noswap_peak(g))
+    rng = np.random.default_rng(seed)
+    compared = 0
+    for lim in (lo, (2 * lo + top) // 3, (lo + 2 * top) // 3, int(1.2 * top)):
+        space = ArenaSpace(gi, lim)
+        scorer = ArenaScorer(gi, lim, ot, DEV)
+        for k in range(4):
+            sched = np.asarray(random_topological_order(g, seed * 10 + k) if k else gi.default_schedule())
+            genes = space.random(rng) if k else space.zero()
+            if k == 3:
+                genes.split = 0.4
+            timed = k % 2 == 0
+            try:
+                built = plan_arena(gi, sched, lim, genes, ot if timed else None, DEV if timed else None)
+            except PlanError:
+                continue
+            a = pack_actions(g, built.actions, ot)
+            if timed:
+                b = scorer.packed(sched, genes)
+            else:
+                plain = ArenaScorer(gi, lim, ot, None)
+                b = plain.packed(sched, genes)
+            assert np.array_equal(a.kind, b.kind) and np.array_equal(a.work, b.work)
+            assert np.array_equal(a.dep_indptr, b.dep_indptr) and np.array_equal(a.dep_indices, b.dep_indices)
+            if timed:
+                assert scorer.time_of(sched, genes) == simulate_time(a, DEV)
+            compared += 1
+    assert compared >= 8
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_class_genomes_give_the_size_class_plan_laid_out_in_the_arena(seed):
+    """A size-class seed in the arena search: its arena plan verifies (as an arena), has the size-class
+    plan's actions, and the scorer's time is that plan's simulated time."""
+    from tvm_swap.planner.simulator import pack_actions, simulate_time
+    from tvm_swap.planner.swapadvisor.arena import ArenaScorer, ArenaSpace
+    from tvm_swap.planner.swapadvisor.encoding import AllocationSpace
+    from tvm_swap.planner.swapadvisor.swapplan import plan_swaps
+    from tvm_swap.testing import random_op_times
+
+    g = _graph(seed)
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    ot = random_op_times(g, seed)
+    lim = (feasible_floor(g, "size-classes")[0] + noswap_peak(g)) // 2
+    space = ArenaSpace(gi, lim)
+    scorer = ArenaScorer(gi, lim, ot, DEV)
+    seeds = space.class_seeds()
+    assert [n for n, _ in seeds] == ["classes-geometric2", "classes-minimal"]
+    for _, genes in seeds:
+        built = plan_arena(gi, gi.default_schedule(), lim, genes, ot, DEV)
+        plan = built.to_plan(g, "t", lim, DEV)
+        assert plan.pool.kind == "arena" and verify_plan(g, plan, lim) == []
+        sc = plan_swaps(gi, AllocationSpace(gi, lim), gi.default_schedule(), genes.classes)
+        assert built.actions == sc.actions
+        a = pack_actions(g, built.actions, ot)
+        assert scorer.time_of(gi.default_schedule(), genes) == simulate_time(a, DEV)
+        assert genes.key() != space.zero().key() and not genes.is_plain()
+
+
+def test_class_genomes_mutate_their_pool_and_stay_plannable():
+    from tvm_swap.planner.swapadvisor.arena import ArenaSpace
+
+    g = random_training_graph(3, n_layers=6)
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    lim = (feasible_floor(g, "size-classes")[0] + noswap_peak(g)) // 2
+    space = ArenaSpace(gi, lim)
+    rng = np.random.default_rng(0)
+    _, parent = space.class_seeds()[0]
+    kids = [space.mutate(parent, rng) for _ in range(20)]
+    assert all(k.classes is not None for k in kids)
+    assert any(k.classes.key() != parent.classes.key() for k in kids)     # the pool is searched too
+    for k in kids[:5]:
+        plan = plan_arena(gi, gi.default_schedule(), lim, k).to_plan(g, "t", lim, DEV)
+        assert verify_plan(g, plan, lim) == []

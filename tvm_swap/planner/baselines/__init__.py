@@ -10,8 +10,9 @@
     plan_zero_offload(ctx)
                       DeepSpeed ZeRO-Offload: params, gradients, optimizer state on the host (zero_offload.py)
 
-Not here: `checkpoint-sqrt` (activation checkpointing every sqrt(n) layers, Chen et al. 2016) needs
-recompute actions, which plans cannot contain yet; it is skipped until they exist.
+    plan_recompute_only(ctx)
+                      activation recomputation without offload: evicted activations are dropped and rebuilt
+                      by recompute actions, only params and optimizer state are swapped (recompute_only.py)
 
 Each takes a PlanningContext and returns an unverified Plan with `predicted` empty (api.plan_graph verifies
 and simulates). `default_pool` is the exact-size pool odswap and vdnn share.
@@ -19,11 +20,12 @@ and simulates). `default_pool` is the exact-size pool odswap and vdnn share.
 from .common import PoolLayout, default_pool
 from .noswap import noswap_need, plan_noswap, static_memory_plan
 from .odswap import plan_odswap
+from .recompute_only import plan_recompute_only
 from .save_on_cpu import plan_save_on_cpu, plan_save_on_cpu_async
 from .tflms import plan_tflms
 from .vdnn import forward_ops, offload_candidates, plan_vdnn
 from .zero_offload import plan_zero_offload
 
 __all__ = ["PoolLayout", "default_pool", "forward_ops", "noswap_need", "offload_candidates",
-           "plan_noswap", "plan_odswap", "plan_save_on_cpu", "plan_save_on_cpu_async", "plan_tflms", "plan_vdnn",
-           "plan_zero_offload", "static_memory_plan"]
+           "plan_noswap", "plan_odswap", "plan_recompute_only", "plan_save_on_cpu", "plan_save_on_cpu_async",
+           "plan_tflms", "plan_vdnn", "plan_zero_offload", "static_memory_plan"]

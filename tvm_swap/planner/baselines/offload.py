@@ -67,12 +67,31 @@ class SyncActionBuilder(ActionBuilder):
         return idx
 
 
+class GatedActionBuilder(ActionBuilder):
+    """Swap-ins gated on compute, as a graph rewrite's control edge gates them (TFLMS): a swap-in issued before
+    op i starts only once op i - 1 has finished, not as soon as the copy stream and its memory are free."""
+
+    def __init__(self, graph: DataflowGraph, num_objects: int):
+        super().__init__(graph, num_objects)
+        self._last_compute = -1
+
+    def _emit(self, a: Action) -> int:
+        if a.kind == "swap_in" and self._last_compute >= 0:
+            a = replace(a, deps=(*a.deps, self._last_compute))
+        idx = super()._emit(a)
+        if a.kind == "compute":
+            self._last_compute = idx
+        return idx
+
+
 @dataclass
 class Policy:
     """What a tool offloads. gaps[(t, use)] = the position at which t is brought back for that use (the use
-    itself: on demand); t leaves the device after its previous use. sync: copies block compute."""
+    itself: on demand); t leaves the device after its previous use. sync: copies block compute. gated: a
+    swap-in waits for the op before its position (a control edge) instead of starting when memory allows."""
     gaps: dict[tuple[int, int], int]
     sync: bool = False
+    gated: bool = False
 
     def tensors(self) -> set[int]:
         return {t for t, _ in self.gaps}
@@ -83,7 +102,8 @@ class PolicyWalker(OnDemandWalker):
     caller gets back), dropped where a gap starts and swapped in where it says."""
 
     def __init__(self, graph, order, pool, tensor_class, resident_params, policy: Policy):
-        self.builder_class = SyncActionBuilder if policy.sync else ActionBuilder
+        self.builder_class = (SyncActionBuilder if policy.sync else
+                              GatedActionBuilder if policy.gated else ActionBuilder)
         super().__init__(graph, order, pool, tensor_class, resident_params, None)
         self.policy = policy
         self.must_host |= policy.tensors()          # copy out as soon as produced
@@ -108,7 +128,8 @@ class PolicyWalker(OnDemandWalker):
         return self.evictions - self.policy_drops
 
 
-def gap_policy(uses: list[list[int]], tensors, wants_gap, prefetch_at, sync: bool = False) -> Policy:
+def gap_policy(uses: list[list[int]], tensors, wants_gap, prefetch_at, sync: bool = False,
+               gated: bool = False) -> Policy:
     """A Policy from a per-use rule: for tensor t, the gap before its use at `nxt` (previous use `prev`) is
     taken when wants_gap(t, prev, nxt) and the swap-in position prefetch_at(t, prev, nxt) is after prev."""
     gaps = {}
@@ -119,7 +140,7 @@ def gap_policy(uses: list[list[int]], tensors, wants_gap, prefetch_at, sync: boo
                 at = min(nxt, prefetch_at(t, prev, nxt))
                 if at > prev:
                     gaps[(t, nxt)] = at
-    return Policy(gaps, sync)
+    return Policy(gaps, sync, gated)
 
 
 def class_peaks(actions: list[Action], pool: Pool, initial: list[tuple[int, int]]) -> np.ndarray:
@@ -131,7 +152,7 @@ def class_peaks(actions: list[Action], pool: Pool, initial: list[tuple[int, int]
         now[obj_class[o]] += 1
     peak = now.copy()
     for a in actions:
-        if a.kind == "compute":
+        if a.kind in ("compute", "recompute"):
             for o in a.out_objs:
                 now[obj_class[o]] += 1
         elif a.kind == "swap_in":

@@ -2,7 +2,9 @@
 
 TFLMS rewrites the training graph: for every edge from a forward op to a backward op whose topological
 distance is at least `swapout_threshold`, it inserts a swap-out after the producer and a swap-in before
-the consumer, started `swapin_ahead` ops earlier (a control edge). Only activations are swapped; weights,
+the consumer, started `swapin_ahead` ops earlier (a control edge: the swap-in starts when that op has
+finished, so here it waits for the compute before its position, GatedActionBuilder; before this it could
+start as soon as the copy stream and its memory were free, earlier than TFLMS can). Only activations are swapped; weights,
 gradients and optimizer state stay on the GPU, and what does not fit runs out of memory. Users tune the
 threshold (and how far ahead swap-ins start) by hand; here both are tuned over a grid, each candidate
 simulated, the fastest that fits kept.
@@ -43,7 +45,7 @@ def tflms_policy(ctx: PlanningContext, layout: PolicyLayout, threshold: int, ahe
     prod_pos = {t: pos[int(producer[t])] for t in acts}
     return gap_policy(uses, acts,
                       wants_gap=lambda t, prev, nxt: nxt not in fwd_pos and nxt - prod_pos[t] >= threshold,
-                      prefetch_at=lambda t, prev, nxt: nxt - ahead)
+                      prefetch_at=lambda t, prev, nxt: nxt - ahead, gated=True)
 
 
 def plan_tflms(ctx: PlanningContext) -> Plan:

@@ -26,7 +26,10 @@ is not a free block, and a plan only leaves this module once its placement fits.
 
 What it costs: the walk is O((ops + tensor touches) log tensors) plus, per swap-in and per eviction, one
 numpy slice over the slots between the copy and the use; placement is O(stays x free blocks) (free blocks
-stay few: freed neighbours coalesce). A failed placement repeats both, a few rounds at most.
+stay few: freed neighbours coalesce). A failed placement repeats both, a few rounds at most. The GA's
+fitness (ArenaScorer) packs the decisions for the simulator directly (packed_builder.pack_decisions with
+byte ranges), without Action objects: 0.24 CPU s per genome on BERT-large@32, 0.73 s on BRNN-4-8K@128,
+where the walk and placement, pure-Python loops, are now 3/4 of the time.
 
 Periodicity: persistent tensors nothing updates (frozen weights) that the first pass keeps to its end are
 pinned for the whole iteration in a second pass (a stay from before the first op through the end, so they
@@ -42,6 +45,13 @@ fit. Measured: WResNet-152-10@16 0.66 -> 0.96 and Inception-4@16 0.77 -> 0.97 of
 decisions (the size-class planner picks clean objects for outputs for the same reason).
 
 Kernel workspace stays as in the size-class pool: a reserve of the largest op's workspace beside the arena.
+
+Swap or recompute (ArenaGenes.recompute, planner option recompute="on"): an evicted tensor whose gene says so
+is dropped without a copy and rebuilt by a recompute right before the op that next reads it, its producer's
+inputs made resident for that slot (swapped in, or rebuilt themselves). The walk only drops it so when the
+rebuild is sound and has room (see `_ArenaWalk.run`); the rebuilt tensor is a stay like a compute output, so
+placement and the verifier treat it like any other. Measured (scripts/bench_recompute.py, seed genomes only):
+BERT-large@32 on a V100 at 16 GB 0.47 -> 0.61 of ideal, WResNet-152-10@64 at 16 GB 0.80 -> 0.98.
 """
 from __future__ import annotations
 
@@ -54,8 +64,10 @@ import numpy as np
 from ...errors import InfeasibleLimitError, PlanError
 from ...plan import Arena
 from ..builder import ActionBuilder
-from ..graphindex import ROLE_KEEP, ROLE_TO_HOST, GraphIndex
+from ..graphindex import ROLE_KEEP, ROLE_TEMP, ROLE_TO_HOST, GraphIndex
+from ..recompute import MAX_CHAIN_DEPTH, recomputable_ops, update_positions
 from ..simulator import pack_actions, simulate_time
+from .packed_builder import pack_decisions
 
 from ..graphindex import NEVER as _NEVER  # noqa: E402  (next use of a dead tensor)
 MAX_ROUNDS = 12          # decide/place rounds before giving up on a capacity
@@ -75,18 +87,34 @@ class ArenaGenes:
     partition (what size classes give the paper's pool): when room is needed, the group (params and optimizer
     state / everything else) over its share of the capacity gives up a victim first; < 0 is one Belady
     over all. bias: per tensor, slots added to its next use when
-    choosing a victim (> 0: evicted sooner, < 0: kept longer); all zeros is Belady."""
+    choosing a victim (> 0: evicted sooner, < 0: kept longer); all zeros is Belady. recompute: per tensor, when
+    it is evicted, drop it and recompute it at its next use instead of copying it out and back (where the
+    walk allows it, see `_ArenaWalk.run`); None (or all False) is SwapAdvisor's swap-only plan."""
     headroom: float
     bias: np.ndarray
     keep: float = 0.0      # share of the arena for kept updated params (ping-pong pairs, 2x their bytes)
     split: float = -1.0    # share of the capacity protected for params and optimizer state (< 0: shared)
+    recompute: np.ndarray | None = None   # bool per tensor: swap (False) or drop + recompute (True) when evicted
+    classes: object = None  # an encoding.Allocation: plan with these size classes laid out in the arena
 
     def key(self) -> bytes:
-        return (np.float64(self.headroom).tobytes() + np.float64(self.keep).tobytes()
-                + np.float64(self.split).tobytes() + self.bias.tobytes())
+        rc = b"" if self.recompute is None else b"|rc|" + np.packbits(self.recompute).tobytes()
+        k = (np.float64(self.headroom).tobytes() + np.float64(self.keep).tobytes()
+             + np.float64(self.split).tobytes() + self.bias.tobytes() + rc)
+        return k if self.classes is None else k + b"|classes|" + b"|".join(self.classes.key())
+
+    def recomputes(self) -> bool:
+        return self.recompute is not None and bool(self.recompute.any())
+
+    def is_plain(self) -> bool:
+        """Belady with no headroom, nothing kept, no split, no recompute: the no-search genome."""
+        return self.headroom == 0 and self.keep <= 0 and self.split < 0 and not self.bias.any() \
+            and self.classes is None and not self.recomputes()
 
     def copy(self) -> "ArenaGenes":
-        return ArenaGenes(float(self.headroom), self.bias.copy(), float(self.keep), float(self.split))
+        return ArenaGenes(float(self.headroom), self.bias.copy(), float(self.keep), float(self.split),
+                          None if self.recompute is None else self.recompute.copy(),
+                          None if self.classes is None else self.classes.copy())
 
 
 class ArenaSpace:
@@ -101,32 +129,73 @@ class ArenaSpace:
 
     MAX_HEADROOM = 0.15
 
-    def __init__(self, gi: GraphIndex, mem_limit: int):
+    def __init__(self, gi: GraphIndex, mem_limit: int, recompute: bool = False, op_time=None, device=None):
         self.gi = gi
         self.mem_limit = int(mem_limit)
         self.n_t = gi.n_tensors
         self.scale = max(1, gi.n_ops // 8)       # a bias moves a next use by up to ~1/8 of the iteration
         self.has_pairs = bool(pair_candidates(gi))
+        # recompute genes only where a drop could be recomputed at all (planner.recompute); the cheap ones
+        # (rebuilding costs less compute time than the two copies take on the link) seed the search
+        self.rc_able = recompute_candidates(gi) if recompute else None
+        self.rc_cheap = None
+        if self.rc_able is not None and op_time is not None and device is not None:
+            self.rc_cheap = self.rc_able & cheap_to_recompute(gi, op_time, device)
+        self._classes = None                     # AllocationSpace, for class genomes (see class_seeds)
 
     def zero(self, headroom: float = 0.0, keep: float = 0.0) -> ArenaGenes:
-        return ArenaGenes(float(headroom), np.zeros(self.n_t, dtype=np.int64), float(keep))
+        rc = None if self.rc_able is None else np.zeros(self.n_t, dtype=bool)
+        return ArenaGenes(float(headroom), np.zeros(self.n_t, dtype=np.int64), float(keep), -1.0, rc)
 
     def seeds(self) -> list[tuple[str, ArenaGenes]]:
-        out = [("nosearch", self.zero()), ("headroom3", self.zero(0.03))]
+        out = [("nosearch", self.zero())]
+        classes = self.class_seeds()
+        out += classes[:1] + [("headroom3", self.zero(0.03))]
         if self.has_pairs:
             out += [("keep50", self.zero(0.0, 0.5)), ("keepall", self.zero(0.0, 1.0))]
+        if self.rc_able is not None and self.rc_able.any():     # the swap-only seeds above stay: never worse
+            every = self.zero()
+            every.recompute = self.rc_able.copy()
+            out.append(("recompute-all", every))
+            if self.rc_cheap is not None and self.rc_cheap.any():
+                cheap = self.zero()
+                cheap.recompute = self.rc_cheap.copy()
+                out.append(("recompute-cheap", cheap))
+        return out + classes[1:]
+
+    def class_seeds(self) -> list[tuple[str, ArenaGenes]]:
+        """The paper's pool as arena genomes: a size-class pool is an arena placement whose objects never
+        overlap, so the arena search also starts from size-class plans (geometric2 and the minimal pool,
+        no updated param kept: the arena's periodicity rule); their children stay class genomes and search
+        the schedule and the pool (CLS/CNT mutation)."""
+        try:
+            sp = self._class_space()
+        except InfeasibleLimitError:        # below the size-class floor: an arena limit only
+            return []
+        out = []
+        for name, a in (("classes-geometric2", sp.geometric(2.0)), ("classes-minimal", sp.minimal_pool())):
+            g = self.zero()
+            g.classes = a
+            out.append((name, g))
         return out
 
     def random(self, rng: np.random.Generator) -> ArenaGenes:
         g = self.zero(float(rng.uniform(0, self.MAX_HEADROOM / 2)), float(rng.uniform(0, 1)) if self.has_pairs else 0.0)
         pick = rng.random(self.n_t) < float(rng.uniform(0.0, 0.2))
         g.bias[pick] = rng.integers(-self.scale, self.scale + 1, size=int(pick.sum()))
+        if self.rc_able is not None:
+            g.recompute = self.rc_able & (rng.random(self.n_t) < float(rng.uniform(0.0, 1.0)))
         return g
 
     def crossover(self, a: ArenaGenes, b: ArenaGenes, rng: np.random.Generator) -> tuple[ArenaGenes, ArenaGenes]:
         cut = int(rng.integers(0, self.n_t + 1))
-        k1 = ArenaGenes(a.headroom, np.concatenate((a.bias[:cut], b.bias[cut:])), b.keep, a.split)
-        k2 = ArenaGenes(b.headroom, np.concatenate((b.bias[:cut], a.bias[cut:])), a.keep, b.split)
+        k1 = ArenaGenes(a.headroom, np.concatenate((a.bias[:cut], b.bias[cut:])), b.keep, a.split,
+                        classes=a.classes)
+        k2 = ArenaGenes(b.headroom, np.concatenate((b.bias[:cut], a.bias[cut:])), a.keep, b.split,
+                        classes=b.classes)
+        if a.recompute is not None and b.recompute is not None:
+            k1.recompute = np.concatenate((a.recompute[:cut], b.recompute[cut:]))
+            k2.recompute = np.concatenate((b.recompute[:cut], a.recompute[cut:]))
         return k1, k2
 
     def mutate(self, a: ArenaGenes, rng: np.random.Generator, p_bias: float = 0.02, p_head: float = 0.3,
@@ -144,7 +213,41 @@ class ArenaSpace:
             g.keep = float(np.clip(rng.normal(g.keep, 0.15), 0.0, 1.0))
         if rng.random() < p_head / 2:
             g.split = -1.0 if g.split >= 0 and rng.random() < 0.5 else float(rng.uniform(0.2, 0.8))
+        if g.recompute is not None:
+            flip = self.rc_able & (rng.random(self.n_t) < p_bias)
+            g.recompute = g.recompute ^ flip
+        if g.classes is not None:
+            # a class genome also searches its pool, with the paper's CLS/CNT mutation (ga.GASettings' rates)
+            g.classes = self._class_space().mutate(g.classes, rng, 0.1, 0.3, 0.25)
         return g
+
+    def _class_space(self):
+        """The size-class encoding of this graph and limit (InfeasibleLimitError below its floor)."""
+        if self._classes is None:
+            from .encoding import AllocationSpace
+
+            self._classes = AllocationSpace(self.gi, self.mem_limit)
+        return self._classes
+
+
+# ============================================================== recompute candidates
+def recompute_candidates(gi: GraphIndex) -> np.ndarray:
+    """Per tensor: produced, temporary (not a result or update: those get a host copy anyway) and made by an
+    op that may be recomputed (planner.recompute.recomputable_ops)."""
+    g = gi.graph
+    ok_op = recomputable_ops(g)
+    prod = g.producer()
+    return np.array([prod[t] >= 0 and ok_op[int(prod[t])] and int(gi.role[t]) == ROLE_TEMP
+                     for t in range(gi.n_tensors)], dtype=bool)
+
+
+def cheap_to_recompute(gi: GraphIndex, op_time, device) -> np.ndarray:
+    """Per tensor: its producer's time is below the time its copy out and back takes on the link."""
+    g = gi.graph
+    prod = g.producer()
+    t_op = np.where(prod >= 0, np.asarray(op_time, dtype=np.float64)[np.maximum(prod, 0)], np.inf)
+    link = gi.size / float(device.d2h_bandwidth) + gi.size / float(device.h2d_bandwidth)
+    return t_op < link
 
 
 # ============================================================== kept updates (ping-pong pairs)
@@ -240,7 +343,8 @@ def place_stays(first: list[int], last: list[int], size: list[int]) -> tuple[lis
     """Offsets for stays [first, last] (closed slot intervals) of `size` bytes such that stays whose
     intervals intersect get disjoint ranges; returns (offsets, bytes needed). See the module docstring."""
     m = len(first)
-    order = sorted(range(m), key=lambda s: (first[s], -size[s], s))
+    order = np.lexsort((-np.asarray(size, dtype=np.int64), np.asarray(first, dtype=np.int64))).tolist() \
+        if m else []             # by start, largest first, then index (lexsort is stable)
     offsets = [0] * m
     ends: list = []                 # heap (last slot, stay) of placed stays
     starts: list[int] = []          # free blocks below `top`, by address
@@ -329,6 +433,7 @@ class _Decisions:
     evicted: int = 0
     pairs: list = field(default_factory=list)   # (param, update) kept on the device, ping-pong
     dirty: list = field(default_factory=list)   # (slot of the swap-out, stay): its bytes free once the copy is done
+    recomputes: list = field(default_factory=list)  # (slot, op, stay): rebuilt right before the op at slot
 
     @property
     def pair_set(self) -> set:
@@ -352,6 +457,23 @@ class _ArenaWalk:
         self.size = gi.size.tolist()
         kinds = gi.graph.tensors
         self.group = [0 if kinds[t].kind in ("param", "optimizer_state") else 1 for t in range(gi.n_tensors)]
+        self._rc_facts = None
+
+    def rc_facts(self):
+        """What drop + recompute decisions need (built on first use): producer of each tensor, each op's inputs,
+        whether a tensor is persistent, the slot of each param's update, each tensor's last touch."""
+        if self._rc_facts is None:
+            g = self.gi.graph
+            last_touch = [-1] * self.gi.n_tensors
+            for i, op in enumerate(self.sched):
+                for t in (*g.ops[op].inputs, *g.ops[op].outputs):
+                    last_touch[t] = i
+            ws = [sum(self.size[t] for t in dict.fromkeys((*g.ops[op].inputs, *g.ops[op].outputs)))
+                  for op in self.sched]
+            self._rc_facts = (g.producer().tolist(), [list(dict.fromkeys(op.inputs)) for op in g.ops],
+                              [g.is_persistent(t) for t in range(g.num_tensors)],
+                              update_positions(g, self.sched), last_touch, ws)
+        return self._rc_facts
 
     def set_timing(self, op_time, d2h_bandwidth: float) -> None:
         """Op seconds and the device-to-host rate, so placement can keep a tensor's bytes until its copy to
@@ -360,7 +482,17 @@ class _ArenaWalk:
         self.cum = np.cumsum(t)
         self.d2h = float(d2h_bandwidth)
 
-    def run(self, capacity: int, bias: list, pinned_tensors=(), pairs=(), split: float = -1.0) -> _Decisions:
+    def run(self, capacity: int, bias: list, pinned_tensors=(), pairs=(), split: float = -1.0,
+            recompute=None) -> _Decisions:
+        """One walk at `capacity` bytes (see the module docstring).
+
+        recompute (bool per tensor, or None): an evicted tensor marked True is dropped without a copy and
+        rebuilt by a recompute right before the op that next reads it, when that is sound: its producer's
+        inputs are then still available (params not yet updated at that slot; produced inputs still live,
+        so resident, on the host, or themselves rebuildable) and every chain of rebuilds through it stays
+        within planner.recompute.MAX_CHAIN_DEPTH, and the op's working set plus every rebuild chain planned for
+        that slot (inputs and outputs) fits what pinned tensors leave of the capacity, so a rebuild always
+        finds room. Otherwise it is copied out as before."""
         n, gi = self.n, self.gi
         n_t = gi.n_tensors
         size, role, produced = self.size, self.role, self.produced
@@ -403,12 +535,74 @@ class _ArenaWalk:
             group_res[group[t]] += size[t]
         if resident > capacity:
             raise PlanError("pinned tensors alone exceed the capacity")
+        pin_bytes = resident + 2 * sum(size[p] for p, _ in pairs)
         out_stays: list = [None] * n
         dirty: list = []                   # (slot of the swap-out, stay): its bytes free once the copy is done
         swap_outs: list = []
         drops: list = []
         swap_ins: list = []
         evicted = 0
+        rc = None if recompute is None or not np.any(recompute) else np.asarray(recompute, dtype=bool).tolist()
+        if rc is not None:
+            producer, op_inputs, persistent, upd_slot, last_touch, op_ws = self.rc_facts()
+        rb_load: dict = {}                 # slot -> bytes of the rebuild chains planned for it (never lowered)
+        chain_rec: dict = {}               # pending tensor -> its chain's bytes as counted in rb_load
+        pending: dict = {}                 # dropped for recompute, not rebuilt yet
+        dependents: dict = {}              # tensor -> pending tensors whose producer reads it
+        recomputes: list = []              # (slot, op, stay)
+        rb_extra: list = []                # (tensor, next use): resident for a rebuild at this slot only
+
+        def chain(t: int, extra: int) -> int:
+            """Recomputes that rebuilding t takes now (`extra` counts as pending)."""
+            d = 1
+            for x in op_inputs[producer[t]]:
+                if x == extra or x in pending:
+                    c = chain(x, extra) + 1
+                    if c > d:
+                        d = c
+            return d
+
+        def chain_bytes(t: int, extra: int) -> int:
+            """Bytes a rebuild of t holds at once: its output and its producer's inputs, chains included."""
+            s = size[t]
+            for x in op_inputs[producer[t]]:
+                s += chain_bytes(x, extra) if (x == extra or x in pending) else size[x]
+            return s
+
+        def may_drop(v: int) -> bool:
+            if not rc[v]:
+                return False
+            nu = nxt[v]
+            for x in op_inputs[producer[v]]:
+                if persistent[x]:
+                    u = upd_slot.get(x)
+                    if u is not None and u < nu:
+                        return False
+                elif produced[x] and last_touch[x] < nu:
+                    return False
+            if chain(v, -1) > MAX_CHAIN_DEPTH:
+                return False
+            cb = chain_bytes(v, -1)
+            grow = {nu: cb}                    # slot -> bytes its rebuild load would grow by
+            ancestors = {}
+            stack, seen = [v], {v}
+            while stack:
+                for z in dependents.get(stack.pop(), ()):
+                    if z not in seen:
+                        if chain(z, v) > MAX_CHAIN_DEPTH:
+                            return False
+                        seen.add(z)
+                        stack.append(z)
+                        ancestors[z] = chain_bytes(z, v)
+                        grow[nxt[z]] = grow.get(nxt[z], 0) + ancestors[z] - chain_rec[z]
+            room = capacity - pin_bytes
+            if any(op_ws[s] + rb_load.get(s, 0) + b > room for s, b in grow.items()):
+                return False
+            for s, b in grow.items():
+                rb_load[s] = rb_load.get(s, 0) + b
+            chain_rec[v] = cb
+            chain_rec.update(ancestors)
+            return True
 
         def top(h, i: int):
             """The best valid candidate's heap entry (stale entries dropped), or None."""
@@ -437,9 +631,14 @@ class _ArenaWalk:
             nonlocal resident, evicted
             d = last[v]
             if nxt[v] < _NEVER and host_ready[v] == -2:
-                swap_outs.append((prod_slot[v], v))
-                dirty.append((prod_slot[v], loc[v]))
-            if host_ready[v] < d:
+                if rc is not None and may_drop(v):
+                    pending[v] = True
+                    for x in op_inputs[producer[v]]:
+                        dependents.setdefault(x, set()).add(v)
+                else:
+                    swap_outs.append((prod_slot[v], v))
+                    dirty.append((prod_slot[v], loc[v]))
+            if host_ready[v] < d and v not in pending:
                 host_ready[v] = d
             sid = loc[v]
             drops.append((d, v, sid))
@@ -459,6 +658,65 @@ class _ArenaWalk:
                                     f"uses ({resident} of {capacity} bytes)")
                 evict(v, i)
 
+        def bring(t: int, i: int) -> None:
+            """Swap t in for slot i, issued as early as the slots before allow (the prefetch)."""
+            nonlocal resident
+            hr = host_ready[t]
+            if hr == -2:
+                raise PlanError(f"planner bug: tensor {t} is read at position {i} but is neither resident "
+                                f"nor on the host")
+            need = size[t]
+            make_room(need, i, group[t])
+            lo = max(hr, i - PREFETCH_WINDOW)       # the copy may be issued after slot lo at the earliest
+            q = lo
+            if lo + 1 < i:
+                over = np.flatnonzero(usage[lo + 1:i] > capacity - need)
+                if len(over):
+                    q = lo + 1 + int(over[-1])
+                usage[q + 1:i] += need
+            sid = len(stay_t)
+            stay_t.append(t)
+            stay_first.append(q + 1)
+            stay_last.append(-2)
+            loc[t] = sid
+            nxt[t] = i
+            resident += need
+            group_res[group[t]] += need
+            swap_ins.append((q, t, sid))
+
+        def rebuild(t: int, i: int) -> None:
+            """Recompute pending t right before the op at slot i, its producer's inputs made resident first
+            (held for this slot: a rebuild's inputs are never victims while it runs)."""
+            nonlocal resident
+            p = producer[t]
+            for x in op_inputs[p]:
+                saved = nxt[x]
+                if loc[x] >= 0:
+                    if saved == i:
+                        continue
+                    nxt[x] = i
+                elif x in pending:
+                    rebuild(x, i)
+                else:
+                    bring(x, i)
+                if saved != i:                 # not read by the op itself: release after this slot
+                    rb_extra.append((x, saved))
+            need = size[t]
+            make_room(need, i, group[t])
+            sid = len(stay_t)
+            stay_t.append(t)
+            stay_first.append(i)
+            stay_last.append(-2)
+            loc[t] = sid
+            nxt[t] = i
+            resident += need
+            group_res[group[t]] += need
+            prod_slot[t] = i
+            recomputes.append((i, p, sid))
+            del pending[t]
+            for x in op_inputs[p]:
+                dependents[x].discard(t)
+
         sched = self.sched
         heappush = heapq.heappush
         for i in range(n):
@@ -474,28 +732,10 @@ class _ArenaWalk:
                 t = touch_t[k]
                 if loc[t] >= 0:
                     continue
-                hr = host_ready[t]
-                if hr == -2:
-                    raise PlanError(f"planner bug: tensor {t} is read at position {i} but is neither resident "
-                                    f"nor on the host")
-                need = size[t]
-                make_room(need, i, group[t])
-                lo = max(hr, i - PREFETCH_WINDOW)       # the copy may be issued after slot lo at the earliest
-                q = lo
-                if lo + 1 < i:
-                    over = np.flatnonzero(usage[lo + 1:i] > capacity - need)
-                    if len(over):
-                        q = lo + 1 + int(over[-1])
-                    usage[q + 1:i] += need
-                sid = len(stay_t)
-                stay_t.append(t)
-                stay_first.append(q + 1)
-                stay_last.append(-2)
-                loc[t] = sid
-                nxt[t] = i
-                resident += need
-                group_res[group[t]] += need
-                swap_ins.append((q, t, sid))
+                if t in pending:
+                    rebuild(t, i)
+                else:
+                    bring(t, i)
             for k in range(k_out, b):
                 t = touch_t[k]
                 need = 0 if t in reserved else size[t]
@@ -537,6 +777,26 @@ class _ArenaWalk:
                         group_res[group[t]] -= size[t]
                 else:
                     heappush(heaps[group[t]], (-(nu + bias[t]), nu, t))
+            for t, nu in rb_extra:             # brought back for a rebuild only: the same bookkeeping
+                if loc[t] < 0:
+                    continue
+                last[t] = i
+                nxt[t] = nu
+                if t in pin or t in pair_new or (nu != _NEVER and t in pair_old):
+                    continue
+                if nu == _NEVER:
+                    sid = loc[t]
+                    drops.append((i, t, sid))
+                    stay_last[sid] = i
+                    if host_ready[t] != -2 and host_ready[t] < i:
+                        host_ready[t] = i
+                    loc[t] = -1
+                    if t not in reserved:
+                        resident -= size[t]
+                        group_res[group[t]] -= size[t]
+                else:
+                    heappush(heaps[group[t]], (-(nu + bias[t]), nu, t))
+            rb_extra.clear()
         # the end: what is still resident and not pinned leaves after its last use (kept tensors have host
         # copies; anything else still here has a next use only in the next iteration)
         for t in pair_new:
@@ -552,7 +812,7 @@ class _ArenaWalk:
             stay_last[sid] = last[t]
         self.end_kept = [t for t in range(n_t) if loc[t] >= 0 and role[t] == ROLE_KEEP]
         return _Decisions(out_stays, swap_outs, drops, swap_ins, stay_t, stay_first, stay_last, pinned, evicted,
-                          list(pairs), dirty)
+                          list(pairs), dirty, recomputes)
 
 
 def _emit(walk: _ArenaWalk, d: _Decisions, arena: Arena, stay_obj: list[int]):
@@ -574,9 +834,14 @@ def _emit(walk: _ArenaWalk, d: _Decisions, arena: Arena, stay_obj: list[int]):
         post_in[floor + 1].append((t, stay_obj[sid]))
     for t, sid in d.pinned:
         b.place_initial(t, stay_obj[sid])
+    pre_rc: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for s, op, sid in d.recomputes:    # in rebuild order: a chain's inputs before what reads them
+        pre_rc[s].append((op, stay_obj[sid]))
     sched = walk.sched
     for s in range(-1, n):
         if s >= 0:
+            for op, o in pre_rc[s]:
+                b.recompute(op, [o])
             b.compute(sched[s], [stay_obj[x] for x in d.out_stays[s]])
         j = s + 1
         for t in post_out[j]:
@@ -650,7 +915,8 @@ def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight
         offsets[pair_stay[p]] = base
         offsets[pair_stay[q]] = base + sizes[pair_stay[p]]
         base += 2 * sizes[pair_stay[p]]
-    rest = [k for k in range(n_st) if not (d.stay_t[k] in d.pair_set)]
+    in_pair = d.pair_set            # a property that builds the set: once, not per stay
+    rest = [k for k in range(n_st) if d.stay_t[k] not in in_pair]
     sub_first = [first[k] for k in rest]
     sub_last = [last[k] for k in rest]
     sub_size = [sizes[k] for k in rest]
@@ -697,7 +963,7 @@ def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again
     a = walk.gi.alignment
     lower = (capacity - (need - arena_bytes)) // a * a
     if lower >= working_set_floor(walk.gi):
-        d2 = walk.run(lower, bias, pinned, pairs, genes.split)
+        d2 = walk.run(lower, bias, pinned, pairs, genes.split, genes.recompute)
         first2 = _floored_firsts(d2)
         sizes2 = [walk.size[t] for t in d2.stay_t]
         off3, need3 = _place_with_pairs(d2, first2, _cooled_lasts(walk, d2), sizes2, arena_bytes, never)
@@ -725,7 +991,7 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
                 break
             capacity = floor                    # last try: nothing but the largest working set planned
         tried.append(capacity)
-        d = walk.run(capacity, bias, pinned, pairs, genes.split)
+        d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute)
         first = _floored_firsts(d)
         sizes = [walk.size[t] for t in d.stay_t]
         # the sweep fragments near the floor; greedy by size packs tighter (and costs more)
@@ -745,31 +1011,26 @@ def plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | Non
                device=None) -> ArenaPlan:
     """The arena plan of `schedule` under `mem_limit` (see the module docstring). Raises PlanError when the
     walk or the placement cannot fit. With `op_time` and `device`, placement keeps a swapped-out tensor's
-    bytes until its copy is likely done (_cooled_lasts)."""
+    bytes until its copy is likely done (_cooled_lasts). Recompute genes never make a limit infeasible: when
+    their plan does not fit (rebuilds hold their inputs, which can fragment a tight arena), the same genes
+    without recompute are planned."""
+    if genes is not None and genes.recompute is not None and genes.recompute.any():
+        try:
+            return _plan_arena(gi, schedule, mem_limit, genes, op_time, device)
+        except PlanError:
+            genes = genes.copy()
+            genes.recompute = None
+    return _plan_arena(gi, schedule, mem_limit, genes, op_time, device)
+
+
+def _plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | None, op_time, device) -> ArenaPlan:
     if gi.keep_updated:
         raise PlanError("arena plans use the exact periodicity rule: build the GraphIndex with keep_updated=False")
     schedule = np.asarray(schedule, dtype=np.int64)
+    if genes is not None and genes.classes is not None:
+        return _plan_with_classes(gi, schedule, mem_limit, genes.classes)
+    walk, d, offsets, sizes, capacity, rounds = _decide_arena(gi, schedule, mem_limit, genes, op_time, device)
     arena_bytes = arena_bytes_for(gi, mem_limit)
-    genes = genes if genes is not None else ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64))
-    walk = _ArenaWalk(gi, schedule)
-    if op_time is not None and device is not None:
-        walk.set_timing(op_time, device.d2h_bandwidth)
-    try:
-        d, offsets, sizes, capacity, rounds = _decide_and_place(walk, arena_bytes, genes)
-    except PlanError:
-        # placement is not monotone in the arena's size: a smaller arena that worked for the min feasible
-        # limit still fits in this one
-        small = _min_arena_bytes(gi)
-        if small is None or small >= arena_bytes:
-            raise
-        d, offsets, sizes, capacity, rounds = _decide_and_place(walk, small, genes)
-    kept = walk.end_kept
-    if kept:
-        # frozen persistent tensors the first pass keeps to its end: pin them for the whole iteration
-        try:
-            d, offsets, sizes, capacity, rounds = _decide_and_place(walk, arena_bytes, genes, kept)
-        except PlanError:
-            pass
     # objects: one per distinct (offset, size)
     obj_of: dict = {}
     stay_obj = []
@@ -784,8 +1045,64 @@ def plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | Non
     b = _emit(walk, d, arena, stay_obj)
     tclass = np.where(gi.used, 0, -1).astype(np.int64)
     stats = {"capacity_bytes": int(capacity), "rounds": int(rounds), "placed_bytes": int(max(
-        (o + s for o, s in zip(offsets, sizes)), default=0)), "evictions": int(d.evicted)}
+        (o + s for o, s in zip(offsets, sizes)), default=0)), "evictions": int(d.evicted),
+        "recomputes": len(d.recomputes)}
     return ArenaPlan(schedule, arena, tclass, [(t, stay_obj[sid]) for t, sid in d.pinned], b.actions, stats)
+
+
+def _plan_with_classes(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, alloc) -> ArenaPlan:
+    """SwapAdvisor's size-class plan (swapplan.plan_swaps, no updated param kept) with its pool's objects
+    laid side by side in the arena: disjoint ranges, so ArenaActionBuilder would give each arrival the same
+    deps as ActionBuilder (the last drop of its object) and the actions carry over unchanged."""
+    from .encoding import AllocationSpace
+    from .swapplan import plan_swaps
+
+    if gi.keep_updated:
+        raise PlanError("arena plans use the exact periodicity rule: build the GraphIndex with keep_updated=False")
+    sp = plan_swaps(gi, AllocationSpace(gi, mem_limit), schedule, alloc)
+    pool = sp.pool
+    arena_bytes = arena_bytes_for(gi, mem_limit)
+    offs = [int(x) for x in pool.object_offset()]
+    sizes = [int(x) for x in pool.object_bytes()]
+    if max((o + z for o, z in zip(offs, sizes)), default=0) > arena_bytes:
+        raise PlanError("the size-class pool does not fit in the arena")
+    arena = Arena(arena_bytes, offs, sizes, gi.alignment, gi.workspace, [])
+    tclass = np.where(gi.used, 0, -1).astype(np.int64)
+    stats = {"size_classes": [int(x) for x in pool.class_bytes], "class_counts": [int(x) for x in pool.class_count]}
+    return ArenaPlan(schedule, arena, tclass, list(sp.initial_residents), list(sp.actions), stats)
+
+
+def _decide_arena(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, genes: ArenaGenes | None, op_time,
+                  device):
+    """plan_arena's decisions and placement: (walk, decisions, stay offsets, stay sizes, capacity, rounds).
+    The scorer packs these directly (ArenaScorer.packed); plan_arena emits them as actions."""
+    if gi.keep_updated:
+        raise PlanError("arena plans use the exact periodicity rule: build the GraphIndex with keep_updated=False")
+    arena_bytes = arena_bytes_for(gi, mem_limit)
+    genes = genes if genes is not None else ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64))
+    walk = _ArenaWalk(gi, schedule)
+    if op_time is not None and device is not None:
+        walk.set_timing(op_time, device.d2h_bandwidth)
+    try:
+        d, offsets, sizes, capacity, rounds = _decide_and_place(walk, arena_bytes, genes)
+    except PlanError:
+        # placement is not monotone in the arena's size: a smaller arena that worked for the min feasible
+        # limit still fits in this one. Only for the plain genome (Belady, no headroom, nothing kept: the
+        # no-search plan, always a GA seed), so a feasible limit always gets a plan, while a searched genome
+        # that does not fit is simply unfit: finding the min arena costs dozens of decide/place rounds (33 s
+        # on BRNN-4-8K@128), which a GA worker would otherwise pay on its first unfit genome
+        small = _min_arena_bytes(gi) if genes.is_plain() else None
+        if small is None or small >= arena_bytes:
+            raise
+        d, offsets, sizes, capacity, rounds = _decide_and_place(walk, small, genes)
+    kept = walk.end_kept
+    if kept:
+        # frozen persistent tensors the first pass keeps to its end: pin them for the whole iteration
+        try:
+            d, offsets, sizes, capacity, rounds = _decide_and_place(walk, arena_bytes, genes, kept)
+        except PlanError:
+            pass
+    return walk, d, offsets, sizes, capacity, rounds
 
 
 def _min_arena_bytes(gi: GraphIndex) -> int | None:
@@ -806,14 +1123,42 @@ class ArenaScorer:
     def __init__(self, gi: GraphIndex, mem_limit: int, op_time, device):
         self.gi, self.mem_limit, self.device = gi, int(mem_limit), device
         self.op_time = np.asarray(op_time, dtype=np.float64)
+        self.nbytes = gi.graph.tensor_bytes().astype(np.float64)
+        self._classes = None       # the size-class scorer, built at the first class genome
 
-    def time_of(self, schedule, genes: ArenaGenes) -> float:
+    def packed(self, schedule, genes: ArenaGenes):
+        """The simulator's arrays of plan_arena's actions, without building them: the same decisions and
+        placement, packed with the arena's dep rule (packed_builder.pack_decisions with ranges)."""
         from .swapplan import gc_paused
 
+        gi = self.gi
+        schedule = np.asarray(schedule, dtype=np.int64)
+        if genes.classes is not None:
+            return self._class_scorer().packed(schedule, genes.classes)
+        if genes.recomputes():
+            # rebuilds are actions the fast path does not pack: build them (plan_arena also falls back to
+            # the same genes without recompute when these do not fit)
+            with gc_paused():
+                p = plan_arena(gi, schedule, self.mem_limit, genes, self.op_time, self.device)
+                return pack_actions(gi.graph, p.actions, self.op_time)
         with gc_paused():
-            p = plan_arena(self.gi, schedule, self.mem_limit, genes, self.op_time, self.device)
-            packed = pack_actions(self.gi.graph, p.actions, self.op_time)
-        return float(simulate_time(packed, self.device))
+            walk, d, offsets, sizes, _, _ = _decide_arena(gi, schedule, self.mem_limit, genes, self.op_time,
+                                                          self.device)
+            return pack_decisions(walk.n, schedule, d.out_stays, d.swap_outs, d.drops, d.swap_ins, gi.op_ptr,
+                                  gi.op_tensors, gi.op_nin, self.op_time, self.nbytes, ranges=(offsets, sizes))
+
+    def _class_scorer(self):
+        """The size-class scorer for class genomes (same decisions and deps as _plan_with_classes)."""
+        if self._classes is None:
+            from .encoding import AllocationSpace
+            from .swapplan import SwapPlanScorer
+
+            self._classes = SwapPlanScorer(self.gi, AllocationSpace(self.gi, self.mem_limit), self.op_time,
+                                           self.device)
+        return self._classes
+
+    def time_of(self, schedule, genes: ArenaGenes) -> float:
+        return float(simulate_time(self.packed(schedule, genes), self.device))
 
 
 # ============================================================== feasibility

@@ -10,7 +10,8 @@
   worse than any seed, the no-search plan included.
 - Determinism: every random draw happens in this process, from one numpy Generator seeded by `seed`;
   workers only evaluate genomes (a pure function), so the same seed and number of generations give the
-  same plan with any number of workers. A time budget instead stops between generations.
+  same plan with any number of workers. A time budget instead stops between crossovers (the last
+  generation may be partial), leaving time for the final plan.
 - Parallel evaluation (tvm_swap.planner.swapadvisor.executors): local processes started by a forkserver, or Ray actors;
   each worker receives the Evaluator once and evaluates batches. workers=1 evaluates in-process.
 """
@@ -83,17 +84,19 @@ class SearchResult:
 
 class Evaluator:
     """Genome -> simulated iteration time. Built once per process. `pool`: "size-classes" (the memory genome
-    is the paper's CLS/CNT Allocation) or "arena" (arena.ArenaGenes)."""
+    is the paper's CLS/CNT Allocation) or "arena" (arena.ArenaGenes; `recompute`: its genes also choose, per
+    evicted tensor, swap or drop + recompute)."""
 
     def __init__(self, graph: DataflowGraph, op_time: np.ndarray, device: DeviceSpec, mem_limit: int,
-                 alignment: int, keep_updated: bool | None = None, pool: str = "size-classes"):
+                 alignment: int, keep_updated: bool | None = None, pool: str = "size-classes",
+                 recompute: bool = False):
         self.graph = graph
         self.op_time = np.asarray(op_time, dtype=np.float64)
         self.device = device
         self.pool = pool
         if pool == "arena":
             self.gi = GraphIndex.build(graph, alignment, keep_updated=False)
-            self.space = ArenaSpace(self.gi, mem_limit)
+            self.space = ArenaSpace(self.gi, mem_limit, recompute, self.op_time, device)
             self.scorer = ArenaScorer(self.gi, mem_limit, self.op_time, device)
         else:
             self.gi = GraphIndex.build(graph, alignment, keep_updated)
@@ -132,12 +135,12 @@ class GeneticSearch:
         sched = self.gi.default_schedule()
         sp = self.space
         if self.ev.pool == "arena":
+            # each memory seed with the three schedules before the next memory seed: under a time budget the
+            # seeds evaluated first are the plain genomes (best on BERT-large: hot; on the RNNs: free, default)
             named = sp.seeds()
-            out = [(name, Genome(sched.copy(), a)) for name, a in named]
-            for sname, frac in (("hot", 1.0), ("free", 0.25)):
-                s = locality_schedule(self.gi, sched, frac * self.mem_limit, net=sname == "free")
-                out += [(f"{sname}+{name}", Genome(s.copy(), a.copy())) for name, a in named]
-            return out
+            scheds = [("", sched), ("free+", locality_schedule(self.gi, sched, 0.25 * self.mem_limit, net=True)),
+                      ("hot+", locality_schedule(self.gi, sched, 1.0 * self.mem_limit, net=False))]
+            return [(f"{sname}{name}", Genome(s.copy(), a.copy())) for name, a in named for sname, s in scheds]
         allocs = [("nosearch", sp.single_class()), ("minimal_pool", sp.minimal_pool()),
                   ("exact_sizes", sp.exact_sizes()), ("geometric2", sp.geometric(2.0)),
                   ("geometric8", sp.geometric(8.0))]
@@ -245,9 +248,13 @@ class GeneticSearch:
                 done: list[Genome] = []
                 step = max(1, n_workers)
                 for k in range(0, len(pop), step):
+                    b_start = time.perf_counter()
                     self.evaluate(pool, pop[k:k + step])
                     done += pop[k:k + step]
-                    if time.perf_counter() - t0 > budget_s:
+                    # stop when the next batch and the final plan (about 3 evaluations) would not fit; the
+                    # first batch also starts the workers, so it only stops a search already past its budget
+                    batch_s = time.perf_counter() - b_start if k else 0.0
+                    if time.perf_counter() - t0 + 4 * batch_s > budget_s:
                         break
                 pop = done
             else:
@@ -256,9 +263,11 @@ class GeneticSearch:
             pop = self.select(pop, Np)
             elapsed = time.perf_counter() - t0
             history = [[0, round(elapsed, 4), pop[0].time_s]]
-            per_eval = elapsed / max(1, len(pop))
-            reserve = 8 * per_eval * max(1, n_workers)     # the final plan: planning, verifying, predicting
-            gen_s = per_eval * Np                          # guess until a generation has been timed
+            per_eval = elapsed / max(1, len(pop))          # wall seconds per genome, workers included
+            # the final plan (planning with actions, verifying, predicting) in one process: measured about 2
+            # evaluations' time on BERT-large and BRNN-4-8K; 3 to be safe
+            reserve = 3 * per_eval * max(1, n_workers)
+            cross_s = 4 * per_eval                         # one crossover's 4 children, until one has been timed
             gen = done = 0
             interrupted = False
             try:
@@ -266,20 +275,27 @@ class GeneticSearch:
                     if generations is not None:
                         if gen >= generations:
                             break
-                    elif time.perf_counter() - t0 + gen_s + reserve > budget_s:
+                    elif time.perf_counter() - t0 + cross_s + reserve > budget_s:
                         break
-                    g_start = time.perf_counter()
                     gen += 1
                     kids: list[Genome] = []
                     pending: dict = {}
+                    c_start = time.perf_counter()
                     for _ in range(max(1, Np // 4)):    # workers start on a crossover's kids while the next is bred
+                        if generations is None and kids:
+                            # a time budget also bounds a generation: one crossover at a time, stopping when
+                            # the next would not end in time (a generation can take minutes on large graphs)
+                            self.collect(kids, pending)
+                            cross_s = time.perf_counter() - c_start
+                            if time.perf_counter() - t0 + cross_s + reserve > budget_s:
+                                break
+                        c_start = time.perf_counter()
                         i, j = self.rng.choice(len(pop), size=2, replace=len(pop) < 2)
                         new = self.children(pop[int(i)], pop[int(j)])
                         self.submit(pool, new, pending)
                         kids.extend(new)
                     self.collect(kids, pending)
                     pop = self.select(pop + kids, Np)
-                    gen_s = time.perf_counter() - g_start
                     history.append([gen, round(time.perf_counter() - t0, 4), pop[0].time_s])
                     if bar is not None:
                         bar.update(1)

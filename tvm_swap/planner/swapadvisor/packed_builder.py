@@ -36,14 +36,41 @@ def _latest_before(ev_key: np.ndarray, ev_pos: np.ndarray, q_key: np.ndarray, q_
     return np.where(hit, ev_pos[order][kc], -1)
 
 
+def _latest_covering_drops(dr_pos, dr_lo, dr_hi, q_pos, q_lo, q_hi, span: int):
+    """The arena rule (arena.ArenaActionBuilder): for each query (an arrival taking bytes [q_lo, q_hi) at
+    action q_pos), the drops that last freed any of its bytes before it. Returns (query index, drop
+    position) pairs, possibly repeated. Cut the address space at every range boundary: within one
+    elementary segment every range covers all of it or none of it, so "the latest drop that freed each
+    byte" is one _latest_before query per (query, segment)."""
+    if len(dr_pos) == 0 or len(q_pos) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    bnd = np.unique(np.concatenate((dr_lo, dr_hi, q_lo, q_hi)))
+
+    def expand(lo, hi):
+        a = np.searchsorted(bnd, lo)
+        cnt = np.searchsorted(bnd, hi) - a
+        row = np.repeat(np.arange(len(lo), dtype=np.int64), cnt)
+        seg = np.arange(int(cnt.sum()), dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt - a, cnt)
+        return row, seg
+
+    d_row, d_seg = expand(dr_lo, dr_hi)
+    q_row, q_seg = expand(q_lo, q_hi)
+    dep = _latest_before(d_seg, dr_pos[d_row], q_seg, q_pos[q_row], span)
+    return q_row, dep
+
+
 def pack_decisions(n_slots: int, sched: np.ndarray, out_objs: list, swap_outs: list, drops: list,
                    swap_ins: list, op_ptr: np.ndarray, op_tensors: np.ndarray, op_nin: np.ndarray,
-                   op_time: np.ndarray, nbytes: np.ndarray) -> PackedActions:
+                   op_time: np.ndarray, nbytes: np.ndarray, ranges=None) -> PackedActions:
     """The PackedActions that ActionBuilder would produce for these decisions (see swapplan._emit).
 
     sched[i] = op computed at slot i; out_objs[i] = its output objects; swap_outs = [(slot, t)];
     drops = [(slot, t, obj)]; swap_ins = [(earliest slot, t, obj)] in issue order (each issued no
-    earlier than the one before it)."""
+    earlier than the one before it).
+
+    ranges=(offset, size) arrays indexed by the ids in out_objs/drops/swap_ins: arena mode, those ids are
+    stays (byte ranges that may overlap over time) and an arrival waits for the drops that last freed any
+    of its bytes (ArenaActionBuilder) instead of its object's latest drop (arena._emit mirrors this)."""
     n = int(n_slots)
     so = np.asarray(swap_outs, dtype=np.int64).reshape(-1, 2)
     dr = np.asarray(drops, dtype=np.int64).reshape(-1, 3)
@@ -97,7 +124,16 @@ def pack_decisions(n_slots: int, sched: np.ndarray, out_objs: list, swap_outs: l
 
     # compute: swap-in arrivals of its inputs, latest drops of its output objects
     add(rd_pos, _latest_before(si_t, p_i, rd_t, rd_pos, span))
-    add(wr_pos, _latest_before(dr_o, p_d, wr_obj, wr_pos, span))
+    if ranges is None:
+        add(wr_pos, _latest_before(dr_o, p_d, wr_obj, wr_pos, span))
+    else:
+        # arrivals (outputs and swap-ins) wait for the drops that last freed their bytes
+        r_off, r_size = (np.asarray(x, dtype=np.int64) for x in ranges)
+        q_id = np.concatenate((wr_obj, si_o))
+        q_pos = np.concatenate((wr_pos, p_i))
+        row, dep = _latest_covering_drops(p_d, r_off[dr_o], r_off[dr_o] + r_size[dr_o], q_pos, r_off[q_id],
+                                          r_off[q_id] + r_size[q_id], span)
+        add(q_pos[row], dep)
     # swap_out: the tensor's arrival
     add(p_o, _latest_before(arr_t, arr_pos, so_t, p_o, span))
     # drop: last reader in this tenancy, else the arrival; this tenancy's swap-out
@@ -106,15 +142,17 @@ def pack_decisions(n_slots: int, sched: np.ndarray, out_objs: list, swap_outs: l
     s = _latest_before(so_t, p_o, dr_t, p_d, span)
     add(p_d, np.where(r > a, r, a))
     add(p_d, np.where(s > a, s, -1))
-    # swap_in: the object's latest drop, the tensor's latest swap-out
-    add(p_i, _latest_before(dr_o, p_d, si_o, p_i, span))
+    # swap_in: the object's latest drop (arena: above), the tensor's latest swap-out
+    if ranges is None:
+        add(p_i, _latest_before(dr_o, p_d, si_o, p_i, span))
     add(p_i, _latest_before(so_t, p_o, si_t, p_i, span))
 
     owner = np.concatenate(deps_of)
     dep = np.concatenate(deps)
     # each rule names a different kind of action and distinct tensors/objects give distinct events, so
-    # there are no duplicates to remove: sorting (by owner, then dep) is all the CSR needs
-    key = np.sort(owner * span + dep)
+    # there are no duplicates to remove: sorting (by owner, then dep) is all the CSR needs; in an arena
+    # one drop can have freed bytes of several segments or outputs: remove the repeats
+    key = np.sort(owner * span + dep) if ranges is None else np.unique(owner * span + dep)
     owner, dep = key // span, key % span
     indptr = np.zeros(A + 1, dtype=np.int64)
     np.cumsum(np.bincount(owner, minlength=A), out=indptr[1:])

@@ -4,17 +4,25 @@ verifies and predicts):
     plan_swapadvisor           genetic search over schedule and memory genome (ga.py), then the swap plan
                                of the best genome (arena.py for pool "arena", swapplan.py for "size-classes")
     plan_swapadvisor_nosearch  the swap planner on the default schedule (arena: Belady, no headroom;
-                               size classes: a single-class pool)
+                               size classes: a single-class pool); with recompute on, every eviction
+                               that may be recomputed is
+
+Option `recompute` ("on" / "off", default "off"; arena pool only): the search also chooses, per evicted
+tensor, to copy it out and back or to drop it and recompute it (arena.ArenaGenes.recompute). The swap-only
+seeds stay in the population, so at the same budget and seed the hybrid is never slower than swap-only's
+seeds, and it explores swap vs recompute jointly with the schedule.
 """
 from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from ...errors import TvmSwapError
 from ...plan import Plan
 from ..context import PlanningContext
 from ..graphindex import GraphIndex
-from .arena import plan_arena
+from .arena import ArenaGenes, plan_arena, recompute_candidates
 from .encoding import AllocationSpace
 from .ga import Evaluator, GASettings, GeneticSearch
 from .swapplan import plan_swaps
@@ -26,9 +34,11 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
         settings = GASettings.from_options(ctx.options)
     except (TypeError, ValueError) as e:
         raise TvmSwapError(f"bad swapadvisor option: {e}") from None
+    recompute = recompute_option(ctx)
     t0 = time.perf_counter()
     if ctx.pool == "arena":
-        ev = Evaluator(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, pool="arena")
+        ev = Evaluator(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, pool="arena",
+                       recompute=recompute)
     else:
         ev = _keep_updated_or_not(ctx)
     budget = max(0.1 * ctx.budget_s, ctx.budget_s - (time.perf_counter() - t0))
@@ -45,11 +55,24 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
     plan.search = {
         "search_s": round(res.search_s, 4), "generations": res.generations, "evaluations": res.evaluations,
         "seed": ctx.seed, "population": settings.population, "history": res.history,
-        "seed_times_s": res.seed_times,
+        "seed_times_s": res.seed_times, "recompute": recompute,
     }
     if res.interrupted:         # Ctrl-C: the best plan so far, still verified and predicted by plan_graph
         plan.search["interrupted"] = True
     return plan
+
+
+def recompute_option(ctx: PlanningContext) -> bool:
+    """The `recompute` planner option as a bool; "on" with the size-class pool is refused (arena only)."""
+    v = ctx.options.get("recompute", "off")
+    key = v.lower() if isinstance(v, str) else v
+    on = {"on": True, "off": False, True: True, False: False, None: False}.get(key)
+    if on is None:
+        raise TvmSwapError(f"bad swapadvisor option recompute={v!r}: use 'on' or 'off'")
+    if on and ctx.pool != "arena":
+        raise TvmSwapError("recompute is planned in the arena pool only: use pool='arena' (--pool arena) or "
+                           "recompute='off'")
+    return on
 
 
 def _keep_updated_or_not(ctx: PlanningContext):
@@ -73,9 +96,13 @@ def _keep_updated_or_not(ctx: PlanningContext):
 
 def plan_swapadvisor_nosearch(ctx: PlanningContext) -> Plan:
     """The swap planner on the default (graph) schedule and a single-class pool (arena: Belady, no headroom)."""
+    recompute = recompute_option(ctx)
     if ctx.pool == "arena":
         gi = GraphIndex.build(ctx.graph, ctx.alignment, keep_updated=False)
-        return plan_arena(gi, gi.default_schedule(), ctx.mem_limit, None, ctx.op_time, ctx.device).to_plan(
+        genes = None
+        if recompute:     # the fixed heuristic: every eviction that may be recomputed is
+            genes = ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64), recompute=recompute_candidates(gi))
+        return plan_arena(gi, gi.default_schedule(), ctx.mem_limit, genes, ctx.op_time, ctx.device).to_plan(
             ctx.graph, "swapadvisor-nosearch", ctx.mem_limit, ctx.device)
     gi = GraphIndex.build(ctx.graph, ctx.alignment)
     space = AllocationSpace(gi, ctx.mem_limit)

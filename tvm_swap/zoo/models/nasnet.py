@@ -24,10 +24,14 @@ backward: their gradients) where MXNet has one BatchNorm op each way, and depthw
 take extra reshape/transpose kernels; the memory is 1.15x for the same reason (the normalized activations
 are kept for backward) and because every separable conv's ReLU output is its own tensor.
 
-Not generated yet (tests/test_zoo.py NOT_GENERATED): building the training step is superlinear in the
-number of cells (R = 1: 11 s, 3: 20 s, 6: 63 s on a loaded 2-core machine; the optimizer append's emit_te,
-DeadCodeElimination and well_formed dominate), so R = 25 needs an idle machine:
-`python scripts/gen_zoo.py --models nasnet-25 --jobs 3`.
+The zoo's nasnet-25 graph is NOT made from this Relax model but written from formulas (zoo/cnn/nasnet.py,
+the same layout and cells at MXNet's kernel granularity). Profiled at R = 2, 4, 6, 12 (cProfile, batch 5,
+llvm): relax.transform.DeadCodeElimination on the appended train step was superlinear (4 s at R = 6, 113 s at
+R = 12); training.py now drops dead bindings with one backward sweep. What is left is linear but large:
+legalizing ~20,000 ops through emit_te (create_prim_func per call) dominates lowering, ~1 s per 10 kernels on
+this machine, done for two targets (cuda for sizes, llvm for flops) at three batches: most of an hour of CPU
+at R = 25, and the extraction shows TVM's granularity (batch norm as 3 forward and ~6 backward kernels).
+`python scripts/gen_zoo.py --models nasnet-25 --jobs 3` still runs it on an idle machine.
 """
 from __future__ import annotations
 

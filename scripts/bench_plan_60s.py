@@ -1,0 +1,72 @@
+#!/usr/bin/env python
+"""The issue-10 planner-speed check: BERT-large@32 and BRNN-4-8K@128 at 16 GB on a V100, `--budget-s 60`.
+
+Per model, in one process each (as `tvm-swap plan` runs): the time to the first verified plan (the no-search
+planner, graph load included) and to the final plan of a 60 s search (graph load, feasibility, search, the
+final plan, verification and prediction), with the search's generations, evaluations and the time its
+first generation (the seeds) was done. Writes benchmarks/plan_60s.json (with the commit) and prints a table.
+
+    python scripts/bench_plan_60s.py [--pool arena] [--budget-s 60]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+MODELS = ["bert-large@batch=32", "brnn-4-8k@batch=128"]
+
+
+def one(model: str, planner: str, args) -> dict:
+    from tvm_swap.planner.api import plan_graph
+    from tvm_swap.zoo import load_zoo
+
+    t0 = time.perf_counter()
+    g = load_zoo(f"zoo:{model}")
+    p = plan_graph(g, args.mem_limit, args.device, planner=planner, budget_s=args.budget_s, seed=args.seed,
+                   pool=args.pool)
+    wall = time.perf_counter() - t0
+    s = p.search or {}
+    hist = s.get("history") or []
+    return {"wall_s": round(wall, 1), "throughput_vs_ideal": p.predicted["throughput_vs_ideal"],
+            "generations": s.get("generations"), "evaluations": s.get("evaluations"),
+            "seeds_done_s": hist[0][1] if hist else None, "verified": bool(p.verified)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pool", default="arena")
+    ap.add_argument("--budget-s", type=float, default=60.0)
+    ap.add_argument("--mem-limit", default="16GB")
+    ap.add_argument("--device", default="v100-16gb")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "plan_60s.json"))
+    args = ap.parse_args(argv)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip() or "unknown"
+    rows = []
+    for m in args.models.split(","):
+        r = {"model": m, "first": one(m, "swapadvisor-nosearch", args), "final": one(m, "swapadvisor", args)}
+        rows.append(r)
+        print(json.dumps(r), flush=True)
+    Path(args.out).write_text(json.dumps({"commit": commit, "pool": args.pool, "budget_s": args.budget_s,
+                                          "rows": rows}, indent=1))
+    print(f"\n| model | first verified plan (no search) | final plan ({args.budget_s:g} s search) | "
+          f"search: seeds done / generations / evaluations | throughput no search / search |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        f, z = r["first"], r["final"]
+        print(f"| {r['model']} | {f['wall_s']} s | {z['wall_s']} s | {z['seeds_done_s']} s / {z['generations']} / "
+              f"{z['evaluations']} | {f['throughput_vs_ideal']:.3f} / {z['throughput_vs_ideal']:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""Planners that recompute (recompute-only; swapadvisor with recompute on): on random graphs every plan
+verifies (plan_graph runs the independent verifier), its simulated time is at least the lower bound, and no
+recompute reads a param after the op computing that param's update ran (checked here from the actions,
+without the verifier)."""
+import pytest
+
+from tvm_swap.planner.api import plan_graph
+from tvm_swap.planner.baselines.common import default_pool
+from tvm_swap.planner.bounds import lower_bound, noswap_peak
+from tvm_swap.planner.context import PlanningContext
+from tvm_swap.planner.recompute import is_pure, recomputable_ops
+from tvm_swap.graph import DataflowGraph, OpInfo, TensorInfo
+from tvm_swap.devices import get_device
+from tvm_swap.errors import InfeasibleLimitError
+from tvm_swap.testing import random_op_times, random_training_graph
+
+DEV = get_device("v100-16gb")
+
+
+def no_read_after_update(g, plan):
+    """Every recompute reads no param whose update's op was computed before it (list order = compute order)."""
+    update_of = {old: new for new, old in g.updates.items()}
+    prod = g.producer()
+    done = set()
+    for a in plan.actions:
+        if a.kind == "compute":
+            done.add(a.op)
+        elif a.kind == "recompute":
+            for t in g.ops[a.op].inputs:
+                new = update_of.get(t)
+                assert new is None or int(prod[new]) not in done, \
+                    f"recompute of {g.ops[a.op].name} reads {g.tensors[t].name} after its update"
+
+
+def baseline_floor(g):
+    """The exact-size pool's floor (what the on-demand baselines need at least)."""
+    try:
+        default_pool(PlanningContext(g, random_op_times(g, 0), DEV, 1))
+    except InfeasibleLimitError as e:
+        return int(e.min_feasible)
+    raise AssertionError("a 1-byte limit was feasible")
+
+
+def limits(g):
+    lo, hi = baseline_floor(g), noswap_peak(g)
+    return [int(lo + f * (hi - lo)) for f in (0.0, 0.1, 0.3)]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_recompute_only_plans_verify_bound_and_respect_updates(seed):
+    g = random_training_graph(seed, n_layers=6 + seed % 4, momentum=seed % 2 == 1)
+    t = random_op_times(g, seed)
+    for limit in limits(g):
+        p = plan_graph(g, limit, DEV, t, planner="recompute-only")
+        assert p.verified
+        assert p.predicted["time_s"] >= lower_bound(g, t, DEV, limit) * (1 - 1e-9)
+        no_read_after_update(g, p)
+        swapped_acts = {a.tensor for a in p.actions if a.kind == "swap_out"
+                        and g.tensors[a.tensor].kind in ("activation", "gradient")}
+        assert len(swapped_acts) <= p.search["fallback_swaps"]    # activations cross only as the chain fallback
+
+
+def test_recompute_only_recomputes_where_odswap_copies():
+    total = 0
+    for seed in range(8):
+        g = random_training_graph(seed, n_layers=8, momentum=False)
+        t = random_op_times(g, seed)
+        limit = limits(g)[1]
+        p = plan_graph(g, limit, DEV, t, planner="recompute-only")
+        total += p.predicted["recompute_count"]
+        odswap = plan_graph(g, limit, DEV, t, planner="odswap")
+        # activations it does not move cross for odswap: the bytes it saves on the link are real
+        assert p.predicted["swap_out_bytes"] <= odswap.predicted["swap_out_bytes"]
+    assert total > 0, "no recompute in any plan: the test exercises nothing"
+
+
+def test_random_kernels_are_never_recomputed():
+    tensors = [TensorInfo(0, "x", 1024, (256,), "float32", "input"),
+               TensorInfo(1, "m", 1024, (256,), "float32", "activation"),
+               TensorInfo(2, "y", 1024, (256,), "float32", "activation"),
+               TensorInfo(3, "z", 1024, (256,), "float32", "output")]
+    ops = [OpInfo(0, "drop0", "fused_dropout_philox", (0,), (1,)), OpInfo(1, "relu", "fused_relu", (1,), (2,)),
+           OpInfo(2, "add", "fused_add", (2, 1), (3,))]
+    g = DataflowGraph("rnd", tensors, ops, outputs=[3])
+    assert not is_pure(g, 0) and is_pure(g, 1)
+    assert recomputable_ops(g) == [False, True, True]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("planner", ["swapadvisor", "swapadvisor-nosearch"])
+def test_hybrid_plans_verify_bound_and_respect_updates(seed, planner):
+    g = random_training_graph(seed, n_layers=6 + seed % 3, momentum=seed % 2 == 1)
+    t = random_op_times(g, seed)
+    ga = dict(generations=1, population=4) if planner == "swapadvisor" else {}
+    for frac in ("50%", "70%"):
+        p = plan_graph(g, frac, DEV, t, planner=planner, pool="arena", recompute="on", workers=1, seed=seed, **ga)
+        assert p.verified
+        assert p.predicted["time_s"] >= lower_bound(g, t, DEV, p.mem_limit) * (1 - 1e-9)
+        no_read_after_update(g, p)
+
+
+def test_hybrid_recomputes_somewhere_and_its_seeds_include_swap_only():
+    from tvm_swap.planner.graphindex import GraphIndex
+    from tvm_swap.planner.swapadvisor.arena import ArenaSpace
+
+    total = 0
+    for seed in range(4):
+        g = random_training_graph(seed, n_layers=8)
+        t = random_op_times(g, seed)
+        p = plan_graph(g, "70%", DEV, t, planner="swapadvisor-nosearch", pool="arena", recompute="on")
+        total += p.predicted["recompute_count"]
+        space = ArenaSpace(GraphIndex.build(g, 256, keep_updated=False), p.mem_limit, True, t, DEV)
+        seeds = dict(space.seeds())
+        assert not seeds["nosearch"].recompute.any()          # the swap-only plan is always in the population
+    assert total > 0
+
+
+def test_recompute_on_with_size_classes_is_refused():
+    from tvm_swap.errors import TvmSwapError
+
+    g = random_training_graph(0, n_layers=4)
+    with pytest.raises(TvmSwapError, match="arena pool only"):
+        plan_graph(g, "70%", DEV, random_op_times(g, 0), planner="swapadvisor", pool="size-classes",
+                   recompute="on", generations=0, workers=1)
+    with pytest.raises(TvmSwapError, match="'on' or 'off'"):
+        plan_graph(g, "70%", DEV, random_op_times(g, 0), planner="swapadvisor-nosearch", recompute="maybe")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_hybrid_is_never_slower_than_swap_only_seeds(seed):
+    """The hybrid's population starts with swap-only's seed genomes (recompute genes all off), evaluated
+    exactly as swap-only evaluates them, so its plan is never slower than the best of them. (Its random
+    genomes draw recompute genes too, so beyond the seeds the two searches differ.)"""
+    g = random_training_graph(seed, n_layers=8)
+    t = random_op_times(g, seed)
+    kw = dict(planner="swapadvisor", pool="arena", generations=1, population=8, workers=1, seed=seed)
+    off = plan_graph(g, "60%", DEV, t, recompute="off", **kw)
+    on = plan_graph(g, "60%", DEV, t, recompute="on", **kw)
+    shared = set(off.search["seed_times_s"]) & set(on.search["seed_times_s"])
+    assert "nosearch" in shared
+    for name in shared:
+        assert on.search["seed_times_s"][name] == off.search["seed_times_s"][name]
+    assert on.predicted["time_s"] <= min(off.search["seed_times_s"].values()) * (1 + 1e-9)
