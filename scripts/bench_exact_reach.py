@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     rows = []
-    print(f"| graph | ops | GA ms | fixed-schedule: status, s | free: status, s, gap | free plan ms |")
+    print("| graph | ops | GA ms | fixed-schedule: status, s | free: status, s, gap | free plan ms |")
     print("|---|---|---|---|---|---|")
     for i in args.graphs:
         g = instance_graph(i)

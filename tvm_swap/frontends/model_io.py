@@ -10,7 +10,6 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import numpy as np
 
 from ..errors import TvmSwapError
 from . import from_torch_factory, load_model, model_kind

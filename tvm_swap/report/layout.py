@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 
 from .data import KIND_COLORS, KIND_ORDER, plan_op_times
 from ..units import format_bytes

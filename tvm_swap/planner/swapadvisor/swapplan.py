@@ -52,7 +52,7 @@ from ..builder import ActionBuilder
 from .packed_builder import pack_decisions
 from ..simulator import simulate_time
 from .encoding import Allocation, AllocationSpace
-from ..graphindex import ROLE_KEEP, ROLE_KEEP_NEW, ROLE_KEEP_OLD, ROLE_TO_HOST, GraphIndex
+from ..graphindex import ROLE_TO_HOST, GraphIndex
 
 from ..graphindex import NEVER as _NEVER  # next use of a dead tensor
 
