@@ -20,7 +20,7 @@ class InfeasibleLimitError(TvmSwapError):
         why = f" ({reason})" if reason else ""
         floor = "the smallest feasible limit is" if exact else "it needs at least"
         if reference_bytes:
-            from .limits import percent_at_least
+            from .units import percent_at_least
 
             pct = (f", {percent_at_least(self.min_feasible, reference_bytes)}% of the {format_bytes(reference_bytes)} "
                    f"the model needs without swapping")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .errors import TvmSwapError
 from .plan import DEFAULT_ALIGNMENT
-from .units import parse_limit
+from .units import parse_limit, percent_at_least  # noqa: F401  (percent_at_least: re-exported)
 
 
 def no_swap_bytes(graph, alignment: int = DEFAULT_ALIGNMENT) -> int:
@@ -84,12 +84,3 @@ def floor_hint(graph, pool: str, alignment: int = DEFAULT_ALIGNMENT) -> str:
     return f"op {name!r} needs {format_bytes(need)} for its inputs and outputs at once{ws}; lower that with {knobs}"
 
 
-def percent_at_least(nbytes: int, reference: int) -> float:
-    """The percentage (2 decimals) of `reference` that, written as a limit ('79.60%'), gives at least `nbytes`:
-    rounded up, so a refusal's percentage is a limit that then plans."""
-    import math
-
-    pct = math.ceil(10000 * nbytes / reference) / 100
-    while parse_limit(f"{pct}%", reference) < nbytes:
-        pct = round(pct + 0.01, 2)
-    return pct

@@ -20,7 +20,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .profile import CostTable
+from .cost_table import CostTable
 
 CACHE_ENV = "TVM_SWAP_CACHE_DIR"
 

@@ -72,3 +72,14 @@ def format_seconds(s: float) -> str:
     if s >= 1e-3:
         return f"{s * 1e3:.2f} ms"
     return f"{s * 1e6:.1f} us"
+
+
+def percent_at_least(nbytes: int, reference: int) -> float:
+    """The percentage (2 decimals) of `reference` that, written as a limit ('79.60%'), gives at least `nbytes`:
+    rounded up, so a refusal's percentage is a limit that then plans."""
+    import math
+
+    pct = math.ceil(10000 * nbytes / reference) / 100
+    while parse_limit(f"{pct}%", reference) < nbytes:
+        pct = round(pct + 0.01, 2)
+    return pct

@@ -342,6 +342,16 @@ class _Replay:
             return f"action {i} ({a.kind} {self.g.ops[a.op].name!r})"
         return f"action {i} ({a.kind} {self.name(a.tensor)})"
 
+    def read(self, i: int, t: int, advice: str) -> None:
+        """Action i (a compute or a recompute) reads tensor t: it must be resident and waited for."""
+        if t not in self.where:
+            self.r.add(f"{self.what(i)} reads tensor {self.name(t)}, which is not resident{advice}")
+            return
+        if not self.hb(self.arrival[t], i):
+            self.r.add(f"{self.what(i)} reads tensor {self.name(t)} without waiting for its arrival "
+                       f"({self.what(self.arrival[t])})")
+        self.readers[t].append(i)
+
     # ---- tenancy ----
     def place(self, i: int, t: int, obj: int, how: str) -> None:
         r = self.r
@@ -414,13 +424,7 @@ class _Replay:
             if k == "compute":
                 op = g.ops[a.op]
                 for t in dict.fromkeys(op.inputs):
-                    if t not in self.where:
-                        r.add(f"{self.what(i)} reads tensor {self.name(t)}, which is not resident")
-                        continue
-                    if not self.hb(self.arrival[t], i):
-                        r.add(f"{self.what(i)} reads tensor {self.name(t)} without waiting for its arrival "
-                              f"({self.what(self.arrival[t])})")
-                    self.readers[t].append(i)
+                    self.read(i, t, "")
                 for t, o in zip(op.outputs, a.out_objs):
                     self.place(i, t, o, "writes")
                 computed.add(a.op)
@@ -432,14 +436,7 @@ class _Replay:
                         r.add(f"{self.what(i)} reads param {self.name(t)} after its update {self.name(new)} was "
                               f"computed (by {g.ops[producer[new]].name!r}): the recompute may not see the value "
                               f"the original run read; swap the output instead")
-                    if t not in self.where:
-                        r.add(f"{self.what(i)} reads tensor {self.name(t)}, which is not resident: bring it in "
-                              f"(or recompute it) first")
-                        continue
-                    if not self.hb(self.arrival[t], i):
-                        r.add(f"{self.what(i)} reads tensor {self.name(t)} without waiting for its arrival "
-                              f"({self.what(self.arrival[t])})")
-                    self.readers[t].append(i)
+                    self.read(i, t, ": bring it in (or recompute it) first")
                 for t, o in zip(op.outputs, a.out_objs):
                     self.place(i, t, o, "recomputes")
             elif k == "swap_out":

@@ -55,7 +55,8 @@ def compiled_files(output: str) -> list[tuple[str, str]]:
     from runtime_ext.library_check import CHECK_SUFFIX
     from runtime_ext.swap_module import PARAMS_SUFFIX
 
-    from .run import INPUTS_SUFFIX, UNLIMITED_SUFFIX
+    from .run import INPUTS_SUFFIX
+    from .unlimited import UNLIMITED_SUFFIX
 
     parts = [("", "the library: kernels, plan, manifest and params (tvm-swap run / tvm_swap.load)"),
              (PARAMS_SUFFIX, "its params (older compiles; load reads them from beside the library)"),

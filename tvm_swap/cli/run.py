@@ -8,16 +8,15 @@ MODEL.so.check.json (size, SHA-256, TVM version) and MODEL.so.inputs.npz (exampl
 from __future__ import annotations
 
 import statistics
-import time
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import TvmSwapError
+from .unlimited import UNLIMITED_SUFFIX, _flat, run_unlimited, unlimited_args  # noqa: F401  (re-exported)
 
 INPUTS_SUFFIX = ".inputs.npz"
 WEIGHTS = "weights"        # the library's note on params that are not trained weights (runtime_ext.swap_module)
-UNLIMITED_SUFFIX = ".unlimited.so"
 
 
 def save_inputs(path: str, inputs: dict[str, np.ndarray]) -> None:
@@ -44,53 +43,6 @@ def _read_inputs(library: str, specs: list[str] | None, names: list[str]) -> dic
     if missing:
         raise TvmSwapError(f"no value for inputs {missing}: pass --input NAME=file.npy for each")
     return inputs
-
-
-def _flat(res) -> list[np.ndarray]:
-    import tvm
-
-    if isinstance(res, tvm.runtime.Tensor):
-        return [res.numpy()]
-    if isinstance(res, np.ndarray):
-        return [res]
-    out = []
-    for r in res:
-        out.extend(_flat(r))
-    return out
-
-
-def unlimited_args(manifest, feeds: dict, params: dict) -> list[np.ndarray]:
-    """The plain function's arguments in its own parameter order (unused params get zeros)."""
-    args = []
-    for p in manifest.params:
-        if p.role == "input":
-            args.append(feeds[p.name])
-        elif p.name in params:
-            args.append(params[p.name])
-        else:
-            args.append(np.zeros(p.shape, p.dtype))
-    return args
-
-
-def run_unlimited(library: str, args: list[np.ndarray], func_name: str, recipe: str | None = None) -> tuple:
-    """One call of the unlimited build on the same arguments -> (outputs, seconds). The build is the
-    `.unlimited.so` beside the library when there is one (older compiles), else made now from the recipe the
-    library carries (cli/recipe.py)."""
-    import tvm
-    from tvm import relax
-
-    side = library + UNLIMITED_SUFFIX
-    if Path(side).exists():
-        lib = tvm.runtime.load_module(side)
-    else:
-        from .recipe import unlimited_module
-
-        lib = unlimited_module(library, recipe)
-    vm = relax.VirtualMachine(lib, tvm.cpu())
-    args = [tvm.runtime.tensor(np.ascontiguousarray(a)) for a in args]
-    t0 = time.perf_counter()
-    res = vm[func_name](*args)
-    return _flat(res), time.perf_counter() - t0
 
 
 def write_run_trace(m, path: str) -> str:

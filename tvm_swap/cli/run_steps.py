@@ -26,7 +26,7 @@ def _bitwise_equal(a: list, b: list) -> bool:
 
 def run_steps(m, library: str, feeds: dict, steps: int, compare_unlimited: bool) -> dict:
     """Chain `steps` training steps of SwapModule `m` (and of the unlimited build when asked) -> the facts."""
-    from .run import _flat, run_unlimited, unlimited_args
+    from .unlimited import _flat, run_unlimited, unlimited_args
 
     ordered = [feeds[n] for n in m.input_names]
     steps = max(1, int(steps))
