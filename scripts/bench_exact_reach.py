@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -42,8 +41,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "exact_reach.json"))
     args = ap.parse_args(argv)
     dev = get_device(DEVICE)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
+    from tvm_swap.provenance import git_commit
+    commit = git_commit()
     rows = []
     print("| graph | ops | GA ms | fixed-schedule: status, s | free: status, s, gap | free plan ms |")
     print("|---|---|---|---|---|---|")

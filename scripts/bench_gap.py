@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -247,8 +246,8 @@ def main(argv=None) -> int:
         print(render(data["summary"], data["meta"]))
         return 0
     dev = get_device(DEVICE)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
+    from tvm_swap.provenance import git_commit
+    commit = git_commit()
     meta = {"commit": commit, "graphs": args.graphs, "start": args.start, "instances": 0, "seed": args.seed,
             "backend": args.backend, "solver_workers": args.solver_workers,
             "generations": args.generations, "milp_s": args.milp_s, "device": DEVICE}

@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -83,7 +82,8 @@ def main(argv=None) -> int:
             continue
         print(f"{head} {r['time_s']:>8.2f} {r['ideal_time_s']:>8.2f} {r['throughput_vs_ideal']:>9.3f} "
               f"{r['swap_in_bytes'] / 1e9:>7.1f} {r['swap_out_bytes'] / 1e9:>7.1f} {r['peak_bytes'] / 1e9:>8.1f}")
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    from tvm_swap.provenance import git_commit
+    commit = git_commit(short=False)
     doc = {"benchmark": "bench_llm", "git_commit": commit, "machine": platform.platform(), "cpus": os.cpu_count(),
            "device": args.device, "budget_s": args.budget, "rows": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

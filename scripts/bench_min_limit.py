@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -27,11 +26,9 @@ EXAMPLES = ["mlp", "cnn", "mlp-train", "cnn-train"]
 
 
 def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    from tvm_swap.provenance import git_commit
+
+    return git_commit()
 
 
 def mxnet_module(name: str, batch: int):

@@ -29,7 +29,6 @@ import argparse
 import json
 import math
 import platform
-import subprocess
 import sys
 import time
 import traceback
@@ -676,11 +675,9 @@ def plot_convergence(rows: list[dict], path: Path) -> bool:
 
 # ---------------------------------------------------------------- main
 def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    from tvm_swap.provenance import git_commit
+
+    return git_commit()
 
 
 def parse_args(argv=None):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -49,8 +48,8 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "plan_60s.json"))
     args = ap.parse_args(argv)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip() or "unknown"
+    from tvm_swap.provenance import git_commit
+    commit = git_commit()
     rows = []
     for m in args.models.split(","):
         r = {"model": m, "first": one(m, "swapadvisor-nosearch", args), "final": one(m, "swapadvisor", args)}

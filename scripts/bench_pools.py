@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,11 +36,9 @@ POOLS = ("size-classes", "arena")
 
 
 def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    from tvm_swap.provenance import git_commit
+
+    return git_commit()
 
 
 def bench_point(name: str, batch: int, args) -> dict:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,11 +47,9 @@ def point_id(model, batch, device, limit) -> str:
 
 
 def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    from tvm_swap.provenance import git_commit
+
+    return git_commit()
 
 
 def bench_point(model, batch, device, limit, args) -> dict:

@@ -112,10 +112,9 @@ def throughput(layers: int, n_genomes: int, configs) -> list[dict]:
 
 
 def _git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "unknown"
+    from tvm_swap.provenance import git_commit
+
+    return git_commit()
 
 
 def main(argv=None) -> int:

@@ -42,7 +42,8 @@ def main() -> None:
     ap.add_argument("--budget-s", default="5")
     ap.add_argument("--out", default="bench_second_compile.json")
     args = ap.parse_args()
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    from tvm_swap.provenance import git_commit
+    commit = git_commit(short=False)
     rows = []
     for model in args.models:
         with tempfile.TemporaryDirectory(prefix="tvm_swap_bench_") as d:

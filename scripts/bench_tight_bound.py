@@ -8,7 +8,6 @@ Writes benchmarks/tight_bound.{json,md} with the git commit.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,8 +30,8 @@ DEVICE = "v100-16gb"
 
 def main() -> int:
     dev = get_device(DEVICE)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
+    from tvm_swap.provenance import git_commit
+    commit = git_commit()
     rows = []
     for name, batch in POINTS:
         g = load_zoo(f"{name}@batch={batch}")

@@ -25,7 +25,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import subprocess
 import sys
 import time
 import traceback
@@ -257,12 +256,10 @@ def _check_planner(case: Case, pl: str, fail, determinism: bool) -> str:
 
 
 # ---------------------------------------------------------------- the run
-def _git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=10).stdout.strip() or None
-    except OSError:
-        return None
+def _git_commit() -> str:
+    from tvm_swap.provenance import git_commit
+
+    return git_commit()
 
 
 def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, progress: bool = False):
