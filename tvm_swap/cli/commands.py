@@ -244,7 +244,8 @@ def cmd_demo(args) -> int:
 
     with tempfile.TemporaryDirectory(prefix="tvm_swap_demo_") as d:
         lib = str(Path(d) / "cnn-train.so")
-        _say(args, f"compiling the bundled CNN training step for llvm at {args.mem_limit} of its no-swap peak ...")
+        _say(args, f"compiling the bundled CNN training step for llvm at {args.mem_limit} of what it uses "
+                   f"without swapping (TVM's own memory plan) ...")
         built = compile_to_library(args.model, lib, mem_limit=args.mem_limit, budget_s=args.budget_s,
                                    progress=_progress(args))
         _say(args, "running it next to the unlimited build ...")
