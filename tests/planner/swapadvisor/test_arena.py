@@ -371,3 +371,48 @@ def test_class_genomes_mutate_their_pool_and_stay_plannable():
     for k in kids[:5]:
         plan = plan_arena(gi, gi.default_schedule(), lim, k).to_plan(g, "t", lim, DEV)
         assert verify_plan(g, plan, lim) == []
+
+
+def test_scorer_packs_recompute_genomes_exactly_as_plan_arena_builds_them():
+    """Recompute genomes go through the packed fast path too: for random genomes with recompute genes
+    (every candidate, random), the packed arrays are those of plan_arena's actions (recomputes included),
+    on random training graphs from the min limit up; dozens of the compared plans do recompute, so the
+    rebuilds' deps are really checked (small graphs rarely recompute, so the count is over all seeds)."""
+    from tvm_swap.planner.simulator import RECOMPUTE, pack_actions, simulate_time
+    from tvm_swap.planner.swapadvisor.arena import ArenaScorer, ArenaSpace
+    from tvm_swap.testing import random_op_times, random_topological_order
+
+    rebuilt = 0
+    for seed in range(10):
+        g = random_training_graph(seed, n_layers=5 + seed % 4, momentum=bool(seed % 3))
+        gi = GraphIndex.build(g, 256, keep_updated=False)
+        ot = random_op_times(g, seed)
+        lo = arena_min_limit(gi)
+        top = max(lo, noswap_peak(g))
+        rng = np.random.default_rng(100 + seed)
+        compared = 0
+        for lim in (lo, (3 * lo + top) // 4, (lo + top) // 2, (lo + 3 * top) // 4):
+            space = ArenaSpace(gi, lim, recompute=True, op_time=ot, device=DEV)
+            scorer = ArenaScorer(gi, lim, ot, DEV)
+            for k in range(5):
+                sched = np.asarray(random_topological_order(g, seed * 10 + k) if k % 2 else gi.default_schedule())
+                genes = space.random(rng) if k >= 2 else space.zero()
+                if k < 2:
+                    genes.recompute = space.rc_able.copy()
+                if k == 4:
+                    genes.split = 0.4
+                try:
+                    built = plan_arena(gi, sched, lim, genes, ot, DEV)
+                except PlanError:
+                    with pytest.raises(PlanError):
+                        scorer.packed(sched, genes)
+                    continue
+                a = pack_actions(g, built.actions, ot)
+                b = scorer.packed(sched, genes)
+                assert np.array_equal(a.kind, b.kind) and np.array_equal(a.work, b.work)
+                assert np.array_equal(a.dep_indptr, b.dep_indptr) and np.array_equal(a.dep_indices, b.dep_indices)
+                assert scorer.time_of(sched, genes) == simulate_time(a, DEV)
+                compared += 1
+                rebuilt += int((a.kind == RECOMPUTE).any())
+        assert compared >= 12, seed
+    assert rebuilt >= 40

@@ -66,7 +66,7 @@ from ...plan import Arena
 from ..builder import ActionBuilder
 from ..graphindex import ROLE_KEEP, ROLE_TEMP, ROLE_TO_HOST, GraphIndex
 from ..recompute import MAX_CHAIN_DEPTH, recomputable_ops, update_positions
-from ..simulator import pack_actions, simulate_time
+from ..simulator import simulate_time
 from .packed_builder import pack_decisions
 
 from ..graphindex import NEVER as _NEVER  # noqa: E402  (next use of a dead tensor)
@@ -1135,17 +1135,21 @@ class ArenaScorer:
         schedule = np.asarray(schedule, dtype=np.int64)
         if genes.classes is not None:
             return self._class_scorer().packed(schedule, genes.classes)
-        if genes.recomputes():
-            # rebuilds are actions the fast path does not pack: build them (plan_arena also falls back to
-            # the same genes without recompute when these do not fit)
-            with gc_paused():
-                p = plan_arena(gi, schedule, self.mem_limit, genes, self.op_time, self.device)
-                return pack_actions(gi.graph, p.actions, self.op_time)
         with gc_paused():
-            walk, d, offsets, sizes, _, _ = _decide_arena(gi, schedule, self.mem_limit, genes, self.op_time,
-                                                          self.device)
+            try:
+                walk, d, offsets, sizes, _, _ = _decide_arena(gi, schedule, self.mem_limit, genes, self.op_time,
+                                                              self.device)
+            except PlanError:
+                if not genes.recomputes():
+                    raise
+                # as plan_arena: recompute genes whose plan does not fit are planned without recompute
+                genes = genes.copy()
+                genes.recompute = None
+                walk, d, offsets, sizes, _, _ = _decide_arena(gi, schedule, self.mem_limit, genes, self.op_time,
+                                                              self.device)
             return pack_decisions(walk.n, schedule, d.out_stays, d.swap_outs, d.drops, d.swap_ins, gi.op_ptr,
-                                  gi.op_tensors, gi.op_nin, self.op_time, self.nbytes, ranges=(offsets, sizes))
+                                  gi.op_tensors, gi.op_nin, self.op_time, self.nbytes, ranges=(offsets, sizes),
+                                  recomputes=d.recomputes)
 
     def _class_scorer(self):
         """The size-class scorer for class genomes (same decisions and deps as _plan_with_classes)."""

@@ -7,8 +7,9 @@ query, answered with one sort and one searchsorted per kind of event. The final 
 with ActionBuilder; tests check both give identical arrays, so the GA's fitness is the final plan's time.
 
 The rules (builder.py), with "latest" meaning latest earlier in the list:
-- compute: its inputs' arrivals that are swap-ins (a compute arrival is on the same stream), and the
-  latest drop of each output object;
+- compute and recompute (a kernel): its inputs' arrivals that are swap-ins (a kernel's arrival is on the
+  same stream), and the latest drop of each output object; a recompute reads its inputs and is the
+  arrival of its output like a compute;
 - swap_out(t): t's arrival (the compute that made it, or its swap-in);
 - drop(t): t's last reader in this tenancy, else its arrival; and its swap-out in this tenancy;
 - swap_in(t, o): the latest drop of o, and the latest swap-out of t (its host copy).
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..simulator import COMPUTE, DROP, SWAP_IN, SWAP_OUT, PackedActions
+from ..simulator import COMPUTE, DROP, RECOMPUTE, SWAP_IN, SWAP_OUT, PackedActions
 
 
 def _latest_before(ev_key: np.ndarray, ev_pos: np.ndarray, q_key: np.ndarray, q_pos: np.ndarray,
@@ -61,54 +62,66 @@ def _latest_covering_drops(dr_pos, dr_lo, dr_hi, q_pos, q_lo, q_hi, span: int):
 
 def pack_decisions(n_slots: int, sched: np.ndarray, out_objs: list, swap_outs: list, drops: list,
                    swap_ins: list, op_ptr: np.ndarray, op_tensors: np.ndarray, op_nin: np.ndarray,
-                   op_time: np.ndarray, nbytes: np.ndarray, ranges=None) -> PackedActions:
+                   op_time: np.ndarray, nbytes: np.ndarray, ranges=None, recomputes=()) -> PackedActions:
     """The PackedActions that ActionBuilder would produce for these decisions (see swapplan._emit).
 
     sched[i] = op computed at slot i; out_objs[i] = its output objects; swap_outs = [(slot, t)];
     drops = [(slot, t, obj)]; swap_ins = [(earliest slot, t, obj)] in issue order (each issued no
-    earlier than the one before it).
+    earlier than the one before it); recomputes = [(slot, op, obj)]: op (one output) run again into obj
+    right before the compute at slot, in this order (arena._emit).
 
     ranges=(offset, size) arrays indexed by the ids in out_objs/drops/swap_ins: arena mode, those ids are
     stays (byte ranges that may overlap over time) and an arrival waits for the drops that last freed any
     of its bytes (ArenaActionBuilder) instead of its object's latest drop (arena._emit mirrors this)."""
     n = int(n_slots)
+    rc = np.asarray(recomputes, dtype=np.int64).reshape(-1, 3)
     so = np.asarray(swap_outs, dtype=np.int64).reshape(-1, 2)
     dr = np.asarray(drops, dtype=np.int64).reshape(-1, 3)
     si = np.asarray(swap_ins, dtype=np.int64).reshape(-1, 3)
     si_slot = np.maximum.accumulate(si[:, 0]) if len(si) else si[:, 0]
-    n_c, n_o, n_d, n_i = n, len(so), len(dr), len(si)
-    # ---- the order: per slot, compute, then its swap-outs, drops and swap-ins in recorded order
-    slot = np.concatenate((np.arange(n, dtype=np.int64), so[:, 0], dr[:, 0], si_slot))
-    rank = np.concatenate((np.zeros(n_c, np.int64), np.ones(n_o, np.int64), np.full(n_d, 2, np.int64),
-                           np.full(n_i, 3, np.int64)))
-    seq = np.concatenate((np.zeros(n_c, np.int64), np.arange(n_o), np.arange(n_d), np.arange(n_i)))
+    n_r, n_c, n_o, n_d, n_i = len(rc), n, len(so), len(dr), len(si)
+    # ---- the order: per slot, its recomputes, its compute, then its swap-outs, drops and swap-ins in
+    # recorded order
+    slot = np.concatenate((rc[:, 0], np.arange(n, dtype=np.int64), so[:, 0], dr[:, 0], si_slot))
+    rank = np.concatenate((np.zeros(n_r, np.int64), np.ones(n_c, np.int64), np.full(n_o, 2, np.int64),
+                           np.full(n_d, 3, np.int64), np.full(n_i, 4, np.int64)))
+    seq = np.concatenate((np.arange(n_r), np.zeros(n_c, np.int64), np.arange(n_o), np.arange(n_d),
+                          np.arange(n_i)))
     order = np.lexsort((seq, rank, slot))
     A = len(order)
     pos = np.empty(A, dtype=np.int64)
     pos[order] = np.arange(A)
-    p_c, p_o = pos[:n_c], pos[n_c:n_c + n_o]
-    p_d, p_i = pos[n_c + n_o:n_c + n_o + n_d], pos[n_c + n_o + n_d:]
+    c0 = n_r + n_c
+    p_r, p_c, p_o = pos[:n_r], pos[n_r:c0], pos[c0:c0 + n_o]
+    p_d, p_i = pos[c0 + n_o:c0 + n_o + n_d], pos[c0 + n_o + n_d:]
     span = A + 1
 
     kind = np.empty(A, dtype=np.int8)
     work = np.zeros(A, dtype=np.float64)
-    kind[p_c], kind[p_o], kind[p_d], kind[p_i] = COMPUTE, SWAP_OUT, DROP, SWAP_IN
+    kind[p_r], kind[p_c], kind[p_o], kind[p_d], kind[p_i] = RECOMPUTE, COMPUTE, SWAP_OUT, DROP, SWAP_IN
     sched = np.asarray(sched, dtype=np.int64)
     work[p_c] = op_time[sched]
+    work[p_r] = op_time[rc[:, 1]]
     work[p_o] = nbytes[so[:, 1]]
     work[p_i] = nbytes[si[:, 1]]
 
-    # ---- what each compute reads and writes (distinct tensors, inputs then outputs per op)
-    cnt = np.diff(op_ptr)[sched]
-    starts = op_ptr[sched]
-    touch_slot = np.repeat(np.arange(n, dtype=np.int64), cnt)
+    # ---- what each kernel (computes, then recomputes) reads and writes (distinct tensors, inputs then
+    # outputs per op)
+    k_op = np.concatenate((sched, rc[:, 1]))
+    k_pos = np.concatenate((p_c, p_r))
+    cnt = np.diff(op_ptr)[k_op]
+    starts = op_ptr[k_op]
+    touch_k = np.repeat(np.arange(len(k_op), dtype=np.int64), cnt)
     within = np.arange(int(cnt.sum()), dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
     touch_t = op_tensors[np.repeat(starts, cnt) + within]
-    is_in = within < np.repeat(op_nin[sched], cnt)
-    touch_pos = p_c[touch_slot]
+    is_in = within < np.repeat(op_nin[k_op], cnt)
+    touch_pos = k_pos[touch_k]
     rd_t, rd_pos = touch_t[is_in], touch_pos[is_in]
     wr_t, wr_pos = touch_t[~is_in], touch_pos[~is_in]
-    wr_obj = np.fromiter((o for objs in out_objs for o in objs), dtype=np.int64, count=len(wr_t))
+    wr_obj = np.fromiter((o for objs in out_objs for o in objs), dtype=np.int64,
+                         count=len(wr_t) - n_r)
+    if n_r:
+        wr_obj = np.concatenate((wr_obj, rc[:, 2]))
 
     # ---- event tables
     so_t, dr_t, dr_o, si_t, si_o = so[:, 1], dr[:, 1], dr[:, 2], si[:, 1], si[:, 2]
@@ -122,7 +135,9 @@ def pack_decisions(n_slots: int, sched: np.ndarray, out_objs: list, swap_outs: l
         deps_of.append(owner[keep])
         deps.append(dep[keep])
 
-    # compute: swap-in arrivals of its inputs, latest drops of its output objects
+    # kernels: swap-in arrivals of its inputs (the latest arrival of an input is its latest swap-in, if
+    # any: the arena walk never rebuilds a tensor once it has a host copy, so every swap-in of a tensor
+    # comes after its rebuilds), latest drops of its output objects
     add(rd_pos, _latest_before(si_t, p_i, rd_t, rd_pos, span))
     if ranges is None:
         add(wr_pos, _latest_before(dr_o, p_d, wr_obj, wr_pos, span))
