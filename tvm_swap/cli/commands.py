@@ -138,7 +138,7 @@ def cmd_report(args) -> int:
 def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%", shapes=None, params=None,
                        device=None, planner="swapadvisor", budget_s=10.0, seed=0, generations=None,
                        fuse_max_depth=None, progress=False, pool=None, init=None, train=None,
-                       refresh_timings=False, recompute="off") -> dict:
+                       refresh_timings=False, recompute=None) -> dict:
     """Build MODEL under the limit and write OUTPUT (params inside, and how it was made, so `run
     --compare-unlimited` can build the unlimited reference on demand) and OUTPUT.inputs.npz (example inputs).
     init: "random"/"zeros" for params without a value; train: a train_args.TrainOptions (one training step).
@@ -163,7 +163,7 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
     if gpu_missing_for(target):
         info = cross_compile(mod, prm, output, target=target, mem_limit=mem_limit, device=device, planner=planner,
                              budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
-                             progress=progress, pool=pool, notes=notes)
+                             progress=progress, pool=pool, notes=notes, recompute=recompute)
         if example_inputs:
             save_inputs(output, dict(example_inputs))
         return {"output": output, "build_s": round(time.perf_counter() - t0, 3),
@@ -174,7 +174,7 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
     m = tvm_swap.build(mod, target=target, mem_limit=mem_limit, params=prm, device=device, planner=planner,
                        budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
                        progress=progress, pool=pool, cost_cache=timings,
-                       **({"recompute": recompute} if recompute == "on" else {}))
+                       **({} if recompute is None else {"recompute": recompute}))
     m.build_info.update(notes)
     m.export_library(output)
     if example_inputs:
@@ -189,8 +189,10 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
 
 
 def _recompute_option(args) -> dict:
-    """`--recompute on` as a planner option (off: no option, so every planner accepts the call)."""
-    return {"recompute": "on"} if getattr(args, "recompute", "off") == "on" else {}
+    """`--recompute on|off` as a planner option; not given: no option, the planner's default
+    (swapadvisor.planners.RECOMPUTE_DEFAULT)."""
+    v = getattr(args, "recompute", None)
+    return {} if v is None else {"recompute": v}
 
 
 def cmd_compile(args) -> int:
@@ -207,7 +209,7 @@ def cmd_compile(args) -> int:
                               generations=args.generations, fuse_max_depth=args.fuse_max_depth,
                               progress=_progress(args), pool=args.pool, init=args.init, train=train_options(args),
                               refresh_timings=getattr(args, "refresh_timings", False),
-                              recompute=getattr(args, "recompute", "off"))
+                              recompute=getattr(args, "recompute", None))
     from ..devices import get_device
 
     if "device" in info:

@@ -36,8 +36,9 @@ def params_archive_for(mod, params: dict, info: dict | None = None) -> bytes:
 
 def cross_compile(mod, params: dict, output: str, *, target, mem_limit, device=None, planner="swapadvisor",
                   budget_s=10.0, seed=0, generations=None, fuse_max_depth=None, progress=False, pool=None,
-                  notes: dict | None = None) -> dict:
-    """Plan (roofline costs of `device`), build and export; returns the facts `tvm-swap compile` prints."""
+                  notes: dict | None = None, recompute=None) -> dict:
+    """Plan (roofline costs of `device`), build and export; returns the facts `tvm-swap compile` prints.
+    recompute: "on" / "off", or None for the planner's default."""
     from runtime_ext.library_check import write_check
     from runtime_ext.params_bundle import append_params
 
@@ -47,7 +48,7 @@ def cross_compile(mod, params: dict, output: str, *, target, mem_limit, device=N
     spec = device or DEFAULT_CUDA_DEVICE
     cm = compile_model(mod, target=target, mem_limit=mem_limit, device=spec, planner=planner, budget_s=budget_s,
                        seed=seed, generations=generations, fuse_max_depth=fuse_max_depth, profile=False,
-                       progress=progress, pool=pool)
+                       progress=progress, pool=pool, **({} if recompute is None else {"recompute": recompute}))
     cm.executable.export_library(output)
     append_params(output, params_archive_for(mod, params or {}, notes))
     write_check(output)

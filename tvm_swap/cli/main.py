@@ -53,9 +53,11 @@ def _add_planner_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pool", default=None, choices=("arena", "size-classes"),
                    help="device memory model: one arena with a byte offset per stay (default for swapadvisor) or "
                         "the paper's size classes (the baselines' only model)")
-    p.add_argument("--recompute", choices=("on", "off"), default="off",
+    p.add_argument("--recompute", choices=("on", "off"), default=None,
                    help="swapadvisor / swapadvisor-nosearch with --pool arena: an evicted activation may be dropped "
-                        "and recomputed instead of copied out and back (the search chooses per tensor)")
+                        "and recomputed instead of copied out and back (the search chooses per tensor). Default: on "
+                        "for swapadvisor in the arena pool; off for swapadvisor-nosearch (it would recompute "
+                        "everything it may) and with --pool size-classes (not implemented there)")
     p.add_argument("--budget-s", type=float, default=None, metavar="S",
                    help="search time budget in seconds (default: 60 for plan, as tvm_swap.plan; 10 for compile, "
                         "as tvm_swap.build)")

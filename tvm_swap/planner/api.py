@@ -123,7 +123,10 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     workers: processes for the search (None: all cores; 1: in-process). executor: "processes" (local) or
     "ray" (Ray actors; ray_address: a running cluster, default a local Ray with `workers` CPUs); the plan
     does not depend on the executor or the number of workers. options: planner knobs
-    (swapadvisor: population, temperature, schedule_mutation, max_pick_rate, cls_flip, cnt_redraw, cnt_sigma).
+    (swapadvisor: population, temperature, schedule_mutation, max_pick_rate, cls_flip, cnt_redraw, cnt_sigma;
+    recompute="on"/"off": whether evicted activations may be dropped and recomputed instead of copied, the
+    search choosing per tensor; default on for swapadvisor in the arena pool, off for swapadvisor-nosearch
+    and the size-class pool, see swapadvisor/planners.py).
     pool: the device memory model, "arena" (one region, a byte offset per stay; the default of the
     swapadvisor planners) or "size-classes" (the paper's pool; the only one the baselines model).
     Raises InfeasibleLimitError (with the smallest feasible limit) when no plan can meet the limit.

@@ -7,10 +7,14 @@ verifies and predicts):
                                size classes: a single-class pool); with recompute on, every eviction
                                that may be recomputed is
 
-Option `recompute` ("on" / "off", default "off"; arena pool only): the search also chooses, per evicted
-tensor, to copy it out and back or to drop it and recompute it (arena.ArenaGenes.recompute). The swap-only
-seeds stay in the population, so at the same budget and seed the hybrid is never slower than swap-only's
-seeds, and it explores swap vs recompute jointly with the schedule.
+Option `recompute` ("on" / "off"; arena pool only): the search also chooses, per evicted tensor, to copy it
+out and back or to drop it and recompute it (arena.ArenaGenes.recompute). The swap-only seeds stay in the
+population, so at the same budget and seed the hybrid is never slower than swap-only's seeds, and it explores
+swap vs recompute jointly with the schedule. Defaults (RECOMPUTE_DEFAULT): on for `swapadvisor` in the arena
+pool (it never lost to swap-only in benchmarks/recompute.md); off for `swapadvisor-nosearch` (its fixed
+rule, recompute whatever may be, is slower than swap-only on WResNet-152-10 at 8 GB and BRNN-4-8K) and for
+the size-class pool (not implemented there: the size-class swap planner, swapplan.py, has no rebuild step,
+and the arena search already starts from size-class plans laid out in the arena, ArenaSpace.class_seeds).
 """
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
         settings = GASettings.from_options(ctx.options)
     except (TypeError, ValueError) as e:
         raise TvmSwapError(f"bad swapadvisor option: {e}") from None
-    recompute = recompute_option(ctx)
+    recompute = recompute_option(ctx, "swapadvisor")
     t0 = time.perf_counter()
     if ctx.pool == "arena":
         ev = Evaluator(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, pool="arena",
@@ -62,11 +66,18 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
     return plan
 
 
-def recompute_option(ctx: PlanningContext) -> bool:
-    """The `recompute` planner option as a bool; "on" with the size-class pool is refused (arena only)."""
-    v = ctx.options.get("recompute", "off")
+# planner -> whether it recomputes when the `recompute` option is not given (arena pool only; see above)
+RECOMPUTE_DEFAULT = {"swapadvisor": True, "swapadvisor-nosearch": False}
+
+
+def recompute_option(ctx: PlanningContext, planner: str) -> bool:
+    """The `recompute` planner option as a bool: not given (or None), the planner's default in the arena pool
+    (RECOMPUTE_DEFAULT) and off with size classes; "on" with the size-class pool is refused (arena only)."""
+    v = ctx.options.get("recompute")
+    if v is None:
+        return RECOMPUTE_DEFAULT[planner] and ctx.pool == "arena"
     key = v.lower() if isinstance(v, str) else v
-    on = {"on": True, "off": False, True: True, False: False, None: False}.get(key)
+    on = {"on": True, "off": False, True: True, False: False}.get(key)
     if on is None:
         raise TvmSwapError(f"bad swapadvisor option recompute={v!r}: use 'on' or 'off'")
     if on and ctx.pool != "arena":
@@ -96,7 +107,7 @@ def _keep_updated_or_not(ctx: PlanningContext):
 
 def plan_swapadvisor_nosearch(ctx: PlanningContext) -> Plan:
     """The swap planner on the default (graph) schedule and a single-class pool (arena: Belady, no headroom)."""
-    recompute = recompute_option(ctx)
+    recompute = recompute_option(ctx, "swapadvisor-nosearch")
     if ctx.pool == "arena":
         gi = GraphIndex.build(ctx.graph, ctx.alignment, keep_updated=False)
         genes = None
