@@ -4,9 +4,12 @@
 Per model, in one process each (as `tvm-swap plan` runs): the time to the first verified plan (the no-search
 planner, graph load included) and to the final plan of a 60 s search (graph load, feasibility, search, the
 final plan, verification and prediction), with the search's generations, evaluations and the time its
-first generation (the seeds) was done. Writes benchmarks/plan_60s.json (with the commit) and prints a table.
+first generation (the seeds) was done. The search runs once per `--recompute` setting (default: off and on,
+side by side in one run, so their evaluations per second compare under the same load; the first plan is the
+no-search planner's, whose default is off). Writes benchmarks/plan_60s.json (with the commit) and prints a
+table.
 
-    python scripts/bench_plan_60s.py [--pool arena] [--budget-s 60]
+    python scripts/bench_plan_60s.py [--pool arena] [--budget-s 60] [--recompute off,on]
 """
 from __future__ import annotations
 
@@ -22,20 +25,24 @@ sys.path.insert(0, str(ROOT))
 MODELS = ["bert-large@batch=32", "brnn-4-8k@batch=128"]
 
 
-def one(model: str, planner: str, args) -> dict:
+def one(model: str, planner: str, args, **options) -> dict:
     from tvm_swap.planner.api import plan_graph
     from tvm_swap.zoo import load_zoo
 
     t0 = time.perf_counter()
     g = load_zoo(f"zoo:{model}")
     p = plan_graph(g, args.mem_limit, args.device, planner=planner, budget_s=args.budget_s, seed=args.seed,
-                   pool=args.pool)
+                   pool=args.pool, **options)
     wall = time.perf_counter() - t0
     s = p.search or {}
     hist = s.get("history") or []
+    search_s = s.get("search_s") or 0.0
     return {"wall_s": round(wall, 1), "throughput_vs_ideal": p.predicted["throughput_vs_ideal"],
             "generations": s.get("generations"), "evaluations": s.get("evaluations"),
-            "seeds_done_s": hist[0][1] if hist else None, "verified": bool(p.verified)}
+            "search_s": round(search_s, 1),
+            "evals_per_s": round(s["evaluations"] / search_s, 3) if search_s and s.get("evaluations") else None,
+            "seeds_done_s": hist[0][1] if hist else None, "recomputes": sum(a.kind == "recompute" for a in p.actions),
+            "verified": bool(p.verified)}
 
 
 def main(argv=None) -> int:
@@ -46,24 +53,33 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="v100-16gb")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--recompute", default="off,on", help="the search's recompute settings, run side by side")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "plan_60s.json"))
     args = ap.parse_args(argv)
     from tvm_swap.provenance import git_commit
     commit = git_commit()
+    settings = [x for x in args.recompute.split(",") if x]
     rows = []
     for m in args.models.split(","):
-        r = {"model": m, "first": one(m, "swapadvisor-nosearch", args), "final": one(m, "swapadvisor", args)}
+        r = {"model": m, "first": one(m, "swapadvisor-nosearch", args)}
+        for rc in settings:
+            r[f"final_recompute_{rc}"] = one(m, "swapadvisor", args, recompute=rc)
         rows.append(r)
         print(json.dumps(r), flush=True)
     Path(args.out).write_text(json.dumps({"commit": commit, "pool": args.pool, "budget_s": args.budget_s,
-                                          "rows": rows}, indent=1))
-    print(f"\n| model | first verified plan (no search) | final plan ({args.budget_s:g} s search) | "
-          f"search: seeds done / generations / evaluations | throughput no search / search |")
-    print("|---|---|---|---|---|")
+                                          "device": args.device, "mem_limit": args.mem_limit, "rows": rows},
+                                         indent=1))
+    print(f"\n| model | recompute | first verified plan (no search) | final plan ({args.budget_s:g} s search) | "
+          f"search: seeds done / generations / evaluations | evaluations / s | recomputes | "
+          f"throughput no search / search |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        f, z = r["first"], r["final"]
-        print(f"| {r['model']} | {f['wall_s']} s | {z['wall_s']} s | {z['seeds_done_s']} s / {z['generations']} / "
-              f"{z['evaluations']} | {f['throughput_vs_ideal']:.3f} / {z['throughput_vs_ideal']:.3f} |")
+        f = r["first"]
+        for rc in settings:
+            z = r[f"final_recompute_{rc}"]
+            print(f"| {r['model']} | {rc} | {f['wall_s']} s | {z['wall_s']} s | {z['seeds_done_s']} s / "
+                  f"{z['generations']} / {z['evaluations']} | {z['evals_per_s']} | {z['recomputes']} | "
+                  f"{f['throughput_vs_ideal']:.3f} / {z['throughput_vs_ideal']:.3f} |")
     return 0
 
 

@@ -1,6 +1,7 @@
 """Plans with recompute actions, compiled and run on llvm: outputs bitwise equal to the unlimited build at 35%
-of the no-swap peak for the four bundled examples and over 3 chained training steps, and a poisoned run where
-a recompute no longer waits for its input's copy gives different numbers (so the check is real).
+of the no-swap peak for the four bundled examples and over 3 chained training steps (recompute-first plans,
+and the default planner's own plan, which searches swap or recompute), and a poisoned run where a recompute
+no longer waits for its input's copy gives different numbers (so the check is real).
 
 The forward-only examples (mlp, cnn) read each activation once: their evictions are params, so no recompute
 can appear in their plans; they are here to show that recompute on changes nothing it should not."""
@@ -56,6 +57,23 @@ def test_mlp_training_with_recompute_chains_three_steps():
     for step, w in enumerate(want):
         assert bitwise_equal(flat(m(*ex.inputs.values())), w), f"step {step + 1} differs"
     assert bitwise_equal(list(m.params().values()), want[-1][1:])
+
+
+@pytest.mark.slow        # a search, a build and three calls over a 1 MB/s emulated link: ~40 s on the shared machine
+def test_the_default_planner_recomputes_and_chains_three_steps_bitwise_equal():
+    """recompute is on by default for swapadvisor: with no planner option, the search's plan for the CNN
+    training step at 35% recomputes (over a slow link, where a rebuild beats a copy; on the fast default link
+    it copies) and three chained steps match the unlimited build bit for bit, the params included."""
+    ex = MODELS["cnn-train"]()
+    want = reference("cnn-train", ex)
+    m = tvm_swap.build(ex.mod, mem_limit="35%", params=ex.params, generations=2, workers=1, profile=False,
+                       bandwidth="1MB/s")
+    assert m.plan.planner == "swapadvisor" and m.plan.search["recompute"] is True
+    assert recomputes(m.plan) > 0, "the default search chose no recompute: the test would show nothing"
+    for step, w in enumerate(want):
+        assert bitwise_equal(flat(m(*ex.inputs.values())), w), f"step {step + 1} differs"
+    assert bitwise_equal(list(m.params().values()), want[-1][1:])
+    assert m.stats()["device_peak_bytes"] <= m.plan.mem_limit
 
 
 def _drop_one_recompute_input_wait(graph):

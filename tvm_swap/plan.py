@@ -345,6 +345,7 @@ class Plan:
             "recompute_count": p.get("recompute_count", 0),
             "recompute_bytes": p.get("recompute_bytes", 0),
             "recompute_s": p.get("recompute_s", 0.0),
+            "recompute": s.get("recompute"),      # swapadvisor*: whether recompute was allowed (None: n/a)
             "verified": bool(self.verified),
             "search_s": s.get("search_s"),
             "generations": s.get("generations"),

@@ -33,6 +33,25 @@ def test_plan_json_contract_plan_file_and_report(tmp_path):
     assert (tmp_path / "p.html").stat().st_size > 1000
 
 
+def test_recompute_is_on_by_default_for_swapadvisor_and_off_when_asked(tmp_path):
+    """`plan` without --recompute searches swap or recompute (arena pool) and recomputes on this training graph;
+    --recompute off and the size-class pool plan swap-only; the JSON says which."""
+    from tvm_swap.testing import random_training_graph
+
+    path = tmp_path / "g.json"
+    random_training_graph(2, n_layers=8).save(path)
+    common = ("--mem-limit", "70%", "--generations", "1", "--workers", "1", "--json", "-q")
+    runs = {"default": (), "off": ("--recompute", "off"), "classes": ("--pool", "size-classes")}
+    out = {}
+    for name, extra in runs.items():
+        r = tvm_swap("plan", str(path), *common, *extra)
+        assert r.returncode == 0, (name, r.stderr)
+        out[name] = json.loads(r.stdout)
+    assert out["default"]["recompute"] is True and out["default"]["recompute_count"] > 0
+    assert out["off"]["recompute"] is False and out["off"]["recompute_count"] == 0
+    assert out["classes"]["recompute"] is False and out["classes"]["recompute_count"] == 0
+
+
 def test_plan_refuses_an_infeasible_limit_with_exit_code_1():
     r = tvm_swap("plan", "zoo:bert-large@batch=8", "--mem-limit", "1MB", "--planner", "odswap", "--json", "-q")
     assert r.returncode == 1

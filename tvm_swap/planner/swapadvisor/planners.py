@@ -113,9 +113,13 @@ def plan_swapadvisor_nosearch(ctx: PlanningContext) -> Plan:
         genes = None
         if recompute:     # the fixed heuristic: every eviction that may be recomputed is
             genes = ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64), recompute=recompute_candidates(gi))
-        return plan_arena(gi, gi.default_schedule(), ctx.mem_limit, genes, ctx.op_time, ctx.device).to_plan(
+        plan = plan_arena(gi, gi.default_schedule(), ctx.mem_limit, genes, ctx.op_time, ctx.device).to_plan(
             ctx.graph, "swapadvisor-nosearch", ctx.mem_limit, ctx.device)
+        plan.search = {"recompute": recompute}
+        return plan
     gi = GraphIndex.build(ctx.graph, ctx.alignment)
     space = AllocationSpace(gi, ctx.mem_limit)
     sp = plan_swaps(gi, space, gi.default_schedule(), space.single_class())
-    return sp.to_plan(ctx.graph, "swapadvisor-nosearch", ctx.mem_limit, ctx.device)
+    plan = sp.to_plan(ctx.graph, "swapadvisor-nosearch", ctx.mem_limit, ctx.device)
+    plan.search = {"recompute": False}
+    return plan
