@@ -51,8 +51,9 @@ from tvm_swap.verify import verify_plan  # noqa: E402
 # roundings may differ by a few ulps, which is not a plan beating the bound.
 BOUND_RTOL = 1e-9
 SEARCH_PLANNERS = ("swapadvisor",)   # planners that take GA settings
-# registered planners with options, fuzzed as planners of their own: name -> (planner, options)
-VARIANTS = {"swapadvisor+recompute": ("swapadvisor", {"recompute": "on", "pool": "arena"}),
+# registered planners with options, fuzzed as planners of their own: name -> (planner, options); swapadvisor
+# itself recomputes by default (arena pool), so its variant is swap-only
+VARIANTS = {"swapadvisor-swap-only": ("swapadvisor", {"recompute": "off", "pool": "arena"}),
             "swapadvisor-nosearch+recompute": ("swapadvisor-nosearch", {"recompute": "on", "pool": "arena"})}
 ALL_PLANNERS = [*PLANNERS, *VARIANTS]
 
