@@ -50,7 +50,8 @@ Swap or recompute (ArenaGenes.recompute, planner option recompute="on"): an evic
 is dropped without a copy and rebuilt by a recompute right before the op that next reads it, its producer's
 inputs made resident for that slot (swapped in, or rebuilt themselves). The walk only drops it so when the
 rebuild is sound and has room (see `_ArenaWalk.run`); the rebuilt tensor is a stay like a compute output, so
-placement and the verifier treat it like any other. Measured (scripts/bench_recompute.py, seed genomes only):
+placement and the verifier treat it like any other. The GA scores such genomes through the same packed fast
+path (pack_decisions packs the rebuilds too), so a recompute genome costs what a swap-only one does. Measured (scripts/bench_recompute.py, seed genomes only):
 BERT-large@32 on a V100 at 16 GB 0.47 -> 0.61 of ideal, WResNet-152-10@64 at 16 GB 0.80 -> 0.98.
 """
 from __future__ import annotations
@@ -128,6 +129,10 @@ class ArenaSpace:
     that fit at the first try."""
 
     MAX_HEADROOM = 0.15
+    # seeds tried with the default schedule only (GeneticSearch.seed_genomes gives the others three schedules):
+    # recomputing every candidate lost to recomputing the cheap ones on every schedule of BERT-large@32 and
+    # WResNet-152-10@64 at 16 GB, so two more evaluations of it would only delay the search
+    DEFAULT_SCHEDULE_ONLY = frozenset({"recompute-all"})
 
     def __init__(self, gi: GraphIndex, mem_limit: int, recompute: bool = False, op_time=None, device=None):
         self.gi = gi

@@ -140,7 +140,8 @@ class GeneticSearch:
             named = sp.seeds()
             scheds = [("", sched), ("free+", locality_schedule(self.gi, sched, 0.25 * self.mem_limit, net=True)),
                       ("hot+", locality_schedule(self.gi, sched, 1.0 * self.mem_limit, net=False))]
-            return [(f"{sname}{name}", Genome(s.copy(), a.copy())) for name, a in named for sname, s in scheds]
+            return [(f"{sname}{name}", Genome(s.copy(), a.copy())) for name, a in named
+                    for sname, s in (scheds[:1] if name in sp.DEFAULT_SCHEDULE_ONLY else scheds)]
         allocs = [("nosearch", sp.single_class()), ("minimal_pool", sp.minimal_pool()),
                   ("exact_sizes", sp.exact_sizes()), ("geometric2", sp.geometric(2.0)),
                   ("geometric8", sp.geometric(8.0))]
