@@ -10,11 +10,15 @@ verifies and predicts):
 Option `recompute` ("on" / "off"; arena pool only): the search also chooses, per evicted tensor, to copy it
 out and back or to drop it and recompute it (arena.ArenaGenes.recompute). The swap-only seeds stay in the
 population, so at the same budget and seed the hybrid is never slower than swap-only's seeds, and it explores
-swap vs recompute jointly with the schedule. Defaults (RECOMPUTE_DEFAULT): on for `swapadvisor` in the arena
-pool (it never lost to swap-only in benchmarks/recompute.md); off for `swapadvisor-nosearch` (its fixed
-rule, recompute whatever may be, is slower than swap-only on WResNet-152-10 at 8 GB and BRNN-4-8K) and for
-the size-class pool (not implemented there: the size-class swap planner, swapplan.py, has no rebuild step,
-and the arena search already starts from size-class plans laid out in the arena, ArenaSpace.class_seeds).
+swap vs recompute jointly with the schedule. It is not always at least as fast as a swap-only *search* at the
+same seed: the two searches draw and select differently, so either may find the better plan (random 8-layer
+training graphs at 60-80%, 3 generations: the hybrid slower in 12 of 36 cases, by up to 6%, faster in 10).
+
+Defaults (RECOMPUTE_DEFAULT): on for `swapadvisor` in the arena pool (it never lost to swap-only on the
+issue's points, benchmarks/recompute.md); off for `swapadvisor-nosearch` (its fixed rule, recompute whatever
+may be, is slower than swap-only on WResNet-152-10 at 8 GB and BRNN-4-8K) and for the size-class pool (not
+implemented there: the size-class swap planner, swapplan.py, has no rebuild step, and the arena search already
+starts from size-class plans laid out in the arena, ArenaSpace.class_seeds).
 """
 from __future__ import annotations
 
