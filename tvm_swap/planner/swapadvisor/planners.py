@@ -14,8 +14,9 @@ swap vs recompute jointly with the schedule. It is not always at least as fast a
 same seed: the two searches draw and select differently, so either may find the better plan (random 8-layer
 training graphs at 60-80%, 3 generations: the hybrid slower in 12 of 36 cases, by up to 6%, faster in 10).
 
-Defaults (RECOMPUTE_DEFAULT): on for `swapadvisor` in the arena pool (it never lost to swap-only on the
-issue's points, benchmarks/recompute.md); off for `swapadvisor-nosearch` (its fixed rule, recompute whatever
+Defaults (RECOMPUTE_DEFAULT): on for `swapadvisor` in the arena pool (on the issue's points with 3
+generations, benchmarks/recompute.md: 1.01x to 1.52x swap-only, 0.99x on
+RNN-8-8K@256, where the two searches diverged); off for `swapadvisor-nosearch` (its fixed rule, recompute whatever
 may be, is slower than swap-only on WResNet-152-10 at 8 GB and BRNN-4-8K) and for the size-class pool (not
 implemented there: the size-class swap planner, swapplan.py, has no rebuild step, and the arena search already
 starts from size-class plans laid out in the arena, ArenaSpace.class_seeds).
