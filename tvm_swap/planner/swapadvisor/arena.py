@@ -73,6 +73,7 @@ from ..graphindex import NEVER as _NEVER  # noqa: E402  (next use of a dead tens
 MAX_ROUNDS = 12          # decide/place rounds before giving up on a capacity
 PREFETCH_WINDOW = 4096   # slots a swap-in may start before its use (bounds the per-swap-in slice)
 BY_SIZE_MAX_STAYS = 4000  # greedy-by-size placement is quadratic in stays: only below this many
+BY_SIZE_ZONED_MAX_STAYS = 1000  # with kept pairs, greedy by size after every failed sweep below this many
 
 
 # ============================================================== the memory-side genome
@@ -92,7 +93,7 @@ class ArenaGenes:
     walk allows it, see `_ArenaWalk.run`); None (or all False) is SwapAdvisor's swap-only plan."""
     headroom: float
     bias: np.ndarray
-    keep: float = 0.0      # share of the arena for kept updated params (ping-pong pairs, 2x their bytes)
+    keep: float = 0.0      # share of the arena for kept updated params (ping-pong pairs)
     split: float = -1.0    # share of the capacity protected for params and optimizer state (< 0: shared)
     recompute: np.ndarray | None = None   # bool per tensor: swap (False) or drop + recompute (True) when evicted
     classes: object = None  # an encoding.Allocation: plan with these size classes laid out in the arena
@@ -263,26 +264,45 @@ def pair_candidates(gi: GraphIndex) -> list[tuple[int, int]]:
     return sorted(out)
 
 
-def choose_pairs(gi: GraphIndex, schedule: np.ndarray, arena_bytes: int, keep: float) -> list[tuple[int, int]]:
-    """The pairs kept under `keep` (share of the arena, 2x bytes each), those first used earliest first: their
-    copies would sit at the start of the iteration, where nothing overlaps them."""
+def choose_pairs(gi: GraphIndex, schedule: np.ndarray, capacity: int, keep: float) -> list[tuple[int, int]]:
+    """The pairs kept under `keep`, those first used earliest first (their copies would sit at the start of
+    the iteration, where nothing overlaps them), each taken while every op still fits beside the kept bytes:
+    a kept pair holds its old value from the start to its last read and its update from its production to
+    the end, so at each slot the op's own bytes plus the kept bytes it does not touch stay within
+    floor + keep x (capacity - floor) (floor: the largest op's own bytes). keep = 1 keeps as many as the
+    walk can afford at all; no pair needs more than that, so the walk always finds room."""
     cands = pair_candidates(gi)
-    if not cands or keep <= 0:
+    n = gi.n_ops
+    if not cands or keep <= 0 or n == 0:
         return []
-    pos = np.empty(gi.n_ops, dtype=np.int64)
-    pos[schedule] = np.arange(gi.n_ops)
-    first = {}
-    for o in range(gi.n_ops):
-        for t in gi.op_tensors[gi.op_ptr[o]:gi.op_ptr[o] + gi.op_nin[o]].tolist():
-            first[t] = min(first.get(t, gi.n_ops), int(pos[o]))
-    budget = keep * arena_bytes
-    out, used = [], 0
-    for old, new in sorted(cands, key=lambda pr: (first.get(pr[0], gi.n_ops), pr[0])):
-        need = 2 * int(gi.size[old])
-        if used + need > budget:
+    pos = np.empty(n, dtype=np.int64)
+    pos[schedule] = np.arange(n)
+    per_op = np.add.reduceat(gi.size[gi.op_tensors], gi.op_ptr[:-1]) if len(gi.op_tensors) else np.zeros(n)
+    per_op = np.where(np.diff(gi.op_ptr) > 0, per_op, 0)
+    load = np.zeros(n, dtype=np.int64)
+    load[pos] = per_op                        # per slot: the op's own bytes, then the kept bytes beside it
+    floor = int(per_op.max(initial=0))
+    budget = floor + keep * max(0, int(capacity) - floor)
+    touch_pos = np.repeat(pos, np.diff(gi.op_ptr))
+    slots_of: dict = {}                       # tensor -> slots of the ops touching it
+    cand_t = {t for pr in cands for t in pr}
+    for k in np.flatnonzero(np.isin(gi.op_tensors, list(cand_t))).tolist():
+        slots_of.setdefault(int(gi.op_tensors[k]), []).append(int(touch_pos[k]))
+    out = []
+    for old, new in sorted(cands, key=lambda pr: (min(slots_of.get(pr[0], [n])), pr[0])):
+        so, sn = slots_of.get(old, []), slots_of.get(new, [])
+        if not so or not sn:
             continue
+        sz = int(gi.size[old])
+        occ = np.zeros(n, dtype=np.int64)
+        occ[:max(so) + 1] += sz               # the old value, from the start to its last read
+        occ[min(sn):] += sz                   # the update, from its production to the end
+        occ[so] -= sz                         # an op's own tensors are in its bytes already
+        occ[sn] -= sz
+        if int((load + occ).max()) > budget:
+            continue
+        load += occ
         out.append((old, new))
-        used += need
     return out
 
 
@@ -392,18 +412,140 @@ def place_stays(first: list[int], last: list[int], size: list[int]) -> tuple[lis
     return offsets, peak
 
 
-def place_by_size(first: list[int], last: list[int], size: list[int]) -> tuple[list[int], int]:
+def place_stays_zoned(first: list[int], last: list[int], size: list[int], zones: list, base: int
+                      ) -> tuple[list[int], int]:
+    """place_stays above `base`, with `zones` below it: (lo, hi, after, before), a byte range [lo, hi) that a
+    stay [f, l] may use when after < f and l < before (a kept pair's bytes while its tenant is away). A stay
+    takes the best-fitting open zone block first, else a block of the region above `base` (as place_stays).
+    Zone blocks merge only within their zone, so no stay straddles two zones or a zone and the region.
+    Returns absolute offsets and the bytes needed (base included)."""
+    m = len(first)
+    order = np.lexsort((-np.asarray(size, dtype=np.int64), np.asarray(first, dtype=np.int64))).tolist() \
+        if m else []
+    offsets = [0] * m
+    in_zone = [-1] * m
+    ends: list = [(z[2], -1 - j) for j, z in enumerate(zones)]   # a zone opens after its `after` slot
+    heapq.heapify(ends)
+    before = [z[3] for z in zones]
+    zfree: list = []                # open zone blocks (length, start, zone), sorted
+    zs = [dict() for _ in zones]    # zone -> {block start: end}
+    ze = [dict() for _ in zones]    # zone -> {block end: start}
+
+    def zadd(z: int, a: int, b: int) -> None:
+        e = ze[z].pop(a, None)
+        if e is not None:                                  # merge with the free block below
+            del zs[z][e]
+            del zfree[bisect_left(zfree, (a - e, e, z))]
+            a = e
+        nb = zs[z].pop(b, None)
+        if nb is not None:                                 # and the one above
+            del ze[z][nb]
+            del zfree[bisect_left(zfree, (nb - b, b, z))]
+            b = nb
+        zs[z][a] = b
+        ze[z][b] = a
+        insort(zfree, (b - a, a, z))
+
+    starts: list[int] = []          # the region above base, relative to base: as place_stays
+    blk: dict[int, int] = {}
+    top = peak = 0
+    for s in order:
+        f, l_, need = first[s], last[s], size[s]
+        while ends and ends[0][0] < f:
+            _, r = heapq.heappop(ends)
+            if r < 0:
+                z = -1 - r
+                zadd(z, zones[z][0], zones[z][1])
+                continue
+            if in_zone[r] >= 0:
+                zadd(in_zone[r], offsets[r], offsets[r] + size[r])
+                continue
+            a = offsets[r] - base
+            b = a + size[r]
+            k = bisect_left(starts, a)
+            if k > 0 and blk[starts[k - 1]] == a:
+                k -= 1
+                a = starts[k]
+                del starts[k]
+            if k < len(starts) and starts[k] == b:
+                b2 = blk.pop(b)
+                del starts[k]
+                b = b2
+            if b == top:
+                blk.pop(a, None)
+                top = a
+                continue
+            insort(starts, a)
+            blk[a] = b
+        k = bisect_left(zfree, (need, -1, -1))
+        while k < len(zfree):
+            ln, a, z = zfree[k]
+            if f >= before[z]:                 # the zone's tenant has arrived: closed for good
+                del zfree[k]
+                del zs[z][a]
+                del ze[z][a + ln]
+                continue
+            if l_ < before[z]:
+                break
+            k += 1
+        if k < len(zfree):
+            ln, a, z = zfree.pop(k)
+            del zs[z][a]
+            del ze[z][a + ln]
+            offsets[s] = a
+            in_zone[s] = z
+            if ln > need:
+                zs[z][a + need] = a + ln
+                ze[z][a + ln] = a + need
+                insort(zfree, (ln - need, a + need, z))
+            heapq.heappush(ends, (l_, s))
+            continue
+        best, best_len = -1, -1
+        for a in starts:
+            ln = blk[a] - a
+            if ln >= need and (best < 0 or ln < best_len):
+                best, best_len = a, ln
+        if best >= 0:
+            offsets[s] = base + best
+            del starts[bisect_left(starts, best)]
+            end = blk.pop(best)
+            if best + need < end:
+                insort(starts, best + need)
+                blk[best + need] = end
+        else:
+            offsets[s] = base + top
+            top += need
+        heapq.heappush(ends, (l_, s))
+        if top > peak:
+            peak = top
+    return offsets, base + peak
+
+
+def place_by_size(first: list[int], last: list[int], size: list[int], fixed=(), bounds=()
+                  ) -> tuple[list[int], int]:
     """Greedy by size (largest first, each at the lowest offset clear of the already placed stays it
     overlaps in time): slower than the sweep (numpy over all placed stays per stay) but packs tight
-    instances the sweep fragments, near the largest working set. Same contract as place_stays."""
+    instances the sweep fragments, near the largest working set. Same contract as place_stays.
+    `fixed`: (first, last, offset, size) stays placed beforehand; `bounds`: offsets no stay may straddle
+    (a kept pair's zones, see _place_with_pairs). Both only constrain; offsets returned are absolute."""
     m = len(first)
-    F = np.asarray(first, dtype=np.int64)
-    L = np.asarray(last, dtype=np.int64)
-    S = np.asarray(size, dtype=np.int64)
-    off = np.zeros(m, dtype=np.int64)
-    placed = np.zeros(m, dtype=bool)
+    nf = len(fixed)
+    F = np.asarray(list(first) + [x[0] for x in fixed], dtype=np.int64)
+    L = np.asarray(list(last) + [x[1] for x in fixed], dtype=np.int64)
+    S = np.asarray(list(size) + [x[3] for x in fixed], dtype=np.int64)
+    off = np.zeros(m + nf, dtype=np.int64)
+    off[m:] = [x[2] for x in fixed]
+    placed = np.zeros(m + nf, dtype=bool)
+    placed[m:] = True
+    if len(bounds):                 # a zero-size stay at each bound, alive always: gaps end there
+        B = np.asarray(sorted(bounds), dtype=np.int64)
+        F = np.concatenate((F, np.full(len(B), np.iinfo(np.int64).min // 2)))
+        L = np.concatenate((L, np.full(len(B), np.iinfo(np.int64).max // 2)))
+        S = np.concatenate((S, np.zeros(len(B), dtype=np.int64)))
+        off = np.concatenate((off, B))
+        placed = np.concatenate((placed, np.ones(len(B), dtype=bool)))
     peak = 0
-    for s in np.lexsort((F, -S)).tolist():
+    for s in np.lexsort((F[:m], -S[:m])).tolist():
         idx = np.flatnonzero(placed & (F <= L[s]) & (L >= F[s]))
         if len(idx):
             lo = off[idx]
@@ -416,7 +558,7 @@ def place_by_size(first: list[int], last: list[int], size: list[int]) -> tuple[l
             off[s] = cand[k]
         placed[s] = True
         peak = max(peak, int(off[s] + S[s]))
-    return off.tolist(), peak
+    return off[:m].tolist(), peak
 
 
 # ============================================================== the walk
@@ -513,8 +655,9 @@ class _ArenaWalk:
         group_cap = [share, capacity - share] if split >= 0 else [capacity, capacity]
         pin = set(pinned_tensors)
         pinned = []
-        # kept pairs live outside the budget (their bytes are reserved): the old value is resident from the
-        # start and dropped after its last read, the update stays from its production to the end
+        # kept pairs count against the capacity while they hold bytes: the old value is resident from the
+        # start and dropped after its last read, the update stays from its production to the end (placement
+        # gives each pair two zones that trade places between iterations, see _place_with_pairs)
         pair_old = {p for p, _ in pairs}
         pair_new = {q for _, q in pairs}
         reserved = pair_old | pair_new
@@ -525,6 +668,8 @@ class _ArenaWalk:
             stay_t.append(p)
             stay_first.append(-1)
             stay_last.append(-2)
+            resident += size[p]
+            group_res[group[p]] += size[p]
         for t in sorted(pin):
             loc[t] = len(stay_t)
             pinned.append((t, loc[t]))
@@ -738,7 +883,7 @@ class _ArenaWalk:
                     bring(t, i)
             for k in range(k_out, b):
                 t = touch_t[k]
-                need = 0 if t in reserved else size[t]
+                need = size[t]
                 make_room(need, i, group[t])
                 sid = len(stay_t)
                 stay_t.append(t)
@@ -763,7 +908,7 @@ class _ArenaWalk:
                     host_ready[t] = i
                 if t in pin or t in pair_new:
                     continue
-                if nu != _NEVER and t in pair_old:    # reserved bytes: evicting it would free nothing
+                if nu != _NEVER and t in pair_old:    # its host copy is stale: it stays until its last read
                     continue
                 if nu == _NEVER:
                     sid = loc[t]
@@ -772,9 +917,8 @@ class _ArenaWalk:
                     if host_ready[t] != -2 and host_ready[t] < i:
                         host_ready[t] = i
                     loc[t] = -1
-                    if t not in reserved:
-                        resident -= size[t]
-                        group_res[group[t]] -= size[t]
+                    resident -= size[t]
+                    group_res[group[t]] -= size[t]
                 else:
                     heappush(heaps[group[t]], (-(nu + bias[t]), nu, t))
             for t, nu in rb_extra:             # brought back for a rebuild only: the same bookkeeping
@@ -791,9 +935,8 @@ class _ArenaWalk:
                     if host_ready[t] != -2 and host_ready[t] < i:
                         host_ready[t] = i
                     loc[t] = -1
-                    if t not in reserved:
-                        resident -= size[t]
-                        group_res[group[t]] -= size[t]
+                    resident -= size[t]
+                    group_res[group[t]] -= size[t]
                 else:
                     heappush(heaps[group[t]], (-(nu + bias[t]), nu, t))
             rb_extra.clear()
@@ -902,9 +1045,13 @@ def working_set_floor(gi: GraphIndex) -> int:
 
 
 def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight):
-    """Kept pairs at the bottom, each in two exclusive ranges (old value, update); the other stays above.
-    Returns (offsets, bytes needed). `tight(overflow)`: whether greedy by size is worth trying after the
-    sweep overflowed by that much (near the floor, where the sweep fragments)."""
+    """Kept pairs at the bottom, each in two zones of its size (old value, update); the other stays above, or
+    inside a pair's zone while its tenant is away (place_stays_zoned): in the old value's zone after its last
+    read, in the update's zone before it is made. Between iterations the two zones trade places as a whole
+    (their objects and the mirror objects of every stay inside them, see _mirror_swaps), so what sits in a
+    zone sits in the same zone of the same layout every iteration. Returns (offsets, bytes needed).
+    `tight(overflow)`: whether greedy by size (no zones) is worth trying after the sweep overflowed by that
+    much (near the floor, where the sweep fragments)."""
     n_st = len(sizes)
     offsets = [0] * n_st
     base = 0
@@ -920,7 +1067,30 @@ def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight
     sub_first = [first[k] for k in rest]
     sub_last = [last[k] for k in rest]
     sub_size = [sizes[k] for k in rest]
-    offs, need = place_stays(sub_first, sub_last, sub_size)
+    if d.pairs:
+        zones = []
+        for p, q in d.pairs:
+            sp, sq = pair_stay[p], pair_stay[q]
+            zones.append((offsets[sp], offsets[sp] + sizes[sp], last[sp], _NEVER))   # old value's, after it
+            zones.append((offsets[sq], offsets[sq] + sizes[sq], -2, first[sq]))      # update's, before it
+        offs, need = place_stays_zoned(sub_first, sub_last, sub_size, zones, base)
+        if need > arena_bytes and len(sub_size) <= BY_SIZE_ZONED_MAX_STAYS:
+            # the sweep fragments small instances: greedy by size around the pairs' own stays
+            fixed = [(first[pair_stay[p]], last[pair_stay[p]], offsets[pair_stay[p]], sizes[pair_stay[p]])
+                     for pr in d.pairs for p in pr]
+            # a zone is open to stays only while its tenant is away (the fixed stays), and no stay straddles
+            # two zones or a zone and the region above them
+            offs2, need2 = place_by_size(sub_first, sub_last, sub_size, fixed,
+                                         [z[0] for z in zones] + [base])
+            if need2 < need:
+                offs, need = offs2, need2
+        if need <= arena_bytes:
+            for k, o in zip(rest, offs):
+                offsets[k] = o
+            return offsets, need
+        offs, need = place_stays(sub_first, sub_last, sub_size)
+    else:
+        offs, need = place_stays(sub_first, sub_last, sub_size)
     if need > arena_bytes - base:
         worth = len(sub_size) <= BY_SIZE_MAX_STAYS and tight(need - (arena_bytes - base))
         offs2, need2 = place_by_size(sub_first, sub_last, sub_size) if worth else (offs, need)
@@ -963,7 +1133,10 @@ def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again
     a = walk.gi.alignment
     lower = (capacity - (need - arena_bytes)) // a * a
     if lower >= working_set_floor(walk.gi):
-        d2 = walk.run(lower, bias, pinned, pairs, genes.split, genes.recompute)
+        try:
+            d2 = walk.run(lower, bias, pinned, pairs, genes.split, genes.recompute)
+        except PlanError:              # the kept pairs do not fit beside the largest op at the lower capacity
+            return d, offsets, sizes, capacity, rounds
         first2 = _floored_firsts(d2)
         sizes2 = [walk.size[t] for t in d2.stay_t]
         off3, need3 = _place_with_pairs(d2, first2, _cooled_lasts(walk, d2), sizes2, arena_bytes, never)
@@ -976,10 +1149,8 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
     """Decide at a capacity, place, lower the capacity by the overflow until the placement fits."""
     a = walk.gi.alignment
     floor = working_set_floor(walk.gi)
-    # pairs share what the largest working set leaves: "keep 1" keeps as many as can be kept at all
-    pairs = choose_pairs(walk.gi, np.asarray(walk.sched, dtype=np.int64), max(0, arena_bytes - floor), genes.keep)
-    reserved = 2 * sum(int(walk.gi.size[p]) for p, _ in pairs)
-    room = arena_bytes - reserved
+    room = arena_bytes
+    sched = np.asarray(walk.sched, dtype=np.int64)
     capacity = int(room * (1.0 - genes.headroom)) // a * a
     capacity = max(capacity, min(floor, room))
     bias = genes.bias.tolist()
@@ -991,6 +1162,8 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
                 break
             capacity = floor                    # last try: nothing but the largest working set planned
         tried.append(capacity)
+        # the pairs the capacity affords (fewer when fragmentation lowered it): "keep 1" keeps all it can
+        pairs = choose_pairs(walk.gi, sched, capacity, genes.keep)
         d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute)
         first = _floored_firsts(d)
         sizes = [walk.size[t] for t in d.stay_t]
@@ -1037,10 +1210,7 @@ def _plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | No
     for off, sz in zip(offsets, sizes):
         stay_obj.append(obj_of.setdefault((off, sz), len(obj_of)))
     objs = sorted(obj_of, key=obj_of.get)
-    stay_of = {}
-    for k, t in enumerate(d.stay_t):
-        stay_of.setdefault(t, k)
-    swaps = [(stay_obj[stay_of[p]], stay_obj[stay_of[q]]) for p, q in d.pairs]
+    swaps = _mirror_swaps(d, offsets, sizes, obj_of, objs)
     arena = Arena(arena_bytes, [o for o, _ in objs], [s for _, s in objs], gi.alignment, gi.workspace, swaps)
     b = _emit(walk, d, arena, stay_obj)
     tclass = np.where(gi.used, 0, -1).astype(np.int64)
@@ -1070,6 +1240,39 @@ def _plan_with_classes(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, all
     tclass = np.where(gi.used, 0, -1).astype(np.int64)
     stats = {"size_classes": [int(x) for x in pool.class_bytes], "class_counts": [int(x) for x in pool.class_count]}
     return ArenaPlan(schedule, arena, tclass, list(sp.initial_residents), list(sp.actions), stats)
+
+
+def _mirror_swaps(d: _Decisions, offsets, sizes, obj_of: dict, objs: list) -> list[tuple[int, int]]:
+    """The objects that trade buffers between iterations: each kept pair's two zones (see _place_with_pairs)
+    trade places as a whole, so every object inside one zone is paired with the object at the same place in
+    the other zone (added, unused, when no stay sits there). The renaming then maps the arena's layout onto
+    itself (objects that overlap still overlap, the others still do not: the verifier checks it)."""
+    if not d.pairs:
+        return []
+    stay_of = {}
+    for k, t in enumerate(d.stay_t):
+        stay_of.setdefault(t, k)
+    zones = []                     # (start, size, the other zone's start), sorted by start
+    for p, q in d.pairs:
+        a, b, s = offsets[stay_of[p]], offsets[stay_of[q]], sizes[stay_of[p]]
+        zones += [(a, s, b), (b, s, a)]
+    zones.sort()
+    zstart = [z[0] for z in zones]
+    swaps = []
+    for off, sz in list(objs):
+        j = bisect_right(zstart, off) - 1
+        if j < 0 or off >= zstart[j] + zones[j][1]:
+            continue
+        if off + sz > zstart[j] + zones[j][1]:
+            raise PlanError("planner bug: an arena object straddles a kept pair's zone")
+        mirror = (zones[j][2] + off - zstart[j], sz)
+        if mirror not in obj_of:
+            obj_of[mirror] = len(obj_of)
+            objs.append(mirror)
+        a, b = obj_of[(off, sz)], obj_of[mirror]
+        if a < b:
+            swaps.append((a, b))
+    return swaps
 
 
 def _decide_arena(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, genes: ArenaGenes | None, op_time,
