@@ -303,16 +303,24 @@ def choose_pairs(gi: GraphIndex, schedule: np.ndarray, capacity: int, keep: floa
         if not so or not sn:
             continue
         sz = int(gi.size[old])
-        occ = np.zeros(n, dtype=np.int64)
-        occ[:max(so) + 1] += sz               # the old value, from the start to its last read
-        occ[min(sn):] += sz                   # the update, from its production to the end
-        occ[so] -= sz                         # an op's own tensors are in its bytes already
-        occ[sn] -= sz
-        if int((load + occ).max()) > budget:
+        lr, pr = max(so), min(sn)             # the old value is held on [0, lr], the update on [pr, n)
+        for i in so + sn:                     # an op's own tensors are in its bytes already
+            load[i] -= sz
+        both = (pr, lr + 1) if pr <= lr else (lr + 1, lr + 1)
+        peak = max(_range_max(load, 0, min(lr + 1, pr)) + sz, _range_max(load, *both) + 2 * sz,
+                   _range_max(load, max(lr + 1, pr), n) + sz, _range_max(load, lr + 1, pr))
+        if peak > budget:
+            for i in so + sn:
+                load[i] += sz
             continue
-        load += occ
+        load[:lr + 1] += sz
+        load[pr:] += sz
         out.append((old, new))
     return out
+
+
+def _range_max(a: np.ndarray, lo: int, hi: int) -> int:
+    return int(a[lo:hi].max()) if hi > lo else -(1 << 62)
 
 
 # ============================================================== byte ranges
