@@ -227,24 +227,31 @@ def _check_renaming(arena, r: _Report) -> bool:
     every object j, k and j overlap exactly when partner(k) and partner(j) do. Then any two objects overlap
     in the next iteration's buffers exactly when they overlap in this one's, and this iteration's checks
     (no two overlapping objects held at once, each arrival after the drops that freed its bytes) carry
-    over to every iteration."""
+    over to every iteration. Objects sorted by offset: the ones overlapping k start in (lo_k - largest, hi_k)."""
     import numpy as np
 
     lo = np.asarray(arena.offsets, dtype=np.int64)
     hi = lo + np.asarray(arena.sizes, dtype=np.int64)
+    order = np.argsort(lo, kind="stable")
+    lo_s, hi_s = lo[order], hi[order]
+    widest = int((hi - lo).max(initial=0))
     perm = np.arange(len(lo))
     for a_, b_ in arena.swaps:
         perm[a_], perm[b_] = b_, a_
+
+    def overlapping(k: int) -> np.ndarray:
+        i0 = int(np.searchsorted(lo_s, lo[k] - widest, side="right"))
+        i1 = int(np.searchsorted(lo_s, hi[k], side="left"))
+        return np.sort(order[i0:i1][hi_s[i0:i1] > lo[k]])
+
     for k in sorted({x for pr in arena.swaps for x in pr}):
-        j = perm[k]
-        here = (lo < hi[k]) & (hi > lo[k])        # objects overlapping k (k itself included)
-        there = (lo < hi[j]) & (hi > lo[j])       # objects overlapping partner(k)
-        bad = np.flatnonzero(here != there[perm])
-        if len(bad):
-            o = int(bad[0])
-            r.add(f"arena swap pair ({k}, {j}) does not map the layout onto itself: object {o} "
-                  f"{'overlaps' if here[o] else 'does not overlap'} {k} but its partner {int(perm[o])} "
-                  f"{'overlaps' if there[perm[o]] else 'does not overlap'} {j}")
+        j = int(perm[k])
+        here, there = np.sort(perm[overlapping(k)]), overlapping(j)
+        if not np.array_equal(here, there):
+            odd = sorted(set(here.tolist()) ^ set(there.tolist()))[0]
+            r.add(f"arena swap pair ({k}, {j}) does not map the layout onto itself: object {odd} overlaps "
+                  f"{j if odd in set(there.tolist()) else 'the partner of ' + str(k)} but its counterpart does not "
+                  f"overlap the other")
             return False
     return True
 
