@@ -102,7 +102,7 @@ class ArenaGenes:
     walk allows it, see `_ArenaWalk.run`); None (or all False) is SwapAdvisor's swap-only plan."""
     headroom: float
     bias: np.ndarray
-    keep: float = 0.0      # share of the arena for kept updated params (ping-pong pairs)
+    keep: float = 0.0      # share of the room beside the largest op for kept updated params (ping-pong pairs)
     split: float = -1.0    # share of the capacity protected for params and optimizer state (< 0: shared)
     recompute: np.ndarray | None = None   # bool per tensor: swap (False) or drop + recompute (True) when evicted
     classes: object = None  # an encoding.Allocation: plan with these size classes laid out in the arena
