@@ -82,6 +82,7 @@ MAX_ROUNDS = 12          # decide/place rounds before giving up on a capacity
 PREFETCH_WINDOW = 4096   # slots a swap-in may start before its use (bounds the per-swap-in slice)
 BY_SIZE_MAX_STAYS = 4000  # greedy-by-size placement is quadratic in stays: only below this many
 BY_SIZE_ZONED_MAX_STAYS = 1000  # with kept pairs, greedy by size after every failed sweep below this many
+MAX_KEEP = 2.0           # the keep gene's range (above 1: kept pairs may leave mid-iteration, see choose_pairs)
 
 
 # ============================================================== the memory-side genome
@@ -93,7 +94,8 @@ class ArenaGenes:
     fewer copies cut short by fragmentation). keep: how much of what the largest op leaves of the capacity
     goes to updated params that stay on the device between iterations (a kept pair holds bytes only while its
     old value or its update is alive: see "Periodicity" in the module docstring and choose_pairs); 0 reads
-    every updated param from the host. split: a soft
+    every updated param from the host; above 1, pairs that do not fit beside every op are kept too (they
+    leave when room is short and come back by the end; choose_pairs). split: a soft
     partition (what size classes give the paper's pool): when room is needed, the group (params and optimizer
     state / everything else) over its share of the capacity gives up a victim first; < 0 is one Belady
     over all. bias: per tensor, slots added to its next use when
@@ -162,7 +164,8 @@ class ArenaSpace:
         classes = self.class_seeds()
         out += classes[:1] + [("headroom3", self.zero(0.03))]
         if self.has_pairs:
-            out += [("keep50", self.zero(0.0, 0.5)), ("keepall", self.zero(0.0, 1.0))]
+            out += [("keep50", self.zero(0.0, 0.5)), ("keepall", self.zero(0.0, 1.0)),
+                    ("keepall-evictable", self.zero(0.0, 2.0))]
         if self.rc_able is not None and self.rc_able.any():     # the swap-only seeds above stay: never worse
             every = self.zero()
             every.recompute = self.rc_able.copy()
@@ -190,7 +193,7 @@ class ArenaSpace:
         return out
 
     def random(self, rng: np.random.Generator) -> ArenaGenes:
-        g = self.zero(float(rng.uniform(0, self.MAX_HEADROOM / 2)), float(rng.uniform(0, 1)) if self.has_pairs else 0.0)
+        g = self.zero(float(rng.uniform(0, self.MAX_HEADROOM / 2)), float(rng.uniform(0, MAX_KEEP)) if self.has_pairs else 0.0)
         pick = rng.random(self.n_t) < float(rng.uniform(0.0, 0.2))
         g.bias[pick] = rng.integers(-self.scale, self.scale + 1, size=int(pick.sum()))
         if self.rc_able is not None:
@@ -220,7 +223,7 @@ class ArenaSpace:
         if rng.random() < p_head:
             g.headroom = float(np.clip(rng.normal(g.headroom, sigma), 0.0, self.MAX_HEADROOM))
         if self.has_pairs and rng.random() < p_head:
-            g.keep = float(np.clip(rng.normal(g.keep, 0.15), 0.0, 1.0))
+            g.keep = float(np.clip(rng.normal(g.keep, 0.15), 0.0, MAX_KEEP))
         if rng.random() < p_head / 2:
             g.split = -1.0 if g.split >= 0 and rng.random() < 0.5 else float(rng.uniform(0.2, 0.8))
         if g.recompute is not None:
@@ -279,7 +282,10 @@ def choose_pairs(gi: GraphIndex, schedule: np.ndarray, capacity: int, keep: floa
     a kept pair holds its old value from the start to its last read and its update from its production to
     the end, so at each slot the op's own bytes plus the kept bytes it does not touch stay within
     floor + keep x (capacity - floor) (floor: the largest op's own bytes). keep = 1 keeps as many as the
-    walk can afford at all; no pair needs more than that, so the walk always finds room."""
+    walk can keep without evicting any of them. keep in (1, 2]: after those, more pairs while the first
+    and the last op still fit beside them (within floor + (keep - 1) x (capacity - floor)): the walk evicts
+    a kept pair's old value or update when room is short (its update is then copied out, and brought back
+    by the end)."""
     cands = pair_candidates(gi)
     n = gi.n_ops
     if not cands or keep <= 0 or n == 0:
@@ -298,11 +304,14 @@ def choose_pairs(gi: GraphIndex, schedule: np.ndarray, capacity: int, keep: floa
     for k in np.flatnonzero(np.isin(gi.op_tensors, list(cand_t))).tolist():
         slots_of.setdefault(int(gi.op_tensors[k]), []).append(int(touch_pos[k]))
     out = []
+    zone_room = int(capacity) // 2            # each pair's two zones sit side by side below everything else
     for old, new in sorted(cands, key=lambda pr: (min(slots_of.get(pr[0], [n])), pr[0])):
         so, sn = slots_of.get(old, []), slots_of.get(new, [])
         if not so or not sn:
             continue
         sz = int(gi.size[old])
+        if sz > zone_room:
+            continue
         lr, pr = max(so), min(sn)             # the old value is held on [0, lr], the update on [pr, n)
         for i in so + sn:                     # an op's own tensors are in its bytes already
             load[i] -= sz
@@ -315,7 +324,27 @@ def choose_pairs(gi: GraphIndex, schedule: np.ndarray, capacity: int, keep: floa
             continue
         load[:lr + 1] += sz
         load[pr:] += sz
+        zone_room -= sz
         out.append((old, new))
+    if keep > 1:                              # then pairs that fit only where the iteration starts and ends
+        budget = floor + min(1.0, keep - 1) * max(0, int(capacity) - floor)
+        taken = set(out)
+        ends = (int(load[0]), int(load[n - 1]))
+        s0 = {t for t in gi.op_tensors[gi.op_ptr[schedule[0]]:gi.op_ptr[schedule[0] + 1]].tolist()}
+        s1 = {t for t in gi.op_tensors[gi.op_ptr[schedule[-1]]:gi.op_ptr[schedule[-1] + 1]].tolist()}
+        for old, new in sorted(cands, key=lambda pr: (min(slots_of.get(pr[0], [n])), pr[0])):
+            if (old, new) in taken or not slots_of.get(old) or not slots_of.get(new):
+                continue
+            sz = int(gi.size[old])
+            if sz > zone_room:
+                continue
+            a = ends[0] + (0 if old in s0 else sz) + (sz if min(slots_of[new]) == 0 and new not in s0 else 0)
+            b = ends[1] + (0 if new in s1 else sz) + (sz if max(slots_of[old]) == n - 1 and old not in s1 else 0)
+            if max(a, b) > budget:
+                continue
+            ends = (a, b)
+            zone_room -= sz
+            out.append((old, new))
     return out
 
 
@@ -593,10 +622,7 @@ class _Decisions:
     pairs: list = field(default_factory=list)   # (param, update) kept on the device, ping-pong
     dirty: list = field(default_factory=list)   # (slot of the swap-out, stay): its bytes free once the copy is done
     recomputes: list = field(default_factory=list)  # (slot, op, stay): rebuilt right before the op at slot
-
-    @property
-    def pair_set(self) -> set:
-        return {t for pr in self.pairs for t in pr}
+    pair_stays: list = field(default_factory=list)  # per pair: (the old value's first stay, the update's last)
 
 
 class _ArenaWalk:
@@ -605,7 +631,8 @@ class _ArenaWalk:
         self.gi, self.n = gi, n
         self.cum = None
         self.sched = schedule.tolist()
-        _, nxt = gi.next_uses(schedule)     # no ROLE_KEEP_NEW here: the exact periodicity rule
+        first_pos, nxt = gi.next_uses(schedule)     # no ROLE_KEEP_NEW here: the exact periodicity rule
+        self.first_pos = first_pos.tolist()
         touch_t = gi.op_tensors
         self.touch_next = nxt.tolist()
         self.touch_t = touch_t.tolist()
@@ -679,6 +706,7 @@ class _ArenaWalk:
         pair_new = {q for _, q in pairs}
         reserved = pair_old | pair_new
         resident = 0
+        first_pos = self.first_pos
         for p, _ in pairs:
             loc[p] = len(stay_t)
             pinned.append((p, loc[p]))
@@ -687,6 +715,13 @@ class _ArenaWalk:
             stay_last.append(-2)
             resident += size[p]
             group_res[group[p]] += size[p]
+            nxt[p] = first_pos[p]
+            heaps[group[p]].append((-(nxt[p] + bias[p]), nxt[p], p))   # a victim like any other
+        for h in heaps:
+            heapq.heapify(h)
+        pair_first = [loc[p] for p, _ in pairs]
+        old_of_new = {q: p for p, q in pairs}
+        evicted_pairs: set = set()            # kept params whose old value or update left mid-iteration
         for t in sorted(pin):
             loc[t] = len(stay_t)
             pinned.append((t, loc[t]))
@@ -792,6 +827,8 @@ class _ArenaWalk:
         def evict(v: int, i: int) -> None:
             nonlocal resident, evicted
             d = last[v]
+            if v in reserved:
+                evicted_pairs.add(old_of_new.get(v, v))
             if nxt[v] < _NEVER and host_ready[v] == -2:
                 if rc is not None and may_drop(v):
                     pending[v] = True
@@ -923,10 +960,11 @@ class _ArenaWalk:
                     swap_outs.append((i, t))
                     dirty.append((i, loc[t]))
                     host_ready[t] = i
-                if t in pin or t in pair_new:
+                if t in pin:
                     continue
-                if nu != _NEVER and t in pair_old:    # its host copy is stale: it stays until its last read
-                    continue
+                if t in pair_new and nu == _NEVER:    # plays its param next iteration: a victim, the furthest
+                    nu = n + first_pos[old_of_new[t]]
+                    nxt[t] = nu
                 if nu == _NEVER:
                     sid = loc[t]
                     drops.append((i, t, sid))
@@ -943,8 +981,11 @@ class _ArenaWalk:
                     continue
                 last[t] = i
                 nxt[t] = nu
-                if t in pin or t in pair_new or (nu != _NEVER and t in pair_old):
+                if t in pin:
                     continue
+                if t in pair_new and nu == _NEVER:
+                    nu = n + first_pos[old_of_new[t]]
+                    nxt[t] = nu
                 if nu == _NEVER:
                     sid = loc[t]
                     drops.append((i, t, sid))
@@ -957,6 +998,20 @@ class _ArenaWalk:
                 else:
                     heappush(heaps[group[t]], (-(nu + bias[t]), nu, t))
             rb_extra.clear()
+        # kept pairs: an update evicted mid-iteration comes back by the end (it plays its param next
+        # iteration); a param whose old value or update left mid-iteration is read from the host some
+        # iteration, so its update is copied out every iteration (the host copy must stay current)
+        for _, q in pairs:
+            if loc[q] >= 0:
+                nxt[q] = n                    # held to the end: no victim for the updates coming back
+        for p, q in pairs:
+            if loc[q] < 0:
+                bring(q, n)
+        for p, q in pairs:
+            if p in evicted_pairs and host_ready[q] == -2:
+                swap_outs.append((prod_slot[q], q))
+                host_ready[q] = prod_slot[q]
+        pair_stays = [(pair_first[k], loc[q]) for k, (_, q) in enumerate(pairs)]
         # the end: what is still resident and not pinned leaves after its last use (kept tensors have host
         # copies; anything else still here has a next use only in the next iteration)
         for t in pair_new:
@@ -972,7 +1027,7 @@ class _ArenaWalk:
             stay_last[sid] = last[t]
         self.end_kept = [t for t in range(n_t) if loc[t] >= 0 and role[t] == ROLE_KEEP]
         return _Decisions(out_stays, swap_outs, drops, swap_ins, stay_t, stay_first, stay_last, pinned, evicted,
-                          list(pairs), dirty, recomputes)
+                          list(pairs), dirty, recomputes, pair_stays)
 
 
 def _emit(walk: _ArenaWalk, d: _Decisions, arena: Arena, stay_obj: list[int]):
@@ -1072,33 +1127,29 @@ def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight
     n_st = len(sizes)
     offsets = [0] * n_st
     base = 0
-    pair_stay = {}
-    for k, t in enumerate(d.stay_t):
-        pair_stay.setdefault(t, k)
-    for p, q in d.pairs:
-        offsets[pair_stay[p]] = base
-        offsets[pair_stay[q]] = base + sizes[pair_stay[p]]
-        base += 2 * sizes[pair_stay[p]]
-    in_pair = d.pair_set            # a property that builds the set: once, not per stay
-    rest = [k for k in range(n_st) if d.stay_t[k] not in in_pair]
+    for sp, sq in d.pair_stays:
+        offsets[sp] = base
+        offsets[sq] = base + sizes[sp]
+        base += 2 * sizes[sp]
+    in_pair = {k for pr in d.pair_stays for k in pr}
+    rest = [k for k in range(n_st) if k not in in_pair]
     sub_first = [first[k] for k in rest]
     sub_last = [last[k] for k in rest]
     sub_size = [sizes[k] for k in rest]
     if d.pairs:
         zones = []
-        for p, q in d.pairs:
-            sp, sq = pair_stay[p], pair_stay[q]
+        for sp, sq in d.pair_stays:
             zones.append((offsets[sp], offsets[sp] + sizes[sp], last[sp], _NEVER))   # old value's, after it
             zones.append((offsets[sq], offsets[sq] + sizes[sq], -2, first[sq]))      # update's, before it
         offs, need = place_stays_zoned(sub_first, sub_last, sub_size, zones, base)
         if need > arena_bytes and len(sub_size) <= BY_SIZE_ZONED_MAX_STAYS:
             # the sweep fragments small instances: greedy by size around the pairs' own stays
-            fixed = [(first[pair_stay[p]], last[pair_stay[p]], offsets[pair_stay[p]], sizes[pair_stay[p]])
-                     for pr in d.pairs for p in pr]
+            fixed = [(first[k], last[k], offsets[k], sizes[k]) for pr in d.pair_stays for k in pr]
             # a zone is open to stays only while its tenant is away (the fixed stays), and no stay straddles
             # two zones or a zone and the region above them
             offs2, need2 = place_by_size(sub_first, sub_last, sub_size, fixed,
                                          [z[0] for z in zones] + [base])
+            need2 = max(need2, base)           # the zones themselves (their own stays are not counted)
             if need2 < need:
                 offs, need = offs2, need2
         if need <= arena_bytes:
@@ -1266,12 +1317,9 @@ def _mirror_swaps(d: _Decisions, offsets, sizes, obj_of: dict, objs: list) -> li
     itself (objects that overlap still overlap, the others still do not: the verifier checks it)."""
     if not d.pairs:
         return []
-    stay_of = {}
-    for k, t in enumerate(d.stay_t):
-        stay_of.setdefault(t, k)
     zones = []                     # (start, size, the other zone's start), sorted by start
-    for p, q in d.pairs:
-        a, b, s = offsets[stay_of[p]], offsets[stay_of[q]], sizes[stay_of[p]]
+    for sp, sq in d.pair_stays:
+        a, b, s = offsets[sp], offsets[sq], sizes[sp]
         zones += [(a, s, b), (b, s, a)]
     zones.sort()
     zstart = [z[0] for z in zones]
