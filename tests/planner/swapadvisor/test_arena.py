@@ -324,6 +324,36 @@ def test_a_kept_pair_costs_its_bytes_only_while_held():
     assert times[1.0] < 0.75 * times[0.0]
 
 
+def test_a_kept_pair_may_leave_mid_iteration_and_its_host_copy_stays_current():
+    """Training graph 9 of bench_gap at 10% of the way to no swapping: no 8 MB param fits beside every op,
+    so keep <= 1 keeps none of them; keep = 2 keeps W1 on the device between iterations, evicts it when the
+    forward pass needs the room, reads it back from the host (so W1's update is copied out: that host copy
+    is next iteration's W1), and the plan is faster than reading every param from the host."""
+    from tvm_swap.planner.feasibility import min_feasible_limit
+    from tvm_swap.planner.simulator import simulate
+    from tvm_swap.testing import random_op_times
+
+    g = random_training_graph(9, n_layers=2 + (9 // 2) % 3, momentum=(9 // 2) % 2 == 1)
+    t = random_op_times(g, 0)
+    lo = min_feasible_limit(g)
+    lim = int(lo + 0.1 * (noswap_peak(g) - lo))
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    times, plans = {}, {}
+    for keep in (0.0, 2.0):
+        plan = plan_arena(gi, gi.default_schedule(), lim, ArenaGenes(0.0, np.zeros(gi.n_tensors, np.int64), keep),
+                          t, DEV).to_plan(g, "t", lim, DEV)
+        assert verify_plan(g, plan, lim) == []
+        times[keep], plans[keep] = simulate(g, plan, t, DEV).time_s, plan
+    plan = plans[2.0]
+    kept = {x for x, _ in plan.initial_residents}
+    ins = {a.tensor for a in plan.actions if a.kind == "swap_in"}
+    outs = {a.tensor for a in plan.actions if a.kind == "swap_out"}
+    left = [(new, old) for new, old in g.updates.items() if old in kept and old in ins]
+    assert left, "a kept param leaves mid-iteration and comes back from the host"
+    assert all(new in outs for new, _ in left)
+    assert times[2.0] < times[0.0]
+
+
 def test_three_training_steps_with_ping_pong_pairs_match_the_unlimited_build():
     import tvm_swap
     from tvm_swap.examples import EXAMPLES

@@ -43,7 +43,11 @@ bottom, Z (p) and Z' (p'), and lets other stays use Z after p's last read and Z'
 object inside a zone with its mirror at the same place in the other zone (`_mirror_swaps`), so the renaming
 maps the layout onto itself and every iteration has the same layout (the verifier checks that property,
 not the plan's word). Measured on bench_gap's five worst training instances: the GA's time -30% to -40%
-(a kept pair used to reserve both zones for the whole iteration).
+(a kept pair used to reserve both zones for the whole iteration). A kept pair may also leave mid-iteration
+(keep genes above 1 keep pairs that do not fit beside every op): p is a victim like any other tensor (it is
+read back from the host, so p' is copied out every iteration and the host copy stays current), and p',
+whose next use is p's first use next iteration, is evicted first (copied out) and swapped back into Z' by
+the end of the iteration, where its copy overlaps the last ops instead of the next iteration's first.
 
 Timing-aware placement (when the planner passes op times and the device): an evicted tensor's drop waits
 for its copy to the host, so the next tenant of its bytes would wait on the d2h link. Placement first keeps
