@@ -5,7 +5,7 @@ Prints (and writes as markdown) each run's summary table (bench_gap.render) and,
 swapadvisor plan's simulated time after / before: the planner's own change, whatever the reference ("best")
 did meanwhile (the exact model can change between the runs too).
 
-    python scripts/gap_compare.py before.json after.json [--merge before2.json after2.json] --out benchmarks/gap_subset
+    python scripts/gap_compare.py --before a.json b.json --after ab.json --out benchmarks/gap_subset
 """
 from __future__ import annotations
 
@@ -61,15 +61,13 @@ def ratio_lines(before: list[dict], after: list[dict]) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("before")
-    ap.add_argument("after")
-    ap.add_argument("--merge", nargs=2, action="append", default=[], metavar=("BEFORE", "AFTER"),
-                    help="more instances: another pair of runs")
+    ap.add_argument("--before", nargs="+", required=True, help="bench_gap JSON(s) of the first run")
+    ap.add_argument("--after", nargs="+", required=True, help="bench_gap JSON(s) of the second run")
     ap.add_argument("--before-commit", default=None, help="the commit the first run measured, if it recorded none")
     ap.add_argument("--out", default=None, help="write OUT.md")
     args = ap.parse_args(argv)
-    before, mb = load([args.before] + [b for b, _ in args.merge])
-    after, ma = load([args.after] + [a for _, a in args.merge])
+    before, mb = load(args.before)
+    after, ma = load(args.after)
     if args.before_commit:
         mb["commit"] = args.before_commit
     text = "\n".join(["# bench_gap before / after on the same instances", "",

@@ -1208,6 +1208,8 @@ def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again
         try:
             d2 = walk.run(lower, bias, pinned, pairs, genes.split, genes.recompute)
         except PlanError:              # the kept pairs do not fit beside the largest op at the lower capacity
+            if not pairs:
+                raise                  # (as before kept pairs existed: the caller decides)
             return d, offsets, sizes, capacity, rounds
         first2 = _floored_firsts(d2)
         sizes2 = [walk.size[t] for t in d2.stay_t]
