@@ -464,3 +464,24 @@ def test_random_corruptions_never_crash_the_verifier():
             j = rng.randrange(len(bad.actions))
             bad.actions[i], bad.actions[j] = bad.actions[j], bad.actions[i]
         assert isinstance(verify_plan(g, bad), list)
+
+
+def test_an_arena_renaming_must_map_the_layout_onto_itself():
+    """Two zones A = [0, 1024) and B = [1024, 2048) trade places between iterations (objects 0 and 1); an
+    object inside A must trade places with its mirror in B, else next iteration it overlaps other bytes."""
+    from tvm_swap.plan import Arena
+    from tvm_swap.verify import _check_arena, _Report
+
+    def problems(offsets, sizes, swaps):
+        r = _Report()
+        _check_arena(Arena(4096, offsets, sizes, 256, 0, swaps), r)
+        return r.items
+
+    zones = ([0, 1024], [1024, 1024])
+    assert problems(zones[0] + [256, 1280], zones[1] + [512, 512], [(0, 1), (2, 3)]) == []   # mirrored
+    assert problems(zones[0] + [2048], zones[1] + [512], [(0, 1)]) == []                     # outside: free
+    bad = problems(zones[0] + [256], zones[1] + [512], [(0, 1)])                             # not mirrored
+    assert bad and "does not map the layout onto itself" in bad[0]
+    # mirrored, but another object overlaps the first and stays put: next iteration it would not
+    bad = problems(zones[0] + [256, 1280, 512], zones[1] + [512, 512, 512], [(0, 1), (2, 3)])
+    assert bad and "does not map the layout onto itself" in bad[0]

@@ -174,9 +174,10 @@ class Arena:
     resident ends where it started, or in the partner of its object in `swaps`).
 
     `swaps`: pairs of objects whose buffers trade places between iterations (ping-pong): a kept param starts
-    in one, its update is written into the other, and next iteration the update plays the param. Both
-    objects of a pair are exclusive (no other object overlaps them) and of equal size, so trading their
-    bytes changes nothing else."""
+    in one, its update is written into the other, and next iteration the update plays the param. The two
+    objects of a pair have equal size, and the renaming maps the layout onto itself (two objects overlap
+    exactly when their partners do; an unpaired object is its own partner): e.g. two equal zones that trade
+    places with every object inside them (the verifier checks it)."""
     arena_bytes: int
     offsets: list[int]
     sizes: list[int]

@@ -23,7 +23,9 @@ Invariants checked (DESIGN.md):
 - arena pools: every object is an aligned byte range inside the arena; a tenant arriving in a range
   finds no live tenant in any overlapping range, and waits for the drops that last freed each of its
   bytes (so stays that overlap in time never overlap in address); an initial resident ends in its own
-  object;
+  object, or, when that object trades buffers with a partner between iterations (`Arena.swaps`), in the
+  partner; the renaming maps the layout onto itself: two objects overlap exactly when their partners do
+  (so what this iteration proves of overlapping objects holds in the next one too);
 - what the plan reports of itself, if anything: its predicted peak fits its pool (and so its limit);
 - a recompute runs an op that an earlier compute action ran, names one object per output, and:
   reads only resident tensors that have arrived (so their values are the original run's: a tensor is
@@ -216,18 +218,42 @@ def _check_arena(arena, r: _Report) -> bool:
                   f"buffers that trade places must be the same size")
             ok = False
     if ok and in_pair:
-        # a pair's objects must be exclusive: no other object shares their bytes (sweep over sorted ranges)
-        order = sorted(range(n), key=lambda k: (arena.offsets[k], -arena.sizes[k]))
-        reach, owner = -1, -1
-        for k in order:
-            lo, hi = arena.offsets[k], arena.offsets[k] + arena.sizes[k]
-            if lo < reach and (k in in_pair or owner in in_pair):
-                r.add(f"arena objects {owner} and {k} overlap, but one of them trades buffers between iterations "
-                      f"(swaps) and must be exclusive")
-                ok = False
-            if hi > reach:
-                reach, owner = hi, k
+        ok = _check_renaming(arena, r)
     return ok
+
+
+def _check_renaming(arena, r: _Report) -> bool:
+    """Trading buffers between iterations must map the layout onto itself: for every renamed object k and
+    every object j, k and j overlap exactly when partner(k) and partner(j) do. Then any two objects overlap
+    in the next iteration's buffers exactly when they overlap in this one's, and this iteration's checks
+    (no two overlapping objects held at once, each arrival after the drops that freed its bytes) carry
+    over to every iteration. Objects sorted by offset: the ones overlapping k start in (lo_k - largest, hi_k)."""
+    import numpy as np
+
+    lo = np.asarray(arena.offsets, dtype=np.int64)
+    hi = lo + np.asarray(arena.sizes, dtype=np.int64)
+    order = np.argsort(lo, kind="stable")
+    lo_s, hi_s = lo[order], hi[order]
+    widest = int((hi - lo).max(initial=0))
+    perm = np.arange(len(lo))
+    for a_, b_ in arena.swaps:
+        perm[a_], perm[b_] = b_, a_
+
+    def overlapping(k: int) -> np.ndarray:
+        i0 = int(np.searchsorted(lo_s, lo[k] - widest, side="right"))
+        i1 = int(np.searchsorted(lo_s, hi[k], side="left"))
+        return np.sort(order[i0:i1][hi_s[i0:i1] > lo[k]])
+
+    for k in sorted({x for pr in arena.swaps for x in pr}):
+        j = int(perm[k])
+        here, there = np.sort(perm[overlapping(k)]), overlapping(j)
+        if not np.array_equal(here, there):
+            odd = sorted(set(here.tolist()) ^ set(there.tolist()))[0]
+            r.add(f"arena swap pair ({k}, {j}) does not map the layout onto itself: object {odd} overlaps "
+                  f"{j if odd in set(there.tolist()) else 'the partner of ' + str(k)} but its counterpart does not "
+                  f"overlap the other")
+            return False
+    return True
 
 
 class _ByteMap:
@@ -501,10 +527,10 @@ class _Replay:
             partner = self.plan.pool.partner()
             for t, o in sorted(self.where.items()):
                 plays = int(updates.get(t, t))
-                if plays in init and init[plays] != o and partner.get(init[plays]) != o:
+                if plays in init and partner.get(init[plays], init[plays]) != o:
                     r.add(f"{self.name(t)} ends in arena object {o}, but {self.name(plays)} starts the iteration "
-                          f"in object {init[plays]}: in an arena a kept tensor must end where it started (or in that object's "
-                          f"ping-pong partner)")
+                          f"in object {init[plays]}: in an arena a kept tensor must end where it started (or, when "
+                          f"that object has a ping-pong partner, in the partner)")
         if end != start:
             extra, lack = sorted(end - start), sorted(start - end)
             parts = []

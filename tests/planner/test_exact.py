@@ -125,3 +125,23 @@ def test_the_live_cuts_keep_the_optimum():
         assert a.status == b.status == "optimal"
         assert a.objective_s == pytest.approx(b.objective_s, rel=2e-3)
         assert a.objective_s > sum(t) * 1.2       # copies cost time here, so the cuts had something to bind
+
+
+@pytest.mark.parametrize("spec", [(79, 0.4, (0, 1, 3, 4, 2, 5, 6, 7)), (163, 0.8, tuple(range(8)))])
+def test_a_kept_param_read_back_from_the_host_has_its_update_copied_out(spec):
+    """The host copy a swap-in reads must hold last iteration's update: a param kept on the device between
+    iterations and also swapped in needs its update swapped out within the iteration (nothing else refreshes
+    the host copy in the simulated time)."""
+    seed, frac, order = spec
+    g = random_training_graph(seed, n_layers=2 + (seed // 2) % 3, momentum=(seed // 2) % 2 == 1)
+    t = random_op_times(g, 0)
+    lo = min_feasible_limit(g)
+    limit = int(lo + frac * (noswap_peak(g) - lo))
+    r = solve_exact(g, t, DEV, limit, time_limit_s=30, schedule=list(order) if order else None, workers=1)
+    assert r.plan is not None and verify_plan(g, r.plan, limit) == []
+    kept = {p for p, _ in r.plan.initial_residents}
+    ins = {a.tensor for a in r.plan.actions if a.kind == "swap_in"}
+    outs = {a.tensor for a in r.plan.actions if a.kind == "swap_out"}
+    for new, old in g.updates.items():
+        if old in kept and old in ins:
+            assert new in outs, f"{g.tensors[old].name} is read from a stale host copy"

@@ -10,6 +10,8 @@ The model (stages 0..n+1; stage k in 1..n runs exactly one op, stages 0 and n+1 
            an update in its param's class);
   n[c]     objects of size class c.
 Rules: t arrives only by its producer's stage or a swap_in (r[t,k] <= r[t,k-1] + in[t,k] + x[prod,k]);
+a param kept on the device between iterations (init) and also swapped in has its update swapped out (the
+host copy it reads must be last iteration's update);
 a reader's stage has t resident and not arriving; a produced t is swapped in only after a swap_out
 of it; graph outputs (and updates whose param does not stay) are swapped out; at the end exactly the
 initial residents (through graph.updates) stay (the rest is dropped after the last stage); per stage the
@@ -284,6 +286,12 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
             C.add([(xout[i, k], 1.0) for k in range(S)], lo=1)
         if t in updates and updates[t] in tid:
             C.add([(xout[i, k], 1.0) for k in range(S)] + [(init[tid[updates[t]]], 1.0)], lo=1)
+            # a kept param read back from the host reads last iteration's update there: copy it out too
+            # (the runtime would otherwise refresh the host copy between iterations, a copy nobody simulates)
+            j = tid[updates[t]]
+            for k in range(S):
+                if hi[xin[j, k]] > 0:
+                    C.add([(xout[i, q], 1.0) for q in range(S)] + [(xin[j, k], -1.0), (init[j], -1.0)], lo=-1)
     if live_cuts:
         _add_live_cuts(C, graph, used, tid, x, r, xin, xout, hi, preds)
     # memory: each tensor picks one class at least its size (an update the class of its param)

@@ -35,7 +35,19 @@ Periodicity: persistent tensors nothing updates (frozen weights) that the first 
 pinned for the whole iteration in a second pass (a stay from before the first op through the end, so they
 sit at the same offset every call); updated params and their optimizer state are read from the host and
 their updates copied out each iteration (the "exact" rule, graphindex.KEEP_UPDATED off), so the plan
-repeats without moving anything between calls.
+repeats without moving anything between calls, except the kept pairs (ArenaGenes.keep): an updated param p
+that stays on the device is resident from the start to its last read and its update p' from its production
+to the end; the walk counts exactly those bytes. Placement gives the pair two zones of p's size at the
+bottom, Z (p) and Z' (p'), and lets other stays use Z after p's last read and Z' before p' is made
+(`place_stays_zoned`). Between iterations Z and Z' trade places as a whole: p's object and p''s, and each
+object inside a zone with its mirror at the same place in the other zone (`_mirror_swaps`), so the renaming
+maps the layout onto itself and every iteration has the same layout (the verifier checks that property,
+not the plan's word). Measured on bench_gap's five worst training instances: the GA's time -30% to -40%
+(a kept pair used to reserve both zones for the whole iteration). A kept pair may also leave mid-iteration
+(keep genes above 1 keep pairs that do not fit beside every op): p is a victim like any other tensor (it is
+read back from the host, so p' is copied out every iteration and the host copy stays current), and p',
+whose next use is p's first use next iteration, is evicted first (copied out) and swapped back into Z' by
+the end of the iteration, where its copy overlaps the last ops instead of the next iteration's first.
 
 Timing-aware placement (when the planner passes op times and the device): an evicted tensor's drop waits
 for its copy to the host, so the next tenant of its bytes would wait on the d2h link. Placement first keeps
@@ -76,6 +88,8 @@ from ..graphindex import NEVER as _NEVER  # noqa: E402  (next use of a dead tens
 MAX_ROUNDS = 12          # decide/place rounds before giving up on a capacity
 PREFETCH_WINDOW = 4096   # slots a swap-in may start before its use (bounds the per-swap-in slice)
 BY_SIZE_MAX_STAYS = 4000  # greedy-by-size placement is quadratic in stays: only below this many
+BY_SIZE_ZONED_MAX_STAYS = 1000  # with kept pairs, greedy by size after every failed sweep below this many
+MAX_KEEP = 2.0           # the keep gene's range (above 1: kept pairs may leave mid-iteration, see choose_pairs)
 
 
 # ============================================================== the memory-side genome
@@ -84,9 +98,11 @@ class ArenaGenes:
     """What the genetic search tunes besides the schedule (see ArenaSpace for why these two).
 
     headroom: fraction of the arena the walk leaves unplanned (placement slack; fewer retries and
-    fewer copies cut short by fragmentation). keep: the share of the arena given to updated params that stay
-    on the device between iterations (each kept one costs twice its bytes for the whole iteration: see
-    "Periodicity" in the module docstring); 0 reads every updated param from the host. split: a soft
+    fewer copies cut short by fragmentation). keep: how much of what the largest op leaves of the capacity
+    goes to updated params that stay on the device between iterations (a kept pair holds bytes only while its
+    old value or its update is alive: see "Periodicity" in the module docstring and choose_pairs); 0 reads
+    every updated param from the host; above 1, pairs that do not fit beside every op are kept too (they
+    leave when room is short and come back by the end; choose_pairs). split: a soft
     partition (what size classes give the paper's pool): when room is needed, the group (params and optimizer
     state / everything else) over its share of the capacity gives up a victim first; < 0 is one Belady
     over all. bias: per tensor, slots added to its next use when
@@ -95,7 +111,7 @@ class ArenaGenes:
     walk allows it, see `_ArenaWalk.run`); None (or all False) is SwapAdvisor's swap-only plan."""
     headroom: float
     bias: np.ndarray
-    keep: float = 0.0      # share of the arena for kept updated params (ping-pong pairs, 2x their bytes)
+    keep: float = 0.0      # share of the room beside the largest op for kept updated params (ping-pong pairs)
     split: float = -1.0    # share of the capacity protected for params and optimizer state (< 0: shared)
     recompute: np.ndarray | None = None   # bool per tensor: swap (False) or drop + recompute (True) when evicted
     classes: object = None  # an encoding.Allocation: plan with these size classes laid out in the arena
@@ -159,7 +175,8 @@ class ArenaSpace:
         classes = self.class_seeds()
         out += classes[:1] + [("headroom3", self.zero(0.03))]
         if self.has_pairs:
-            out += [("keep50", self.zero(0.0, 0.5)), ("keepall", self.zero(0.0, 1.0))]
+            out += [("keep50", self.zero(0.0, 0.5)), ("keepall", self.zero(0.0, 1.0)),
+                    ("keepall-evictable", self.zero(0.0, 2.0))]
         if self.rc_able is not None and self.rc_able.any():     # the swap-only seeds above stay: never worse
             every = self.zero()
             every.recompute = self.rc_able.copy()
@@ -187,7 +204,7 @@ class ArenaSpace:
         return out
 
     def random(self, rng: np.random.Generator) -> ArenaGenes:
-        g = self.zero(float(rng.uniform(0, self.MAX_HEADROOM / 2)), float(rng.uniform(0, 1)) if self.has_pairs else 0.0)
+        g = self.zero(float(rng.uniform(0, self.MAX_HEADROOM / 2)), float(rng.uniform(0, MAX_KEEP)) if self.has_pairs else 0.0)
         pick = rng.random(self.n_t) < float(rng.uniform(0.0, 0.2))
         g.bias[pick] = rng.integers(-self.scale, self.scale + 1, size=int(pick.sum()))
         if self.rc_able is not None:
@@ -217,7 +234,7 @@ class ArenaSpace:
         if rng.random() < p_head:
             g.headroom = float(np.clip(rng.normal(g.headroom, sigma), 0.0, self.MAX_HEADROOM))
         if self.has_pairs and rng.random() < p_head:
-            g.keep = float(np.clip(rng.normal(g.keep, 0.15), 0.0, 1.0))
+            g.keep = float(np.clip(rng.normal(g.keep, 0.15), 0.0, MAX_KEEP))
         if rng.random() < p_head / 2:
             g.split = -1.0 if g.split >= 0 and rng.random() < 0.5 else float(rng.uniform(0.2, 0.8))
         if g.recompute is not None:
@@ -270,27 +287,80 @@ def pair_candidates(gi: GraphIndex) -> list[tuple[int, int]]:
     return sorted(out)
 
 
-def choose_pairs(gi: GraphIndex, schedule: np.ndarray, arena_bytes: int, keep: float) -> list[tuple[int, int]]:
-    """The pairs kept under `keep` (share of the arena, 2x bytes each), those first used earliest first: their
-    copies would sit at the start of the iteration, where nothing overlaps them."""
+def choose_pairs(gi: GraphIndex, schedule: np.ndarray, capacity: int, keep: float) -> list[tuple[int, int]]:
+    """The pairs kept under `keep`, those first used earliest first (their copies would sit at the start of
+    the iteration, where nothing overlaps them), each taken while every op still fits beside the kept bytes:
+    a kept pair holds its old value from the start to its last read and its update from its production to
+    the end, so at each slot the op's own bytes plus the kept bytes it does not touch stay within
+    floor + keep x (capacity - floor) (floor: the largest op's own bytes). keep = 1 keeps as many as the
+    walk can keep without evicting any of them. keep in (1, 2]: after those, more pairs while the first
+    and the last op still fit beside them (within floor + (keep - 1) x (capacity - floor)): the walk evicts
+    a kept pair's old value or update when room is short (its update is then copied out, and brought back
+    by the end)."""
     cands = pair_candidates(gi)
-    if not cands or keep <= 0:
+    n = gi.n_ops
+    if not cands or keep <= 0 or n == 0:
         return []
-    pos = np.empty(gi.n_ops, dtype=np.int64)
-    pos[schedule] = np.arange(gi.n_ops)
-    first = {}
-    for o in range(gi.n_ops):
-        for t in gi.op_tensors[gi.op_ptr[o]:gi.op_ptr[o] + gi.op_nin[o]].tolist():
-            first[t] = min(first.get(t, gi.n_ops), int(pos[o]))
-    budget = keep * arena_bytes
-    out, used = [], 0
-    for old, new in sorted(cands, key=lambda pr: (first.get(pr[0], gi.n_ops), pr[0])):
-        need = 2 * int(gi.size[old])
-        if used + need > budget:
+    pos = np.empty(n, dtype=np.int64)
+    pos[schedule] = np.arange(n)
+    per_op = np.add.reduceat(gi.size[gi.op_tensors], gi.op_ptr[:-1]) if len(gi.op_tensors) else np.zeros(n)
+    per_op = np.where(np.diff(gi.op_ptr) > 0, per_op, 0)
+    load = np.zeros(n, dtype=np.int64)
+    load[pos] = per_op                        # per slot: the op's own bytes, then the kept bytes beside it
+    floor = int(per_op.max(initial=0))
+    budget = floor + keep * max(0, int(capacity) - floor)
+    touch_pos = np.repeat(pos, np.diff(gi.op_ptr))
+    slots_of: dict = {}                       # tensor -> slots of the ops touching it
+    cand_t = {t for pr in cands for t in pr}
+    for k in np.flatnonzero(np.isin(gi.op_tensors, list(cand_t))).tolist():
+        slots_of.setdefault(int(gi.op_tensors[k]), []).append(int(touch_pos[k]))
+    out = []
+    zone_room = int(capacity) // 2            # each pair's two zones sit side by side below everything else
+    for old, new in sorted(cands, key=lambda pr: (min(slots_of.get(pr[0], [n])), pr[0])):
+        so, sn = slots_of.get(old, []), slots_of.get(new, [])
+        if not so or not sn:
             continue
+        sz = int(gi.size[old])
+        if sz > zone_room:
+            continue
+        lr, pr = max(so), min(sn)             # the old value is held on [0, lr], the update on [pr, n)
+        for i in so + sn:                     # an op's own tensors are in its bytes already
+            load[i] -= sz
+        both = (pr, lr + 1) if pr <= lr else (lr + 1, lr + 1)
+        peak = max(_range_max(load, 0, min(lr + 1, pr)) + sz, _range_max(load, *both) + 2 * sz,
+                   _range_max(load, max(lr + 1, pr), n) + sz, _range_max(load, lr + 1, pr))
+        if peak > budget:
+            for i in so + sn:
+                load[i] += sz
+            continue
+        load[:lr + 1] += sz
+        load[pr:] += sz
+        zone_room -= sz
         out.append((old, new))
-        used += need
+    if keep > 1:                              # then pairs that fit only where the iteration starts and ends
+        budget = floor + min(1.0, keep - 1) * max(0, int(capacity) - floor)
+        taken = set(out)
+        ends = (int(load[0]), int(load[n - 1]))
+        s0 = {t for t in gi.op_tensors[gi.op_ptr[schedule[0]]:gi.op_ptr[schedule[0] + 1]].tolist()}
+        s1 = {t for t in gi.op_tensors[gi.op_ptr[schedule[-1]]:gi.op_ptr[schedule[-1] + 1]].tolist()}
+        for old, new in sorted(cands, key=lambda pr: (min(slots_of.get(pr[0], [n])), pr[0])):
+            if (old, new) in taken or not slots_of.get(old) or not slots_of.get(new):
+                continue
+            sz = int(gi.size[old])
+            if sz > zone_room:
+                continue
+            a = ends[0] + (0 if old in s0 else sz) + (sz if min(slots_of[new]) == 0 and new not in s0 else 0)
+            b = ends[1] + (0 if new in s1 else sz) + (sz if max(slots_of[old]) == n - 1 and old not in s1 else 0)
+            if max(a, b) > budget:
+                continue
+            ends = (a, b)
+            zone_room -= sz
+            out.append((old, new))
     return out
+
+
+def _range_max(a: np.ndarray, lo: int, hi: int) -> int:
+    return int(a[lo:hi].max()) if hi > lo else -(1 << 62)
 
 
 # ============================================================== byte ranges
@@ -399,18 +469,140 @@ def place_stays(first: list[int], last: list[int], size: list[int]) -> tuple[lis
     return offsets, peak
 
 
-def place_by_size(first: list[int], last: list[int], size: list[int]) -> tuple[list[int], int]:
+def place_stays_zoned(first: list[int], last: list[int], size: list[int], zones: list, base: int
+                      ) -> tuple[list[int], int]:
+    """place_stays above `base`, with `zones` below it: (lo, hi, after, before), a byte range [lo, hi) that a
+    stay [f, l] may use when after < f and l < before (a kept pair's bytes while its tenant is away). A stay
+    takes the best-fitting open zone block first, else a block of the region above `base` (as place_stays).
+    Zone blocks merge only within their zone, so no stay straddles two zones or a zone and the region.
+    Returns absolute offsets and the bytes needed (base included)."""
+    m = len(first)
+    order = np.lexsort((-np.asarray(size, dtype=np.int64), np.asarray(first, dtype=np.int64))).tolist() \
+        if m else []
+    offsets = [0] * m
+    in_zone = [-1] * m
+    ends: list = [(z[2], -1 - j) for j, z in enumerate(zones)]   # a zone opens after its `after` slot
+    heapq.heapify(ends)
+    before = [z[3] for z in zones]
+    zfree: list = []                # open zone blocks (length, start, zone), sorted
+    zs = [dict() for _ in zones]    # zone -> {block start: end}
+    ze = [dict() for _ in zones]    # zone -> {block end: start}
+
+    def zadd(z: int, a: int, b: int) -> None:
+        e = ze[z].pop(a, None)
+        if e is not None:                                  # merge with the free block below
+            del zs[z][e]
+            del zfree[bisect_left(zfree, (a - e, e, z))]
+            a = e
+        nb = zs[z].pop(b, None)
+        if nb is not None:                                 # and the one above
+            del ze[z][nb]
+            del zfree[bisect_left(zfree, (nb - b, b, z))]
+            b = nb
+        zs[z][a] = b
+        ze[z][b] = a
+        insort(zfree, (b - a, a, z))
+
+    starts: list[int] = []          # the region above base, relative to base: as place_stays
+    blk: dict[int, int] = {}
+    top = peak = 0
+    for s in order:
+        f, l_, need = first[s], last[s], size[s]
+        while ends and ends[0][0] < f:
+            _, r = heapq.heappop(ends)
+            if r < 0:
+                z = -1 - r
+                zadd(z, zones[z][0], zones[z][1])
+                continue
+            if in_zone[r] >= 0:
+                zadd(in_zone[r], offsets[r], offsets[r] + size[r])
+                continue
+            a = offsets[r] - base
+            b = a + size[r]
+            k = bisect_left(starts, a)
+            if k > 0 and blk[starts[k - 1]] == a:
+                k -= 1
+                a = starts[k]
+                del starts[k]
+            if k < len(starts) and starts[k] == b:
+                b2 = blk.pop(b)
+                del starts[k]
+                b = b2
+            if b == top:
+                blk.pop(a, None)
+                top = a
+                continue
+            insort(starts, a)
+            blk[a] = b
+        k = bisect_left(zfree, (need, -1, -1))
+        while k < len(zfree):
+            ln, a, z = zfree[k]
+            if f >= before[z]:                 # the zone's tenant has arrived: closed for good
+                del zfree[k]
+                del zs[z][a]
+                del ze[z][a + ln]
+                continue
+            if l_ < before[z]:
+                break
+            k += 1
+        if k < len(zfree):
+            ln, a, z = zfree.pop(k)
+            del zs[z][a]
+            del ze[z][a + ln]
+            offsets[s] = a
+            in_zone[s] = z
+            if ln > need:
+                zs[z][a + need] = a + ln
+                ze[z][a + ln] = a + need
+                insort(zfree, (ln - need, a + need, z))
+            heapq.heappush(ends, (l_, s))
+            continue
+        best, best_len = -1, -1
+        for a in starts:
+            ln = blk[a] - a
+            if ln >= need and (best < 0 or ln < best_len):
+                best, best_len = a, ln
+        if best >= 0:
+            offsets[s] = base + best
+            del starts[bisect_left(starts, best)]
+            end = blk.pop(best)
+            if best + need < end:
+                insort(starts, best + need)
+                blk[best + need] = end
+        else:
+            offsets[s] = base + top
+            top += need
+        heapq.heappush(ends, (l_, s))
+        if top > peak:
+            peak = top
+    return offsets, base + peak
+
+
+def place_by_size(first: list[int], last: list[int], size: list[int], fixed=(), bounds=()
+                  ) -> tuple[list[int], int]:
     """Greedy by size (largest first, each at the lowest offset clear of the already placed stays it
     overlaps in time): slower than the sweep (numpy over all placed stays per stay) but packs tight
-    instances the sweep fragments, near the largest working set. Same contract as place_stays."""
+    instances the sweep fragments, near the largest working set. Same contract as place_stays.
+    `fixed`: (first, last, offset, size) stays placed beforehand; `bounds`: offsets no stay may straddle
+    (a kept pair's zones, see _place_with_pairs). Both only constrain; offsets returned are absolute."""
     m = len(first)
-    F = np.asarray(first, dtype=np.int64)
-    L = np.asarray(last, dtype=np.int64)
-    S = np.asarray(size, dtype=np.int64)
-    off = np.zeros(m, dtype=np.int64)
-    placed = np.zeros(m, dtype=bool)
+    nf = len(fixed)
+    F = np.asarray(list(first) + [x[0] for x in fixed], dtype=np.int64)
+    L = np.asarray(list(last) + [x[1] for x in fixed], dtype=np.int64)
+    S = np.asarray(list(size) + [x[3] for x in fixed], dtype=np.int64)
+    off = np.zeros(m + nf, dtype=np.int64)
+    off[m:] = [x[2] for x in fixed]
+    placed = np.zeros(m + nf, dtype=bool)
+    placed[m:] = True
+    if len(bounds):                 # a zero-size stay at each bound, alive always: gaps end there
+        B = np.asarray(sorted(bounds), dtype=np.int64)
+        F = np.concatenate((F, np.full(len(B), np.iinfo(np.int64).min // 2)))
+        L = np.concatenate((L, np.full(len(B), np.iinfo(np.int64).max // 2)))
+        S = np.concatenate((S, np.zeros(len(B), dtype=np.int64)))
+        off = np.concatenate((off, B))
+        placed = np.concatenate((placed, np.ones(len(B), dtype=bool)))
     peak = 0
-    for s in np.lexsort((F, -S)).tolist():
+    for s in np.lexsort((F[:m], -S[:m])).tolist():
         idx = np.flatnonzero(placed & (F <= L[s]) & (L >= F[s]))
         if len(idx):
             lo = off[idx]
@@ -423,7 +615,7 @@ def place_by_size(first: list[int], last: list[int], size: list[int]) -> tuple[l
             off[s] = cand[k]
         placed[s] = True
         peak = max(peak, int(off[s] + S[s]))
-    return off.tolist(), peak
+    return off[:m].tolist(), peak
 
 
 # ============================================================== the walk
@@ -441,10 +633,7 @@ class _Decisions:
     pairs: list = field(default_factory=list)   # (param, update) kept on the device, ping-pong
     dirty: list = field(default_factory=list)   # (slot of the swap-out, stay): its bytes free once the copy is done
     recomputes: list = field(default_factory=list)  # (slot, op, stay): rebuilt right before the op at slot
-
-    @property
-    def pair_set(self) -> set:
-        return {t for pr in self.pairs for t in pr}
+    pair_stays: list = field(default_factory=list)  # per pair: (the old value's first stay, the update's last)
 
 
 class _ArenaWalk:
@@ -453,7 +642,8 @@ class _ArenaWalk:
         self.gi, self.n = gi, n
         self.cum = None
         self.sched = schedule.tolist()
-        _, nxt = gi.next_uses(schedule)     # no ROLE_KEEP_NEW here: the exact periodicity rule
+        first_pos, nxt = gi.next_uses(schedule)     # no ROLE_KEEP_NEW here: the exact periodicity rule
+        self.first_pos = first_pos.tolist()
         touch_t = gi.op_tensors
         self.touch_next = nxt.tolist()
         self.touch_t = touch_t.tolist()
@@ -520,18 +710,29 @@ class _ArenaWalk:
         group_cap = [share, capacity - share] if split >= 0 else [capacity, capacity]
         pin = set(pinned_tensors)
         pinned = []
-        # kept pairs live outside the budget (their bytes are reserved): the old value is resident from the
-        # start and dropped after its last read, the update stays from its production to the end
+        # kept pairs count against the capacity while they hold bytes: the old value is resident from the
+        # start and dropped after its last read, the update stays from its production to the end (placement
+        # gives each pair two zones that trade places between iterations, see _place_with_pairs)
         pair_old = {p for p, _ in pairs}
         pair_new = {q for _, q in pairs}
         reserved = pair_old | pair_new
         resident = 0
+        first_pos = self.first_pos
         for p, _ in pairs:
             loc[p] = len(stay_t)
             pinned.append((p, loc[p]))
             stay_t.append(p)
             stay_first.append(-1)
             stay_last.append(-2)
+            resident += size[p]
+            group_res[group[p]] += size[p]
+            nxt[p] = first_pos[p]
+            heaps[group[p]].append((-(nxt[p] + bias[p]), nxt[p], p))   # a victim like any other
+        for h in heaps:
+            heapq.heapify(h)
+        pair_first = [loc[p] for p, _ in pairs]
+        old_of_new = {q: p for p, q in pairs}
+        evicted_pairs: set = set()            # kept params whose old value or update left mid-iteration
         for t in sorted(pin):
             loc[t] = len(stay_t)
             pinned.append((t, loc[t]))
@@ -637,6 +838,8 @@ class _ArenaWalk:
         def evict(v: int, i: int) -> None:
             nonlocal resident, evicted
             d = last[v]
+            if v in reserved:
+                evicted_pairs.add(old_of_new.get(v, v))
             if nxt[v] < _NEVER and host_ready[v] == -2:
                 if rc is not None and may_drop(v):
                     pending[v] = True
@@ -745,7 +948,7 @@ class _ArenaWalk:
                     bring(t, i)
             for k in range(k_out, b):
                 t = touch_t[k]
-                need = 0 if t in reserved else size[t]
+                need = size[t]
                 make_room(need, i, group[t])
                 sid = len(stay_t)
                 stay_t.append(t)
@@ -768,10 +971,11 @@ class _ArenaWalk:
                     swap_outs.append((i, t))
                     dirty.append((i, loc[t]))
                     host_ready[t] = i
-                if t in pin or t in pair_new:
+                if t in pin:
                     continue
-                if nu != _NEVER and t in pair_old:    # reserved bytes: evicting it would free nothing
-                    continue
+                if t in pair_new and nu == _NEVER:    # plays its param next iteration: a victim, the furthest
+                    nu = n + first_pos[old_of_new[t]]
+                    nxt[t] = nu
                 if nu == _NEVER:
                     sid = loc[t]
                     drops.append((i, t, sid))
@@ -779,9 +983,8 @@ class _ArenaWalk:
                     if host_ready[t] != -2 and host_ready[t] < i:
                         host_ready[t] = i
                     loc[t] = -1
-                    if t not in reserved:
-                        resident -= size[t]
-                        group_res[group[t]] -= size[t]
+                    resident -= size[t]
+                    group_res[group[t]] -= size[t]
                 else:
                     heappush(heaps[group[t]], (-(nu + bias[t]), nu, t))
             for t, nu in rb_extra:             # brought back for a rebuild only: the same bookkeeping
@@ -789,8 +992,11 @@ class _ArenaWalk:
                     continue
                 last[t] = i
                 nxt[t] = nu
-                if t in pin or t in pair_new or (nu != _NEVER and t in pair_old):
+                if t in pin:
                     continue
+                if t in pair_new and nu == _NEVER:
+                    nu = n + first_pos[old_of_new[t]]
+                    nxt[t] = nu
                 if nu == _NEVER:
                     sid = loc[t]
                     drops.append((i, t, sid))
@@ -798,12 +1004,25 @@ class _ArenaWalk:
                     if host_ready[t] != -2 and host_ready[t] < i:
                         host_ready[t] = i
                     loc[t] = -1
-                    if t not in reserved:
-                        resident -= size[t]
-                        group_res[group[t]] -= size[t]
+                    resident -= size[t]
+                    group_res[group[t]] -= size[t]
                 else:
                     heappush(heaps[group[t]], (-(nu + bias[t]), nu, t))
             rb_extra.clear()
+        # kept pairs: an update evicted mid-iteration comes back by the end (it plays its param next
+        # iteration); a param whose old value or update left mid-iteration is read from the host some
+        # iteration, so its update is copied out every iteration (the host copy must stay current)
+        for _, q in pairs:
+            if loc[q] >= 0:
+                nxt[q] = n                    # held to the end: no victim for the updates coming back
+        for p, q in pairs:
+            if loc[q] < 0:
+                bring(q, n)
+        for p, q in pairs:
+            if p in evicted_pairs and host_ready[q] == -2:
+                swap_outs.append((prod_slot[q], q))
+                host_ready[q] = prod_slot[q]
+        pair_stays = [(pair_first[k], loc[q]) for k, (_, q) in enumerate(pairs)]
         # the end: what is still resident and not pinned leaves after its last use (kept tensors have host
         # copies; anything else still here has a next use only in the next iteration)
         for t in pair_new:
@@ -819,7 +1038,7 @@ class _ArenaWalk:
             stay_last[sid] = last[t]
         self.end_kept = [t for t in range(n_t) if loc[t] >= 0 and role[t] == ROLE_KEEP]
         return _Decisions(out_stays, swap_outs, drops, swap_ins, stay_t, stay_first, stay_last, pinned, evicted,
-                          list(pairs), dirty, recomputes)
+                          list(pairs), dirty, recomputes, pair_stays)
 
 
 def _emit(walk: _ArenaWalk, d: _Decisions, arena: Arena, stay_obj: list[int]):
@@ -909,25 +1128,48 @@ def working_set_floor(gi: GraphIndex) -> int:
 
 
 def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight):
-    """Kept pairs at the bottom, each in two exclusive ranges (old value, update); the other stays above.
-    Returns (offsets, bytes needed). `tight(overflow)`: whether greedy by size is worth trying after the
-    sweep overflowed by that much (near the floor, where the sweep fragments)."""
+    """Kept pairs at the bottom, each in two zones of its size (old value, update); the other stays above, or
+    inside a pair's zone while its tenant is away (place_stays_zoned): in the old value's zone after its last
+    read, in the update's zone before it is made. Between iterations the two zones trade places as a whole
+    (their objects and the mirror objects of every stay inside them, see _mirror_swaps), so what sits in a
+    zone sits in the same zone of the same layout every iteration. Returns (offsets, bytes needed).
+    `tight(overflow)`: whether greedy by size (no zones) is worth trying after the sweep overflowed by that
+    much (near the floor, where the sweep fragments)."""
     n_st = len(sizes)
     offsets = [0] * n_st
     base = 0
-    pair_stay = {}
-    for k, t in enumerate(d.stay_t):
-        pair_stay.setdefault(t, k)
-    for p, q in d.pairs:
-        offsets[pair_stay[p]] = base
-        offsets[pair_stay[q]] = base + sizes[pair_stay[p]]
-        base += 2 * sizes[pair_stay[p]]
-    in_pair = d.pair_set            # a property that builds the set: once, not per stay
-    rest = [k for k in range(n_st) if d.stay_t[k] not in in_pair]
+    for sp, sq in d.pair_stays:
+        offsets[sp] = base
+        offsets[sq] = base + sizes[sp]
+        base += 2 * sizes[sp]
+    in_pair = {k for pr in d.pair_stays for k in pr}
+    rest = [k for k in range(n_st) if k not in in_pair]
     sub_first = [first[k] for k in rest]
     sub_last = [last[k] for k in rest]
     sub_size = [sizes[k] for k in rest]
-    offs, need = place_stays(sub_first, sub_last, sub_size)
+    if d.pairs:
+        zones = []
+        for sp, sq in d.pair_stays:
+            zones.append((offsets[sp], offsets[sp] + sizes[sp], last[sp], _NEVER))   # old value's, after it
+            zones.append((offsets[sq], offsets[sq] + sizes[sq], -2, first[sq]))      # update's, before it
+        offs, need = place_stays_zoned(sub_first, sub_last, sub_size, zones, base)
+        if need > arena_bytes and len(sub_size) <= BY_SIZE_ZONED_MAX_STAYS:
+            # the sweep fragments small instances: greedy by size around the pairs' own stays
+            fixed = [(first[k], last[k], offsets[k], sizes[k]) for pr in d.pair_stays for k in pr]
+            # a zone is open to stays only while its tenant is away (the fixed stays), and no stay straddles
+            # two zones or a zone and the region above them
+            offs2, need2 = place_by_size(sub_first, sub_last, sub_size, fixed,
+                                         [z[0] for z in zones] + [base])
+            need2 = max(need2, base)           # the zones themselves (their own stays are not counted)
+            if need2 < need:
+                offs, need = offs2, need2
+        if need <= arena_bytes:
+            for k, o in zip(rest, offs):
+                offsets[k] = o
+            return offsets, need
+        offs, need = place_stays(sub_first, sub_last, sub_size)
+    else:
+        offs, need = place_stays(sub_first, sub_last, sub_size)
     if need > arena_bytes - base:
         worth = len(sub_size) <= BY_SIZE_MAX_STAYS and tight(need - (arena_bytes - base))
         offs2, need2 = place_by_size(sub_first, sub_last, sub_size) if worth else (offs, need)
@@ -970,7 +1212,12 @@ def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again
     a = walk.gi.alignment
     lower = (capacity - (need - arena_bytes)) // a * a
     if lower >= working_set_floor(walk.gi):
-        d2 = walk.run(lower, bias, pinned, pairs, genes.split, genes.recompute)
+        try:
+            d2 = walk.run(lower, bias, pinned, pairs, genes.split, genes.recompute)
+        except PlanError:              # the kept pairs do not fit beside the largest op at the lower capacity
+            if not pairs:
+                raise                  # (as before kept pairs existed: the caller decides)
+            return d, offsets, sizes, capacity, rounds
         first2 = _floored_firsts(d2)
         sizes2 = [walk.size[t] for t in d2.stay_t]
         off3, need3 = _place_with_pairs(d2, first2, _cooled_lasts(walk, d2), sizes2, arena_bytes, never)
@@ -983,10 +1230,8 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
     """Decide at a capacity, place, lower the capacity by the overflow until the placement fits."""
     a = walk.gi.alignment
     floor = working_set_floor(walk.gi)
-    # pairs share what the largest working set leaves: "keep 1" keeps as many as can be kept at all
-    pairs = choose_pairs(walk.gi, np.asarray(walk.sched, dtype=np.int64), max(0, arena_bytes - floor), genes.keep)
-    reserved = 2 * sum(int(walk.gi.size[p]) for p, _ in pairs)
-    room = arena_bytes - reserved
+    room = arena_bytes
+    sched = np.asarray(walk.sched, dtype=np.int64)
     capacity = int(room * (1.0 - genes.headroom)) // a * a
     capacity = max(capacity, min(floor, room))
     bias = genes.bias.tolist()
@@ -998,6 +1243,8 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
                 break
             capacity = floor                    # last try: nothing but the largest working set planned
         tried.append(capacity)
+        # the pairs the capacity affords (fewer when fragmentation lowered it): "keep 1" keeps all it can
+        pairs = choose_pairs(walk.gi, sched, capacity, genes.keep)
         d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute)
         first = _floored_firsts(d)
         sizes = [walk.size[t] for t in d.stay_t]
@@ -1044,10 +1291,7 @@ def _plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | No
     for off, sz in zip(offsets, sizes):
         stay_obj.append(obj_of.setdefault((off, sz), len(obj_of)))
     objs = sorted(obj_of, key=obj_of.get)
-    stay_of = {}
-    for k, t in enumerate(d.stay_t):
-        stay_of.setdefault(t, k)
-    swaps = [(stay_obj[stay_of[p]], stay_obj[stay_of[q]]) for p, q in d.pairs]
+    swaps = _mirror_swaps(d, offsets, sizes, obj_of, objs)
     arena = Arena(arena_bytes, [o for o, _ in objs], [s for _, s in objs], gi.alignment, gi.workspace, swaps)
     b = _emit(walk, d, arena, stay_obj)
     tclass = np.where(gi.used, 0, -1).astype(np.int64)
@@ -1077,6 +1321,36 @@ def _plan_with_classes(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, all
     tclass = np.where(gi.used, 0, -1).astype(np.int64)
     stats = {"size_classes": [int(x) for x in pool.class_bytes], "class_counts": [int(x) for x in pool.class_count]}
     return ArenaPlan(schedule, arena, tclass, list(sp.initial_residents), list(sp.actions), stats)
+
+
+def _mirror_swaps(d: _Decisions, offsets, sizes, obj_of: dict, objs: list) -> list[tuple[int, int]]:
+    """The objects that trade buffers between iterations: each kept pair's two zones (see _place_with_pairs)
+    trade places as a whole, so every object inside one zone is paired with the object at the same place in
+    the other zone (added, unused, when no stay sits there). The renaming then maps the arena's layout onto
+    itself (objects that overlap still overlap, the others still do not: the verifier checks it)."""
+    if not d.pairs:
+        return []
+    zones = []                     # (start, size, the other zone's start), sorted by start
+    for sp, sq in d.pair_stays:
+        a, b, s = offsets[sp], offsets[sq], sizes[sp]
+        zones += [(a, s, b), (b, s, a)]
+    zones.sort()
+    zstart = [z[0] for z in zones]
+    swaps = []
+    for off, sz in list(objs):
+        j = bisect_right(zstart, off) - 1
+        if j < 0 or off >= zstart[j] + zones[j][1]:
+            continue
+        if off + sz > zstart[j] + zones[j][1]:
+            raise PlanError("planner bug: an arena object straddles a kept pair's zone")
+        mirror = (zones[j][2] + off - zstart[j], sz)
+        if mirror not in obj_of:
+            obj_of[mirror] = len(obj_of)
+            objs.append(mirror)
+        a, b = obj_of[(off, sz)], obj_of[mirror]
+        if a < b:
+            swaps.append((a, b))
+    return swaps
 
 
 def _decide_arena(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, genes: ArenaGenes | None, op_time,
