@@ -243,8 +243,11 @@ class SwapModule:
         from .library_check import write_check
         from .params_bundle import append_params, params_archive
 
+        from tvm_swap.tvm_logs import tvm_logs_filtered
+
         path = str(path)
-        self.executable.export_library(path)
+        with tvm_logs_filtered():        # TVM logs "Scope Saving:" on every export
+            self.executable.export_library(path)
         params = self.params()
         names = [p.name for p in self.manifest.persistent if p.name in params]
         info = {k: self.build_info[k] for k in STORED_INFO if k in self.build_info}
@@ -336,12 +339,15 @@ def load(path, params=None, bandwidth=None, debug_poison: bool = False) -> SwapM
     if not Path(path).exists():
         raise TvmSwapError(f"no library at {path!r}")
     check_before_load(path)
-    try:
-        lib = tvm.runtime.load_module(path)
-    except Exception as e:  # TVM raises its own error types for unreadable libraries
-        if "load_from_bytes.cuda" not in str(e):
-            raise TvmSwapError(f"cannot load {path!r}: {str(e).splitlines()[0]}") from None
-        lib = _load_with_cuda_runtime(path)
+    from tvm_swap.tvm_logs import tvm_logs_filtered
+
+    with tvm_logs_filtered():            # TVM logs "Scope Loaded:" on every load
+        try:
+            lib = tvm.runtime.load_module(path)
+        except Exception as e:  # TVM raises its own error types for unreadable libraries
+            if "load_from_bytes.cuda" not in str(e):
+                raise TvmSwapError(f"cannot load {path!r}: {str(e).splitlines()[0]}") from None
+            lib = _load_with_cuda_runtime(path)
     require_program(lib, path)
     probe = VirtualMachine(lib, tvm.cpu())
     plan, manifest = _read_plan(probe), _read_manifest(probe)
