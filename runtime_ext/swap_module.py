@@ -345,7 +345,7 @@ def _load_with_cuda_runtime(path: str):
         raise TvmSwapError(f"cannot load {path!r}: {str(e).splitlines()[0]}") from None
 
 
-def load(path, params=None, bandwidth=None, debug_poison: bool = False) -> SwapModule:
+def load(path, params=None, bandwidth=None, debug_poison: bool = False, _checked: bool = False) -> SwapModule:
     """Load a library written by SwapModule.export_library; params default to those inside it (or, for a
     library exported before they were, the `.params.npz` beside it).
 
@@ -361,7 +361,8 @@ def load(path, params=None, bandwidth=None, debug_poison: bool = False) -> SwapM
     path = str(path)
     if not Path(path).exists():
         raise TvmSwapError(f"no library at {path!r}")
-    check_before_load(path)
+    if not _checked:             # (tvm_swap.load checks before importing TVM)
+        check_before_load(path)
     from tvm_swap.tvm_logs import tvm_logs_filtered
 
     with tvm_logs_filtered():            # TVM logs "Scope Loaded:" on every load

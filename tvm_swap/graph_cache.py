@@ -16,7 +16,8 @@ a second compile). It never refuses what lowering would accept: the graph is exa
 
 A graph depends on the module (its structural hash), the target, the fusion cap, the function, TVM's version
 and the code that lowers and extracts it (relay_passes/*.py and tvm_swap/graph/*.py, by content; the planner's
-too, for the floors kept beside it), which key the file. The folder is tvm_swap.timing_cache.cache_dir()/graphs; an unreadable entry counts as missing.
+too, for the floors kept beside it), which key the file. The folder is tvm_swap.timing_cache.cache_dir()/graphs;
+an unreadable entry counts as missing.
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ BOUND_S = 5.0        # generous: each refusal measured here takes well under a s
 # TVM and the MXNet converters are imported first, and lowering is made to fail loudly: what is timed is the
 # command itself, and a refusal that came after lowering would show up as "LOWERED".
 TIMED = ("import sys, time; import tvm; from tvm_swap.frontends import mxnet as M; M.converters(); "
-         "import relay_passes.lower; L = sys.modules['relay_passes.lower']\n"   # (the package's `lower` is the function)
+         "import relay_passes.lower; L = sys.modules['relay_passes.lower']\n"   # (relay_passes.lower: a function)
          "def _no(*a, **k): raise SystemExit('LOWERED')\n"
          "L.lower = _no\n"
          "from tvm_swap.cli import main\n"
