@@ -95,6 +95,7 @@ def test_a_limit_below_the_largest_tensor_is_refused_before_lowering(tmp_path):
     assert "resnetv10_stage4_conv1_weight" in out["message"] and "raise --mem-limit" in out["message"]
 
 
+@pytest.mark.slow        # three fresh processes importing TVM: 50-75 s on a busy machine
 def test_a_percent_limit_below_the_floor_is_refused_before_lowering_once_the_model_was_lowered(tmp_path):
     """A percentage is of the lowered graph's no-swap need, unknown before lowering (tvm_swap.graph_cache says
     why no bound can stand in): the first compile lowers and refuses before profiling; from then on the kept
@@ -115,10 +116,7 @@ def test_a_percent_limit_below_the_floor_is_refused_before_lowering_once_the_mod
     r, elapsed = timed_cli("compile", "cnn-train", "--mem-limit", f"{refusal['min_feasible_percent']}%", "-o", out,
                            "-q", env=env, may_lower=True)
     assert elapsed is None, r.stderr[-2000:]
-    # another module (another fusion cap lowers differently) is not answered from this one's graph
-    r, elapsed = timed_cli("compile", "cnn-train", "--mem-limit", "5%", "--fuse-max-depth", "2", "-o", out, "-q",
-                           env=env, may_lower=True)
-    assert elapsed is None, r.stderr[-2000:]
+    # (another module, e.g. another fusion cap, has another key: tests/test_graph_cache.py)
 
 
 def test_unsupported_operators_are_all_named_before_converting(tmp_path):
