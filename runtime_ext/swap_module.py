@@ -96,6 +96,7 @@ class SwapModule:
         self.executor.trace = bool(trace)     # stamps per action: runtime_ext.trace reads executor.traces
         self.build_info = dict(build_info or {})
         self._times: list[float] = []
+        self._limit_facts: dict | None = None
         self.set_params(params if params is not None else {})
 
     # ---------------------------------------------------------------- params
@@ -205,18 +206,40 @@ class SwapModule:
         t = self.plan.predicted.get("time_s")
         return None if t is None else float(t)
 
+    def limit_facts(self) -> dict:
+        """The limit beside what "100%" means (tvm_swap.limits.limit_facts: no_swap_bytes, liveness_peak_bytes and
+        the limit as a fraction of each), from the graph inside the library; {} for a library without one."""
+        if self._limit_facts is None:
+            from tvm_swap.graph import DataflowGraph
+            from tvm_swap.limits import limit_facts
+
+            meta = self.manifest.meta
+            self._limit_facts = (limit_facts(DataflowGraph.from_dict(meta["graph_json"]), int(self.plan.mem_limit))
+                                 if "graph_json" in meta else {})
+        return dict(self._limit_facts)
+
     def stats(self) -> dict:
+        """What the module did, in the words `tvm-swap compile/run/plan` use for the same numbers (README,
+        "The numbers"): mem_limit_bytes, pool_bytes (device bytes the plan reserves: arena or size classes plus
+        kernel workspace), device_peak_bytes (measured: what the module holds on the device), no_swap_bytes
+        (what "100%" is of), time_s (median call after the first), predicted_time_s."""
         ex = self.executor.stats()
         times = self._times
+        facts = self.limit_facts()
+        ref = facts.get("no_swap_bytes")
         return {
             "mem_limit_bytes": int(self.plan.mem_limit),
-            "pool_bytes": ex["pool_bytes"], "workspace_bytes": ex["workspace_bytes"],
+            "pool_bytes": int(self.plan.pool.total_bytes()),
+            "pool_region_bytes": ex["pool_bytes"], "workspace_bytes": ex["workspace_bytes"],
             "device_peak_bytes": ex["device_peak_bytes"], "pool_in_use_peak_bytes": ex["pool_in_use_peak_bytes"],
+            **facts,
+            "device_peak_vs_no_swap": round(ex["device_peak_bytes"] / ref, 4) if ref else None,
             "host_bytes": ex["host_bytes"],
             "swap_out_count": ex.get("swap_out_count", 0), "swap_in_count": ex.get("swap_in_count", 0),
             "swap_out_bytes": ex.get("swap_out_bytes", 0), "swap_in_bytes": ex.get("swap_in_bytes", 0),
             "unplanned_d2h_bytes": ex.get("unplanned_d2h_bytes", 0),
-            "calls": len(times), "time_s": times[-1] if times else None,
+            "calls": len(times), "time_s": float(np.median(times[1:] or times)) if times else None,
+            "last_time_s": times[-1] if times else None,
             "mean_time_s": float(np.mean(times)) if times else None,
             "min_time_s": float(np.min(times)) if times else None,
             "predicted_time_s": self.predicted_time_s,
@@ -243,8 +266,11 @@ class SwapModule:
         from .library_check import write_check
         from .params_bundle import append_params, params_archive
 
+        from tvm_swap.tvm_logs import tvm_logs_filtered
+
         path = str(path)
-        self.executable.export_library(path)
+        with tvm_logs_filtered():        # TVM logs "Scope Saving:" on every export
+            self.executable.export_library(path)
         params = self.params()
         names = [p.name for p in self.manifest.persistent if p.name in params]
         info = {k: self.build_info[k] for k in STORED_INFO if k in self.build_info}
@@ -319,7 +345,7 @@ def _load_with_cuda_runtime(path: str):
         raise TvmSwapError(f"cannot load {path!r}: {str(e).splitlines()[0]}") from None
 
 
-def load(path, params=None, bandwidth=None, debug_poison: bool = False) -> SwapModule:
+def load(path, params=None, bandwidth=None, debug_poison: bool = False, _checked: bool = False) -> SwapModule:
     """Load a library written by SwapModule.export_library; params default to those inside it (or, for a
     library exported before they were, the `.params.npz` beside it).
 
@@ -335,13 +361,17 @@ def load(path, params=None, bandwidth=None, debug_poison: bool = False) -> SwapM
     path = str(path)
     if not Path(path).exists():
         raise TvmSwapError(f"no library at {path!r}")
-    check_before_load(path)
-    try:
-        lib = tvm.runtime.load_module(path)
-    except Exception as e:  # TVM raises its own error types for unreadable libraries
-        if "load_from_bytes.cuda" not in str(e):
-            raise TvmSwapError(f"cannot load {path!r}: {str(e).splitlines()[0]}") from None
-        lib = _load_with_cuda_runtime(path)
+    if not _checked:             # (tvm_swap.load checks before importing TVM)
+        check_before_load(path)
+    from tvm_swap.tvm_logs import tvm_logs_filtered
+
+    with tvm_logs_filtered():            # TVM logs "Scope Loaded:" on every load
+        try:
+            lib = tvm.runtime.load_module(path)
+        except Exception as e:  # TVM raises its own error types for unreadable libraries
+            if "load_from_bytes.cuda" not in str(e):
+                raise TvmSwapError(f"cannot load {path!r}: {str(e).splitlines()[0]}") from None
+            lib = _load_with_cuda_runtime(path)
     require_program(lib, path)
     probe = VirtualMachine(lib, tvm.cpu())
     plan, manifest = _read_plan(probe), _read_manifest(probe)

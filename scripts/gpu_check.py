@@ -319,6 +319,7 @@ def _run_swapped(build_dir, b, params, inputs, entry, want, steps, unlimited_s, 
     be = st["backend"]
     times = m.call_times[1:] or m.call_times
     r = {"mem_limit_bytes": b["mem_limit_bytes"], "pool_bytes": st["pool_bytes"],
+         "pool_region_bytes": st.get("pool_region_bytes", st["pool_bytes"]),      # what the pool allocates at load
          "books_peak_bytes": st["device_peak_bytes"], "bitwise_equal": bitwise_equal(got, want),
          "time_s": float(min(times)), "mean_time_s": float(np.mean(times)), "first_call_s": m.call_times[0],
          "vs_unlimited": float(min(times)) / unlimited_s, "predicted_time_s": b["predicted_time_s"],
@@ -365,7 +366,8 @@ def table(report: dict) -> str:
                 rows.append([name, label, _gib(r.get("mem_limit_bytes")), _gib(r.get("pool_bytes")), "-", "-", "-",
                              "-", why, "-", _ms(r.get("predicted_time_s")), "-", "-"])
                 continue
-            extra = (r["measured_pool_bytes"] - r["pool_bytes"]) if r.get("measured_pool_bytes") is not None else None
+            region = r.get("pool_region_bytes", r["pool_bytes"])      # (older reports: pool_bytes was the region)
+            extra = (r["measured_pool_bytes"] - region) if r.get("measured_pool_bytes") is not None else None
             rows.append([name, label, _gib(r["mem_limit_bytes"]), _gib(r["pool_bytes"]),
                          "-" if extra is None else ("-" if extra < 0 else "+") + _gib(abs(extra)),
                          _gib(r.get("measured_peak_bytes") if r.get("measured_peak_bytes") is not None
@@ -376,9 +378,9 @@ def table(report: dict) -> str:
                          f"{_gib(r['swap_in_bytes'])} / {_gib(r['swap_out_bytes'])}"])
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
-    lines.append("alloc. extra: device memory taken once the pool was allocated, beyond the pool's bytes (cudaMalloc's "
-                 "2 MiB pages, the program's constants); peak (meas.): cudaMemGetInfo over the module's life (adds the "
-                 "kernels the first call loads)")
+    lines.append("alloc. extra: device memory taken once the pool was allocated, beyond the pool region's bytes "
+                 "(cudaMalloc's 2 MiB pages, the program's constants); peak (meas.): cudaMemGetInfo over the module's "
+                 "life (adds the kernels the first call loads)")
     lk = report.get("link")
     if lk:
         lines.append(f"link (pinned, {lk['bytes'] >> 20} MiB): h2d {lk['h2d_bytes_per_s'] / 1e9:.1f} GB/s, d2h "

@@ -42,6 +42,13 @@ def load(path, params=None, bandwidth=None, debug_poison=False):
 
     Loading a library runs its code, as loading any shared library does: load only libraries you trust.
     The checks before the first call (runtime_ext.swap_module.load) guard against damage, not attacks."""
+    from pathlib import Path
+
+    from runtime_ext.library_check import check_before_load
+
+    checked = Path(path).exists()
+    if checked:                  # a damaged file is refused before TVM is imported (which takes seconds)
+        check_before_load(str(path))
     from runtime_ext.swap_module import load as _load
 
-    return _load(path, params=params, bandwidth=bandwidth, debug_poison=debug_poison)
+    return _load(path, params=params, bandwidth=bandwidth, debug_poison=debug_poison, _checked=checked)

@@ -60,13 +60,26 @@ def _device_spec(device, target_kind: str, bandwidth):
     return spec.with_link(bw)
 
 
+def _check_limit(graph, mem_limit, planner, spec, planner_options, key=None) -> None:
+    """InfeasibleLimitError when no plan of `graph` meets `mem_limit` (the floor, as plan_graph words it);
+    key: the graph's tvm_swap.graph_cache key, where its floor is kept once found."""
+    from .graph_cache import FloorMemo
+    from .planner.api import check_feasible, resolve_limit, resolve_pool
+
+    check_feasible(graph, resolve_limit(graph, mem_limit), resolve_pool(planner, planner_options.get("pool")),
+                   planner=planner, device=spec, options=planner_options,
+                   memo=FloorMemo(key) if key is not None else None)
+
+
 def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str = "swapadvisor",
                   budget_s: float = 10.0, seed: int = 0, generations: int | None = None, fuse_max_depth=None,
                   profile: bool = True, bandwidth=None, func_name: str = "main", workers: int | None = 1,
                   progress: bool = False, cost_cache=None, op_time=None, params=None, example_inputs=None,
-                  debug_poison: bool = False, _plan_hook=None, **planner_options) -> CompiledModel:
+                  debug_poison: bool = False, graph_cache: bool = True, _plan_hook=None,
+                  **planner_options) -> CompiledModel:
     """Everything `build` does except creating the runtime. See `build` for the arguments (params and
-    example_inputs only feed in-situ profiling here)."""
+    example_inputs only feed in-situ profiling here). graph_cache: keep the lowered graph on disk
+    (tvm_swap.graph_cache), so compiling this module again refuses an infeasible limit before lowering."""
     import tvm
 
     from relay_passes.apply import ApplySwapPlan
@@ -74,6 +87,7 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     from relay_passes.lower import lower
 
     from .graph.extract import graph_from_relax
+    from .graph_cache import cached_graph, graph_key, store_graph
     from .planner.api import plan_graph
     from .planner.baselines.noswap import noswap_need
     from .profile import per_op_times
@@ -89,17 +103,23 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     target = resolve_target(target)
     kind = target.kind.name
     times = {}
+    spec = _device_spec(device, kind, bandwidth)
     t0 = time.perf_counter()
+    key = graph_key(mod, target, fuse_max_depth, func_name) if graph_cache else None
+    checked = False
+    if key is not None and mem_limit is not None:
+        early = cached_graph(key)      # this module lowered before: the exact check, before lowering again
+        if early is not None:
+            _check_limit(early, mem_limit, planner, spec, planner_options, key)
+            checked = True             # (on the very graph lowering makes again: no second check below)
     lowered = lower(mod, target, fuse_max_depth=fuse_max_depth, func_name=func_name)
     graph = graph_from_relax(lowered, func_name, target=str(target))
+    if key is not None:
+        store_graph(key, graph)
     times["lower_s"] = time.perf_counter() - t0
-    spec = _device_spec(device, kind, bandwidth)
-    if mem_limit is not None:
+    if mem_limit is not None and not checked:
         # a limit no plan can meet is refused now, before any kernel is profiled
-        from .planner.api import check_feasible, resolve_limit, resolve_pool
-
-        check_feasible(graph, resolve_limit(graph, mem_limit), resolve_pool(planner, planner_options.get("pool")),
-                       planner=planner, device=spec, options=planner_options)
+        _check_limit(graph, mem_limit, planner, spec, planner_options, key)
     t1 = time.perf_counter()
     if op_time is None:
         op_time, cost_source = per_op_times(lowered, graph, target, spec, profile, cost_cache, params,

@@ -336,7 +336,8 @@ class Plan:
             "pool_bytes": p.get("pool_bytes"),
             "ideal_time_s": p.get("ideal_time_s"),
             "lower_bound_s": lb,
-            "time_s": time_s,
+            "predicted_time_s": time_s,           # what compile, run and SwapModule.stats() call it
+            "time_s": time_s,                     # the same (kept: no run here, so no measured time either)
             "throughput_vs_ideal": p.get("throughput_vs_ideal"),
             "time_vs_lower_bound": (time_s / lb) if time_s and lb else None,
             "swap_out_bytes": p.get("swap_out_bytes"),

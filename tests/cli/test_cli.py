@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,8 +77,33 @@ def test_compile_and_run_a_bundled_example(tmp_path):
     lib = str(tmp_path / "mlp.so")
     r = tvm_swap("compile", "mlp", "--mem-limit", "60%", "--generations", "1", "-o", lib, "--json", "-q")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["planner"] == "swapadvisor"
+    built = json.loads(r.stdout)
+    assert built["planner"] == "swapadvisor"
     r = tvm_swap("run", lib, "--compare-unlimited", "--repeat", "1", "--json", "-q")
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
     assert info["outputs_bitwise_equal"] is True and info["within_limit"] is True
+    # one vocabulary (README, "The numbers"): the same names for the same numbers in compile, run and stats()
+    import tvm_swap as api
+
+    m = api.load(lib)
+    m(*[np.load(lib + ".inputs.npz")[n] for n in m.input_names])
+    stats = m.stats()
+    shared = ("mem_limit_bytes", "pool_bytes", "no_swap_bytes", "liveness_peak_bytes", "limit_vs_no_swap",
+              "limit_vs_liveness_peak", "predicted_time_s")
+    assert {k: built[k] for k in shared} == {k: info[k] for k in shared} == {k: stats[k] for k in shared}
+    assert info["device_peak_bytes"] == stats["device_peak_bytes"] <= stats["pool_bytes"] <= stats["mem_limit_bytes"]
+    assert info["device_peak_vs_no_swap"] == stats["device_peak_vs_no_swap"]
+    assert stats["pool_bytes"] == stats["pool_region_bytes"] + stats["workspace_bytes"]
+    assert abs(built["limit_vs_no_swap"] - 0.6) < 1e-3
+
+
+def test_the_readme_defines_every_number_the_commands_print():
+    from tvm_swap.vocabulary import LABELS
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### The numbers", 1)[1].split("\n## ", 1)[0]
+    missing = [k for k in (*LABELS, "pool_in_use_peak_bytes", "min_feasible_bytes", "min_feasible_percent")
+               if f"`{k}`" not in section]
+    assert not missing, f"README's 'The numbers' does not define {missing}"
+    assert all(label in section for label in LABELS.values())

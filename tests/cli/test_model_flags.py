@@ -23,7 +23,7 @@ BOUND_S = 5.0        # generous: each refusal measured here takes well under a s
 # TVM and the MXNet converters are imported first, and lowering is made to fail loudly: what is timed is the
 # command itself, and a refusal that came after lowering would show up as "LOWERED".
 TIMED = ("import sys, time; import tvm; from tvm_swap.frontends import mxnet as M; M.converters(); "
-         "import relay_passes.lower as L\n"
+         "import relay_passes.lower; L = sys.modules['relay_passes.lower']\n"   # (relay_passes.lower: a function)
          "def _no(*a, **k): raise SystemExit('LOWERED')\n"
          "L.lower = _no\n"
          "from tvm_swap.cli import main\n"
@@ -31,10 +31,12 @@ TIMED = ("import sys, time; import tvm; from tvm_swap.frontends import mxnet as 
          "sys.stderr.write('\\nELAPSED %.3f\\n' % (time.perf_counter() - t0)); sys.exit(rc)\n")
 
 
-def timed_cli(*args, cwd=None):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def timed_cli(*args, cwd=None, env=None, may_lower=False):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     r = subprocess.run([sys.executable, "-c", TIMED.format(args=list(args))], capture_output=True, text=True,
                        timeout=600, cwd=cwd, env=env)
+    if may_lower and "LOWERED" in r.stderr:
+        return r, None
     assert "LOWERED" not in r.stderr, "the refusal came after lowering"
     elapsed = float(r.stderr.rsplit("ELAPSED", 1)[1].split()[0])
     message = [ln for ln in r.stderr.splitlines() if ln.startswith("tvm-swap: error:")]
@@ -42,9 +44,9 @@ def timed_cli(*args, cwd=None):
     return r, elapsed
 
 
-def cli(*args, cwd=None):
+def cli(*args, cwd=None, env=None):
     code = f"import sys; from tvm_swap.cli import main; sys.exit(main({list(args)!r}))"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=1800, cwd=cwd,
                           env=env)
 
@@ -91,6 +93,30 @@ def test_a_limit_below_the_largest_tensor_is_refused_before_lowering(tmp_path):
     biggest = 512 * 512 * 3 * 3 * 4          # stage 4's 3x3 conv weight, float32 (a multiple of 256)
     assert out["error"] == "infeasible_limit" and out["min_feasible_bytes"] == biggest
     assert "resnetv10_stage4_conv1_weight" in out["message"] and "raise --mem-limit" in out["message"]
+
+
+@pytest.mark.slow        # three fresh processes importing TVM: 50-75 s on a busy machine
+def test_a_percent_limit_below_the_floor_is_refused_before_lowering_once_the_model_was_lowered(tmp_path):
+    """A percentage is of the lowered graph's no-swap need, unknown before lowering (tvm_swap.graph_cache says
+    why no bound can stand in): the first compile lowers and refuses before profiling; from then on the kept
+    graph and floor refuse before lowering, with the very same answer, and only for the module they were
+    made from."""
+    pytest.importorskip("tvm")
+    env = {"TVM_SWAP_CACHE_DIR": str(tmp_path / "cache")}
+    out = str(tmp_path / "m.so")
+    first = cli("compile", "cnn-train", "--mem-limit", "5%", "-o", out, "--json", "-q", env=env)
+    assert first.returncode == 1, first.stderr[-2000:]
+    refusal = json.loads(first.stdout.strip().splitlines()[-1])
+    assert refusal["error"] == "infeasible_limit" and refusal["min_feasible_percent"] > 5
+    r, elapsed = timed_cli("compile", "cnn-train", "--mem-limit", "5%", "-o", out, "--json", "-q", env=env)
+    assert r.returncode == 1 and elapsed < BOUND_S
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == refusal          # the same graph, the same answer
+    assert not Path(out).exists()
+    # the limit the refusal names is not refused early: it goes on to lowering
+    r, elapsed = timed_cli("compile", "cnn-train", "--mem-limit", f"{refusal['min_feasible_percent']}%", "-o", out,
+                           "-q", env=env, may_lower=True)
+    assert elapsed is None, r.stderr[-2000:]
+    # (another module, e.g. another fusion cap, has another key: tests/test_graph_cache.py)
 
 
 def test_unsupported_operators_are_all_named_before_converting(tmp_path):

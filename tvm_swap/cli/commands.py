@@ -18,14 +18,21 @@ def _say(args, text: str) -> None:
 
 
 def print_plan_table(summary: dict, out=sys.stdout) -> None:
+    from .notes import label
+
     rows = [
         ("graph", summary["graph"]),
         ("planner", summary["planner"]),
         ("device", summary["device"]),
-        ("limit", format_bytes(summary["mem_limit_bytes"])),
-        ("pool (device bytes planned)", f"{format_bytes(summary['pool_bytes'] or 0)} "
-                                        f"(in use at most {format_bytes(summary['peak_bytes'] or 0)})"),
-        ("iteration time", format_seconds(summary["time_s"])),
+        (label("mem_limit_bytes"), format_bytes(summary["mem_limit_bytes"])),
+        (label("pool_bytes"), f"{format_bytes(summary['pool_bytes'] or 0)} "
+                              f"(in use at most {format_bytes(summary['peak_bytes'] or 0)})"),
+    ]
+    if summary.get("no_swap_bytes"):
+        rows.append((label("no_swap_bytes"), f"{format_bytes(summary['no_swap_bytes'])} (the limit is "
+                                             f"{100 * summary['limit_vs_no_swap']:.1f}% of it)"))
+    rows += [
+        (label("predicted_time_s"), format_seconds(summary["predicted_time_s"])),
         ("ideal (no limit)", format_seconds(summary["ideal_time_s"])),
         ("lower bound", format_seconds(summary["lower_bound_s"])),
         ("throughput vs ideal", f"{summary['throughput_vs_ideal']:.3f}"),

@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         from . import commands
-        from .tvm_logs import tvm_logs_filtered
+        from ..tvm_logs import tvm_logs_filtered
 
         with tvm_logs_filtered(verbose=args.verbose):
             return getattr(commands, "cmd_" + args.command)(args)

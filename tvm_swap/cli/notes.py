@@ -6,23 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..units import format_bytes
-
-
-# The numbers every command prints, by JSON key, with the words the text output uses for them (compile, run,
-# demo and the plan table alike): the limit; the pool, i.e. the device bytes the plan reserves (arena or size
-# classes plus kernel workspace); the device peak a run measured; times predicted and measured.
-LABELS = {
-    "mem_limit_bytes": "limit",
-    "pool_bytes": "pool (device bytes planned)",
-    "device_peak_bytes": "device peak (measured)",
-    "predicted_time_s": "time per call (predicted)",
-    "time_s": "time per call (measured)",
-    "unlimited_time_s": "time per call, unlimited build",
-}
-
-
-def label(key: str) -> str:
-    return LABELS.get(key, key)
+from ..vocabulary import LABELS, label  # noqa: F401  (the numbers' words: re-exported for the commands)
 
 
 def demo_emulation(device, bandwidth) -> str:

@@ -99,17 +99,11 @@ def run_library(library: str, inputs=None, compare_unlimited: bool = False, band
         times_unl = [t_unl]
     for _ in range(max(0, repeat - 1)):
         m(*ordered)
-    st = m.stats()
+    st = m.stats()          # the same names for the same numbers as m.stats() and `compile` (README, "The numbers")
     info = {
         "library": library,
-        "mem_limit_bytes": st["mem_limit_bytes"],
-        "pool_bytes": int(m.plan.pool.total_bytes()),     # what `compile` calls pool_bytes: the plan's reservation
-        "device_peak_bytes": st["device_peak_bytes"],     # measured: pool region + kernel workspace allocated
-        "swap_out_count": st["swap_out_count"], "swap_in_count": st["swap_in_count"],
-        "swap_out_bytes": st["swap_out_bytes"], "swap_in_bytes": st["swap_in_bytes"],
-        "time_s": statistics.median(m._times[1:] or m._times),
-        "predicted_time_s": st["predicted_time_s"],
-        "calls": st["calls"],
+        **{k: st[k] for k in ("mem_limit_bytes", "pool_bytes", "device_peak_bytes", "swap_out_count", "swap_in_count",
+                              "swap_out_bytes", "swap_in_bytes", "time_s", "predicted_time_s", "calls")},
         **({WEIGHTS: m.build_info[WEIGHTS]} if WEIGHTS in m.build_info else {}),
         **info,
     }
@@ -118,21 +112,8 @@ def run_library(library: str, inputs=None, compare_unlimited: bool = False, band
             times_unl.append(run_unlimited(library, uargs, m.manifest.func_name, m.build_info.get("recipe"))[1])
         info["unlimited_time_s"] = statistics.median(times_unl)
     info["within_limit"] = bool(st["device_peak_bytes"] <= st["mem_limit_bytes"])
-    info.update(_limit_facts(m, st))
+    if m.limit_facts():           # (libraries from before the graph travelled inside have none)
+        info.update({k: st[k] for k in (*m.limit_facts(), "device_peak_vs_no_swap")})
     if traces:
         info["trace"] = [write_run_trace(m, t) for t in traces]
     return info
-
-
-def _limit_facts(m, st) -> dict:
-    """The limit and the measured peak beside what "100%" means (tvm_swap.limits), from the library's graph."""
-    from ..graph import DataflowGraph
-    from ..limits import limit_facts
-
-    meta = m.manifest.meta
-    if "graph_json" not in meta:
-        return {}
-    facts = limit_facts(DataflowGraph.from_dict(meta["graph_json"]), st["mem_limit_bytes"])
-    ref = facts["no_swap_bytes"]
-    facts["device_peak_vs_no_swap"] = round(st["device_peak_bytes"] / ref, 4) if ref else None
-    return facts

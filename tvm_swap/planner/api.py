@@ -42,8 +42,16 @@ def resolve_pool(planner: str, pool: str | None) -> str:
     return pool
 
 
-def feasible_floor(graph: DataflowGraph, pool: str, alignment: int = 256) -> tuple[int, str]:
-    """(smallest feasible limit, why) for a memory model; needs no op times, so it runs before profiling."""
+def feasible_floor(graph: DataflowGraph, pool: str, alignment: int = 256, memo=None) -> tuple[int, str]:
+    """(smallest feasible limit, why) for a memory model; needs no op times, so it runs before profiling.
+    memo: an object with get(pool, alignment) -> (floor, why) | None and put(pool, alignment, (floor, why))
+    that keeps the answer for this very graph (tvm_swap.graph_cache.FloorMemo keeps it on disk)."""
+    if memo is not None:
+        known = memo.get(pool, alignment)
+        if known is None:
+            known = feasible_floor(graph, pool, alignment)
+            memo.put(pool, alignment, known)
+        return known
     if pool == "arena":
         gi = GraphIndex.build(graph, alignment, keep_updated=False)
         return arena_min_limit(gi), ("in an arena the largest op's inputs, outputs and workspace must fit at "
@@ -53,7 +61,7 @@ def feasible_floor(graph: DataflowGraph, pool: str, alignment: int = 256) -> tup
         "class size x that count) plus the workspace; an arena (pool='arena') needs less")
 
 
-def infeasible_floor(graph: DataflowGraph, limit: int, pool: str, alignment: int = 256):
+def infeasible_floor(graph: DataflowGraph, limit: int, pool: str, alignment: int = 256, memo=None):
     """None when `limit` is feasible for the memory model, else (smallest feasible limit, why)."""
     if pool == "arena":
         # one plan at the limit settles most cases; the min feasible limit (a search) only for a refusal
@@ -62,18 +70,20 @@ def infeasible_floor(graph: DataflowGraph, limit: int, pool: str, alignment: int
         gi = GraphIndex.build(graph, alignment, keep_updated=False)
         if limit >= working_set_floor(gi) + gi.workspace and arena_fits(gi, limit):
             return None
-    floor, why = feasible_floor(graph, pool, alignment)
+    floor, why = feasible_floor(graph, pool, alignment, memo)
     return (floor, why) if limit < floor else None
 
 
 def check_feasible(graph: DataflowGraph, limit: int, pool: str, alignment: int = 256, planner: str | None = None,
-                   device="v100-16gb", op_time=None, seed: int = 0, options: dict | None = None) -> None:
+                   device="v100-16gb", op_time=None, seed: int = 0, options: dict | None = None,
+                   memo=None) -> None:
     """Raise InfeasibleLimitError when `limit` cannot be met: below the pool's floor, naming the smallest limit
     `planner` meets (a baseline with a floor of its own names that one; see _refusal). Runs before any
-    profiling (roofline times when `op_time` is None), so compile_model and plan_graph refuse alike."""
+    profiling (roofline times when `op_time` is None), so compile_model and plan_graph refuse alike.
+    memo: keeps the pool's floor for this graph (see feasible_floor)."""
     from ..limits import floor_hint, no_swap_bytes
 
-    below = infeasible_floor(graph, limit, pool, alignment)
+    below = infeasible_floor(graph, limit, pool, alignment, memo)
     if below is None:
         return
     floor, why = below

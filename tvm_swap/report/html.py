@@ -15,6 +15,7 @@ import numpy as np
 
 from .data import COMPUTE_COLORS, KIND_COLORS, RECOMPUTE_COLOR, STREAM_LABELS, STREAMS, ReportData, StreamBars
 from ..units import format_bytes, format_seconds
+from ..vocabulary import LABELS
 
 GANTT_MIN_PX, GANTT_MAX_PX = 1200, 8000   # drawing width grows with the op count, then scrolls
 PX_PER_OP = 3                             # target width per compute op before merging kicks in
@@ -109,10 +110,11 @@ def gantt_svg(data: ReportData) -> tuple[str, int]:
     return "\n".join(parts), n_titled
 
 
-SUMMARY_LABELS = {
-    "planner": "planner", "graph": "graph", "device": "device", "mem_limit_bytes": "memory limit",
-    "peak_bytes": "peak in use", "pool_bytes": "pool size", "ideal_time_s": "ideal (no limit)",
-    "lower_bound_s": "lower bound", "time_s": "iteration time", "throughput_vs_ideal": "throughput vs ideal",
+SUMMARY_LABELS = {     # the numbers' words where the commands print the same numbers (tvm_swap.vocabulary)
+    "planner": "planner", "graph": "graph", "device": "device", "mem_limit_bytes": LABELS["mem_limit_bytes"],
+    "peak_bytes": LABELS["peak_bytes"], "pool_bytes": LABELS["pool_bytes"], "ideal_time_s": "ideal (no limit)",
+    "lower_bound_s": "lower bound", "predicted_time_s": LABELS["predicted_time_s"],
+    "time_s": LABELS["predicted_time_s"], "throughput_vs_ideal": "throughput vs ideal",
     "time_vs_lower_bound": "time vs lower bound", "swap_out_bytes": "swapped out",
     "swap_in_bytes": "swapped in", "swap_out_count": "swap-outs", "swap_in_count": "swap-ins",
     "verified": "verified", "search_s": "search time", "generations": "generations", "seed": "seed",
@@ -139,7 +141,7 @@ def summary_table(summary: dict) -> str:
     rows = "\n".join(
         f"<tr><th>{html.escape(SUMMARY_LABELS.get(k, k.replace('_', ' ')))}</th>"
         f"<td>{html.escape(format_summary_value(k, v))}</td></tr>"
-        for k, v in summary.items())
+        for k, v in summary.items() if not (k == "time_s" and "predicted_time_s" in summary))   # (one number)
     return f'<table class="summary">\n{rows}\n</table>'
 
 

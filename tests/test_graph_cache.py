@@ -1,0 +1,51 @@
+"""tvm_swap.graph_cache: lowered graphs and their floors kept on disk, keyed by module, target, fusion cap and code."""
+import gzip
+
+import pytest
+
+from tvm_swap.graph_cache import FloorMemo, cached_graph, store_graph
+from tvm_swap.planner.api import feasible_floor
+from tvm_swap.testing import random_training_graph
+
+
+@pytest.fixture(autouse=True)
+def _cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("TVM_SWAP_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_a_graph_comes_back_as_stored_and_a_broken_entry_counts_as_missing(tmp_path):
+    g = random_training_graph(seed=1)
+    assert cached_graph("k1") is None
+    store_graph("k1", g)
+    back = cached_graph("k1")
+    assert back.to_dict() == g.to_dict() and back.fingerprint() == g.fingerprint()
+    path = tmp_path / "cache" / "graphs" / "k1.json.gz"
+    with gzip.open(path, "wt") as f:
+        f.write('{"ops": [')                                  # truncated by a crash
+    assert cached_graph("k1") is None
+
+
+def test_the_floor_memo_is_found_once_and_only_for_its_pool_and_alignment(monkeypatch):
+    g = random_training_graph(seed=2)
+    memo = FloorMemo("k2")
+    exact = feasible_floor(g, "arena")
+    assert feasible_floor(g, "arena", memo=memo) == exact
+    assert memo.get("arena", 256) == exact and memo.get("arena", 512) is None and memo.get("size-classes", 256) is None
+    import tvm_swap.planner.api as api
+
+    monkeypatch.setattr(api, "arena_min_limit", lambda gi: pytest.fail("searched again"))
+    assert feasible_floor(g, "arena", memo=FloorMemo("k2")) == exact            # from disk, no search
+    memo.path.write_text("not json")
+    assert FloorMemo("k2").get("arena", 256) is None
+
+
+def test_the_key_changes_with_the_module_target_and_fusion_cap():
+    pytest.importorskip("tvm")
+    from tvm_swap.examples import mlp, small_cnn
+    from tvm_swap.graph_cache import graph_key
+
+    a, b = mlp().mod, small_cnn().mod
+    k = graph_key(a, "llvm")
+    assert k == graph_key(mlp().mod, "llvm")                   # the same module built again: the same key
+    assert len({k, graph_key(b, "llvm"), graph_key(a, "llvm", fuse_max_depth=2),
+                graph_key(a, {"kind": "cuda", "arch": "sm_90"})}) == 4
