@@ -6,8 +6,8 @@ has no free object, the least-recently-used resident of that class that the op d
 (copied out first if it is needed later and the host has no current copy). Dead tensors are dropped right
 after their last use; results the caller gets back are copied out as soon as they are produced.
 
-Planners steer it through hooks (see `OnDemandWalker.before_inputs`, `before_compute` and `drop_early`), so each baseline
-only states its own policy. All actions go through ActionBuilder, which derives the deps.
+Planners steer it through hooks (see `OnDemandWalker.before_inputs`, `before_compute` and `drop_early`), so
+each baseline only states its own policy. All actions go through ActionBuilder, which derives the deps.
 """
 from __future__ import annotations
 
