@@ -442,6 +442,9 @@ def markdown(result: dict) -> str:
         "throughput may exceed it) and assumes nothing about the memory "
         "model beyond tensors occupying their bytes; *time / tight bound* is swapadvisor's time over it "
         "(an upper bound on how far from optimal that plan is). "
+        "tflms, save-on-cpu, save-on-cpu-async and checkpoint-sqrt are fixed policies that keep weights and "
+        "optimizer state on the GPU: the *needs* of their refusals is the exact-size pool the policy fills (each "
+        "size class at its own peak), more than the bytes live at once. "
         "The paper columns are the fractions published in SwapAdvisor (ASPLOS 2020) for real "
         "runs on a V100; ours are simulated with roofline op times, so compare trends, not digits.",
         "",
