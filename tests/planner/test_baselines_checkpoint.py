@@ -199,6 +199,14 @@ def test_autograd_order_runs_gradient_free_backward_ops_where_they_are_needed():
     assert spread(ck) > 0.5 and spread(early) < 0.1, (spread(ck), spread(early))
 
 
+def test_bad_segment_count_is_a_clear_error():
+    from tvm_swap.errors import TvmSwapError
+
+    for bad in (0, -2, 2.5, "4", True):
+        with pytest.raises(TvmSwapError, match="checkpoint_segments"):
+            plan(chain(4), "200%", checkpoint_segments=bad)
+
+
 def test_inference_graph_drops_nothing():
     from tvm_swap.zoo import load_zoo
 

@@ -39,6 +39,8 @@ the whole segment but its last ops); the boundary is read from the graph, not fr
 passes (a boundary inside a ResNet block keeps the skip input as well); memory is the shared exact-size pool,
 not the caching allocator; the random-number state `checkpoint` restores is not needed (no op of ours draws
 random numbers, `planner.recompute`).
+
+Option: `checkpoint_segments` (plan_graph keyword): k instead of round(sqrt(n)); 1 checkpoints nothing.
 """
 from __future__ import annotations
 
@@ -48,6 +50,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ...errors import TvmSwapError
 from ...graph import DataflowGraph
 from ...plan import Plan
 from ..context import PlanningContext
@@ -270,7 +273,10 @@ def plan_checkpoint_sqrt(ctx: PlanningContext) -> Plan:
     # a pool that never fills: an object per tensor (a chain keeps its inputs past their last use)
     per_class = np.bincount([layout.tensor_class[t] for t in g.used_tensors()], minlength=len(layout.sizes))
     layout = replace(layout, roomy=np.maximum(layout.roomy, per_class + layout.floor + 1))
-    ck = plan_checkpointing(g, layout.order, ctx.op_time, ctx.options.get("checkpoint_segments"))
+    k = ctx.options.get("checkpoint_segments")
+    if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1):
+        raise TvmSwapError(f"checkpoint_segments must be a positive number of segments, got {k!r}")
+    ck = plan_checkpointing(g, layout.order, ctx.op_time, k)
 
     def make(pool):
         return CheckpointWalker(ctx.graph, layout.order, pool, layout.tensor_class, layout.resident, ck)
