@@ -17,7 +17,12 @@ cost table), not of equal op count: a kernel-level graph mixes a convolution wit
 costs 1/100 of it, and a user splits a model into segments of similar cost (blocks of a ResNet, layers of a
 BERT), which makes each segment's recompute cost the same and, for the repeated blocks of the zoo's models,
 its memory about the same too. sqrt(n) segments of sqrt(n) layers each is the split that minimises
-boundaries + one segment's activations when layers are alike (Chen et al., section 4.1).
+boundaries + one segment's activations when layers are alike (Chen et al.'s O(sqrt(n)) analysis).
+
+The schedule is the one autograd runs (`autograd_order`): TVM's order, except that backward ops reading no
+gradient (BERT's transposes of saved attention probabilities, of weights) run just before their first
+reader, inside their layer's backward, instead of all at once right after the loss, where they would make
+every segment's rebuild happen at the start of backward.
 
 Which tensors are dropped. A tensor backward reads that a forward op of a checkpointed segment produces is
 dropped after its last forward use, unless it is a boundary (a forward op of a later segment reads it), a
