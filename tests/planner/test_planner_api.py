@@ -136,7 +136,7 @@ def test_every_planner_dispatches_and_verifies():
     g = random_training_graph(4, n_layers=6)
     ot = random_op_times(g)
     assert set(PLANNERS) == {"swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap", "tflms", "save-on-cpu",
-                             "save-on-cpu-async", "zero-offload", "recompute-only"}
+                             "save-on-cpu-async", "zero-offload", "recompute-only", "checkpoint-sqrt"}
     for name in PLANNERS:
         pool = {"pool": "arena"} if name in SEARCH_PLANNERS else {}   # a default pool at 200% gets the no-swap plan
         p = plan_graph(g, "200%", op_time=ot, planner=name, generations=1, population=4, workers=1, **pool)

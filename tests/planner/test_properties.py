@@ -40,9 +40,11 @@ def limit_between(g, frac: float) -> int:
 
 
 # planners whose pool (exact-size classes, or weights kept on the device) may need more than any general floor:
-# odswap and vdnn as in the paper; tflms and save-on-cpu keep weights, gradients and optimizer state resident
+# odswap and vdnn as in the paper; tflms, save-on-cpu and checkpoint-sqrt keep weights, gradients and optimizer
+# state resident
 OWN_FLOOR = (PlannerName.ODSWAP, PlannerName.VDNN, PlannerName.TFLMS, PlannerName.SAVE_ON_CPU,
-             PlannerName.SAVE_ON_CPU_ASYNC, PlannerName.ZERO_OFFLOAD, PlannerName.RECOMPUTE_ONLY)
+             PlannerName.SAVE_ON_CPU_ASYNC, PlannerName.ZERO_OFFLOAD, PlannerName.RECOMPUTE_ONLY,
+             PlannerName.CHECKPOINT_SQRT)
 
 
 def must_fit(g, planner) -> int | None:

@@ -1,4 +1,6 @@
-"""Which ops may be recomputed, and the chain-depth bound every planner that recomputes obeys.
+"""Which ops may be recomputed, and the chain-depth bound the planners that recompute on demand obey
+(recompute-only, swapadvisor with recompute on; checkpoint-sqrt rebuilds whole segments by design, see
+baselines/checkpoint.py).
 
 Randomness. Recomputing an op must give the bits the original run gave. No op in our IR draws random
 numbers: the MXNet importer turns `Dropout` (training mode) into the identity, PyTorch models are exported in

@@ -12,6 +12,8 @@ scripts, tests); PLANNERS maps each to `plan(ctx: PlanningContext) -> Plan`.
     zero-offload           DeepSpeed ZeRO-Offload: params, grads, optimizer state on the host (baselines/zero_offload.py)
     recompute-only         activation recomputation without offload: evicted activations are dropped and
                            recomputed, only params and optimizer state are swapped (baselines/recompute_only.py)
+    checkpoint-sqrt        activation checkpointing every sqrt(n) layers, recomputed in backward (Chen et al. 2016;
+                           torch.utils.checkpoint.checkpoint_sequential) (baselines/checkpoint.py)
 
 A new planner: add a member here and its function to PLANNERS; nothing else lists planners.
 """
@@ -21,8 +23,8 @@ from collections.abc import Callable
 from enum import Enum
 
 from ..plan import Plan
-from .baselines import (plan_noswap, plan_odswap, plan_recompute_only, plan_save_on_cpu, plan_save_on_cpu_async,
-                        plan_tflms, plan_vdnn, plan_zero_offload)
+from .baselines import (plan_checkpoint_sqrt, plan_noswap, plan_odswap, plan_recompute_only, plan_save_on_cpu,
+                        plan_save_on_cpu_async, plan_tflms, plan_vdnn, plan_zero_offload)
 from .context import PlanningContext
 from .swapadvisor.planners import plan_swapadvisor, plan_swapadvisor_nosearch
 
@@ -39,6 +41,7 @@ class PlannerName(str, Enum):
     SAVE_ON_CPU_ASYNC = "save-on-cpu-async"
     ZERO_OFFLOAD = "zero-offload"
     RECOMPUTE_ONLY = "recompute-only"
+    CHECKPOINT_SQRT = "checkpoint-sqrt"
 
     __hash__ = str.__hash__
 
@@ -57,9 +60,10 @@ PLANNERS: dict[PlannerName, Callable[[PlanningContext], Plan]] = {
     PlannerName.SAVE_ON_CPU_ASYNC: plan_save_on_cpu_async,
     PlannerName.ZERO_OFFLOAD: plan_zero_offload,
     PlannerName.RECOMPUTE_ONLY: plan_recompute_only,
+    PlannerName.CHECKPOINT_SQRT: plan_checkpoint_sqrt,
 }
 BASELINE_NAMES = (PlannerName.ODSWAP, PlannerName.VDNN, PlannerName.NOSWAP, PlannerName.TFLMS,
                   PlannerName.SAVE_ON_CPU, PlannerName.SAVE_ON_CPU_ASYNC, PlannerName.ZERO_OFFLOAD,
-                  PlannerName.RECOMPUTE_ONLY)
+                  PlannerName.RECOMPUTE_ONLY, PlannerName.CHECKPOINT_SQRT)
 # the planners with an arena mode (the baselines model the paper's size-class pool only)
 SEARCH_PLANNERS = (PlannerName.SWAPADVISOR, PlannerName.SWAPADVISOR_NOSEARCH)

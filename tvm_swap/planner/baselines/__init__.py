@@ -13,10 +13,14 @@
     plan_recompute_only(ctx)
                       activation recomputation without offload: evicted activations are dropped and rebuilt
                       by recompute actions, only params and optimizer state are swapped (recompute_only.py)
+    plan_checkpoint_sqrt(ctx)
+                      activation checkpointing every sqrt(n) layers (Chen et al. 2016; torch.utils.checkpoint's
+                      checkpoint_sequential): segment boundaries kept, the rest recomputed in backward (checkpoint.py)
 
 Each takes a PlanningContext and returns an unverified Plan with `predicted` empty (api.plan_graph verifies
 and simulates). `default_pool` is the exact-size pool odswap and vdnn share.
 """
+from .checkpoint import plan_checkpoint_sqrt
 from .common import PoolLayout, default_pool
 from .noswap import noswap_need, plan_noswap, static_memory_plan
 from .odswap import plan_odswap
@@ -27,5 +31,5 @@ from .vdnn import forward_ops, offload_candidates, plan_vdnn
 from .zero_offload import plan_zero_offload
 
 __all__ = ["PoolLayout", "default_pool", "forward_ops", "noswap_need", "offload_candidates",
-           "plan_noswap", "plan_odswap", "plan_recompute_only", "plan_save_on_cpu", "plan_save_on_cpu_async",
-           "plan_tflms", "plan_vdnn", "plan_zero_offload", "static_memory_plan"]
+           "plan_checkpoint_sqrt", "plan_noswap", "plan_odswap", "plan_recompute_only", "plan_save_on_cpu",
+           "plan_save_on_cpu_async", "plan_tflms", "plan_vdnn", "plan_zero_offload", "static_memory_plan"]

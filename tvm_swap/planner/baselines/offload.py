@@ -1,4 +1,5 @@
-"""Fixed activation-offload policies (tflms, save-on-cpu, save-on-cpu-async): the shared machinery.
+"""Fixed activation-offload policies (tflms, save-on-cpu, save-on-cpu-async): the shared machinery; checkpoint-sqrt
+(checkpoint.py) walks its drop-and-recompute policy with it too.
 
 The tools these stand for never evict on demand: they decide up front which activations go to the host
 and when they come back, keep every parameter and optimizer state on the GPU, and run out of memory if
@@ -177,9 +178,10 @@ class PolicyLayout:
     workspace: int
 
     @classmethod
-    def build(cls, ctx: PlanningContext) -> "PolicyLayout":
+    def build(cls, ctx: PlanningContext, order: list[int] | None = None) -> "PolicyLayout":
+        """The layout for `order` (default: the graph's own order, TVM's)."""
         g = ctx.graph
-        order = default_order(g)
+        order = default_order(g) if order is None else list(order)
         sizes, tensor_class = class_of_size(g, ctx.alignment)
         k = len(sizes)
         lo = per_op_class_need(g, tensor_class, k)
@@ -194,10 +196,18 @@ class PolicyLayout:
         return int((np.asarray(counts, dtype=np.int64) * np.asarray(self.sizes, dtype=np.int64)).sum()) + self.workspace
 
 
-def policy_need(ctx: PlanningContext, layout: PolicyLayout, policy: Policy) -> tuple[int, np.ndarray]:
+def _walker(ctx: PlanningContext, layout: PolicyLayout, policy: Policy, pool: Pool, make_walker=None) -> PolicyWalker:
+    """A walk of the policy in `pool`; `make_walker(pool)` builds another PolicyWalker (checkpoint-sqrt's)."""
+    if make_walker is not None:
+        return make_walker(pool)
+    return PolicyWalker(ctx.graph, layout.order, pool, layout.tensor_class, layout.resident, policy)
+
+
+def policy_need(ctx: PlanningContext, layout: PolicyLayout, policy: Policy,
+                make_walker=None) -> tuple[int, np.ndarray]:
     """(bytes, per-class counts) the policy needs: its walk in a pool that never fills."""
     pool = layout.pool(layout.roomy, ctx.alignment)
-    w = PolicyWalker(ctx.graph, layout.order, pool, layout.tensor_class, layout.resident, policy)
+    w = _walker(ctx, layout, policy, pool, make_walker)
     w.run_ops().finish()
     if w.forced_evictions() or w.failed_prefetches:
         raise RuntimeError("planner bug: the roomy pool filled up")
@@ -206,13 +216,14 @@ def policy_need(ctx: PlanningContext, layout: PolicyLayout, policy: Policy) -> t
 
 
 def plan_policy(ctx: PlanningContext, layout: PolicyLayout, policy: Policy, planner: str, what: str,
-                search: dict | None = None, need: tuple[int, np.ndarray] | None = None) -> Plan:
-    """The plan of `policy`, or InfeasibleLimitError naming the bytes it needs (`what` says why)."""
-    need_bytes, counts = need or policy_need(ctx, layout, policy)
+                search: dict | None = None, need: tuple[int, np.ndarray] | None = None, make_walker=None) -> Plan:
+    """The plan of `policy`, or InfeasibleLimitError naming the bytes it needs (`what` says why).
+    `make_walker(pool)`: a PolicyWalker subclass's walk of it (default PolicyWalker's)."""
+    need_bytes, counts = need or policy_need(ctx, layout, policy, make_walker)
     if need_bytes > ctx.mem_limit:
         raise InfeasibleLimitError(ctx.mem_limit, need_bytes, what)
     pool = layout.pool(counts, ctx.alignment)
-    w = PolicyWalker(ctx.graph, layout.order, pool, layout.tensor_class, layout.resident, policy)
+    w = _walker(ctx, layout, policy, pool, make_walker)
     w.run_ops().finish()
     if w.forced_evictions() or w.failed_prefetches:
         raise RuntimeError(f"planner bug: {planner}'s second walk differs from its first")

@@ -6,8 +6,8 @@ has no free object, the least-recently-used resident of that class that the op d
 (copied out first if it is needed later and the host has no current copy). Dead tensors are dropped right
 after their last use; results the caller gets back are copied out as soon as they are produced.
 
-Planners steer it through hooks (see `OnDemandWalker.before_compute` and `drop_early`), so each baseline
-only states its own policy. All actions go through ActionBuilder, which derives the deps.
+Planners steer it through hooks (see `OnDemandWalker.before_inputs`, `before_compute` and `drop_early`), so
+each baseline only states its own policy. All actions go through ActionBuilder, which derives the deps.
 """
 from __future__ import annotations
 
@@ -139,6 +139,9 @@ class OnDemandWalker:
         return True
 
     # ---------------------------------------------------------------- hooks
+    def before_inputs(self, pos: int, pinned: set[int]) -> None:
+        """Called before the op's inputs are made resident (checkpoint-sqrt rebuilds dropped inputs here)."""
+
     def before_compute(self, pos: int, pinned: set[int]) -> None:
         """Called after the op's inputs are resident and its outputs have objects, before it runs."""
 
@@ -155,6 +158,7 @@ class OnDemandWalker:
             op = g.ops[opid]
             ins = list(dict.fromkeys(op.inputs))
             pinned = set(ins) | set(op.outputs)
+            self.before_inputs(pos, pinned)
             for t in ins:
                 if not b.is_resident(t):
                     if not self.bring_in(t, pinned):
