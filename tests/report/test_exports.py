@@ -176,7 +176,7 @@ def _stamps_from(timed, keep_compute):
     """A trace as the executor writes it, from a timeline: copies always, kernels where keep_compute says."""
     out = [(-1, "begin", 0.0)]
     for i, a in enumerate(timed.plan.actions):
-        if a.kind == ActionKind.COMPUTE and keep_compute(i):
+        if a.kind in (ActionKind.COMPUTE, ActionKind.RECOMPUTE) and keep_compute(i):
             out += [(i, "wait", timed.start[i]), (i, "start", timed.start[i]), (i, "end", timed.end[i])]
         elif a.kind in (ActionKind.SWAP_OUT, ActionKind.SWAP_IN):
             out += [(i, "start", timed.start[i]), (i, "end", timed.end[i])]
@@ -187,7 +187,7 @@ def _stamps_from(timed, keep_compute):
 def test_measured_timing_keeps_stamps_and_interpolates_between_them(planned):
     g, plan, op_time = planned
     sim = predicted_timing(g, plan, op_time)
-    computes = [i for i, a in enumerate(plan.actions) if a.kind == ActionKind.COMPUTE]
+    computes = [i for i, a in enumerate(plan.actions) if a.kind in (ActionKind.COMPUTE, ActionKind.RECOMPUTE)]
     stamped = set(computes[::3])
     got = measured_timing(g, plan, _stamps_from(sim, lambda i: i in stamped))
     for i in computes:

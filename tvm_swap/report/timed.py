@@ -100,7 +100,9 @@ def measured_timing(graph, plan, trace) -> TimedPlan:
     end = np.zeros(n)
     exact = np.zeros(n, dtype=bool)
     weight = _device_times(graph, plan)
-    computes = [i for i, a in enumerate(acts) if a.kind == ActionKind.COMPUTE]
+    # recomputes are kernels on the caller's thread too (the executor stamps them as it does computes)
+    kernels = (ActionKind.COMPUTE, ActionKind.RECOMPUTE)
+    computes = [i for i, a in enumerate(acts) if a.kind in kernels]
     end_call = st.get(-1, {}).get("end_call")
     # caller-thread boundaries: call start, then (start, end) of each kernel in order, then the call's end
     points: list = [0.0]
@@ -119,7 +121,7 @@ def measured_timing(graph, plan, trace) -> TimedPlan:
         exact[i] = known[1 + 2 * k] and known[2 + 2 * k]
     last_compute_end = 0.0
     for i, a in enumerate(acts):
-        if a.kind == ActionKind.COMPUTE:
+        if a.kind in kernels:
             last_compute_end = end[i]
         elif a.kind in (ActionKind.SWAP_OUT, ActionKind.SWAP_IN):
             s = st.get(i, {})
