@@ -73,6 +73,9 @@ from ..graphindex import NEVER as _NEVER  # noqa: E402  (next use of a dead tens
 MAX_ROUNDS = 12          # decide/place rounds before giving up on a capacity
 PREFETCH_WINDOW = 4096   # slots a swap-in may start before its use (bounds the per-swap-in slice)
 BY_SIZE_MAX_STAYS = 4000  # greedy-by-size placement is quadratic in stays: only below this many
+CLEAN_FIRST = True
+CLEAN_ROUNDS = 3         # extra rounds (lower capacity) for a clean-first placement once a plain one fits
+LOCAL_ROUNDS = 8         # decide/place rounds that lower the capacity only where placement overflowed
 
 
 # ============================================================== the memory-side genome
@@ -392,6 +395,126 @@ def place_stays(first: list[int], last: list[int], size: list[int]) -> tuple[lis
     return offsets, peak
 
 
+def place_stays_clean(first: list[int], last: list[int], cool: list[int], size: list[int],
+                      limit: int) -> tuple[list[int], int]:
+    """place_stays, preferring clean bytes: a stay's bytes are free after slot `last` but *dirty* until slot
+    `cool` (its copy to the host is still running, so a tenant there would wait for the link). Each stay goes
+    to the best-fitting clean gap of the free space below `limit` (free blocks and the room above the top,
+    less the dirty ranges); only when no clean gap fits does it take the plain best fit (dirty or not) or
+    grow the top. A tenant of dirty bytes waits for their drop, which waits for the copy, so it makes the
+    bytes under it its own (their dirt is dropped: anything placed there later waits on it anyway).
+    Same contract as place_stays; cool[k] >= last[k]."""
+    m = len(first)
+    order = np.lexsort((-np.asarray(size, dtype=np.int64), np.asarray(first, dtype=np.int64))).tolist() \
+        if m else []
+    offsets = [0] * m
+    ends: list = []
+    starts: list[int] = []          # free blocks below `top`, by address
+    blk: dict[int, int] = {}
+    dstarts: list[int] = []         # dirty ranges (disjoint), by address
+    dirt: dict[int, tuple] = {}     # start -> (end, clean after this slot)
+    top = peak = 0
+
+    def trim(a: int, b: int) -> None:
+        """Drop the dirt of [a, b) (keeping what lies outside it)."""
+        k = bisect_left(dstarts, a)
+        if k > 0 and dirt[dstarts[k - 1]][0] > a:
+            k -= 1
+        while k < len(dstarts) and dstarts[k] < b:
+            x = dstarts[k]
+            y, c = dirt.pop(x)
+            del dstarts[k]
+            if x < a:
+                dirt[x] = (a, c)
+                insort(dstarts, x)
+                k += 1
+            if y > b:
+                dirt[b] = (y, c)
+                insort(dstarts, b)
+                k += 1
+
+    def clean_gap(a: int, b: int, f: int, need: int, best: tuple) -> tuple:
+        """The best (length, start) clean gap of [a, b) at slot f of at least `need` bytes, or `best`."""
+        k = bisect_left(dstarts, a)
+        if k > 0 and dirt[dstarts[k - 1]][0] > a:
+            k -= 1
+        x = a
+        while x < b:
+            while k < len(dstarts) and (dirt[dstarts[k]][1] < f or dirt[dstarts[k]][0] <= x):
+                k += 1              # clean again, or behind x
+            y = min(b, dstarts[k]) if k < len(dstarts) else b
+            if y - x >= need and (best[1] < 0 or y - x < best[0]):
+                best = (y - x, x)
+            if k >= len(dstarts) or dstarts[k] >= b:
+                break
+            x = dirt[dstarts[k]][0]
+            k += 1
+        return best
+
+    for s in order:
+        f = first[s]
+        while ends and ends[0][0] < f:
+            _, r = heapq.heappop(ends)
+            a, b = offsets[r], offsets[r] + size[r]
+            if cool[r] > last[r]:
+                trim(a, b)
+                insort(dstarts, a)
+                dirt[a] = (b, cool[r])
+            k = bisect_left(starts, a)
+            if k > 0 and blk[starts[k - 1]] == a:
+                k -= 1
+                a = starts[k]
+                del starts[k]
+            if k < len(starts) and starts[k] == b:
+                b2 = blk.pop(b)
+                del starts[k]
+                b = b2
+            if b == top:
+                blk.pop(a, None)
+                top = a
+                continue
+            insort(starts, a)
+            blk[a] = b
+        need = size[s]
+        best = (0, -1)
+        for a in starts:
+            if blk[a] - a >= need:
+                best = clean_gap(a, blk[a], f, need, best)
+        if limit - top >= need:
+            best = clean_gap(top, limit, f, need, best)
+        o = best[1]
+        if o < 0:                   # nothing clean fits: the plain best fit, or the top
+            best_len = -1
+            for a in starts:
+                ln = blk[a] - a
+                if ln >= need and (o < 0 or ln < best_len):
+                    o, best_len = a, ln
+            if o < 0:
+                o = top
+        if o >= top:
+            if o > top:             # the room skipped below it becomes a free block
+                insort(starts, top)
+                blk[top] = o
+            top = o + need
+        else:
+            k = bisect_right(starts, o) - 1
+            a = starts[k]
+            e = blk.pop(a)
+            del starts[k]
+            if a < o:
+                insort(starts, a)
+                blk[a] = o
+            if o + need < e:
+                insort(starts, o + need)
+                blk[o + need] = e
+        offsets[s] = o
+        trim(o, o + need)
+        heapq.heappush(ends, (last[s], s))
+        if top > peak:
+            peak = top
+    return offsets, peak
+
+
 def place_by_size(first: list[int], last: list[int], size: list[int]) -> tuple[list[int], int]:
     """Greedy by size (largest first, each at the lowest offset clear of the already placed stays it
     overlaps in time): slower than the sweep (numpy over all placed stays per stay) but packs tight
@@ -482,9 +605,10 @@ class _ArenaWalk:
         self.cum = np.cumsum(t)
         self.d2h = float(d2h_bandwidth)
 
-    def run(self, capacity: int, bias: list, pinned_tensors=(), pairs=(), split: float = -1.0,
+    def run(self, capacity, bias: list, pinned_tensors=(), pairs=(), split: float = -1.0,
             recompute=None) -> _Decisions:
-        """One walk at `capacity` bytes (see the module docstring).
+        """One walk at `capacity` bytes (see the module docstring): an int, or one int per slot (the bytes
+        the stays covering that slot may take; _decide_and_place lowers it where placement overflowed).
 
         recompute (bool per tensor, or None): an evicted tensor marked True is dropped without a copy and
         rebuilt by a recompute right before the op that next reads it, when that is sound: its producer's
@@ -495,6 +619,9 @@ class _ArenaWalk:
         finds room. Otherwise it is copied out as before."""
         n, gi = self.n, self.gi
         n_t = gi.n_tensors
+        cap = np.broadcast_to(np.asarray(capacity, dtype=np.int64), (max(n, 1),))
+        cap_at = cap.tolist()              # per slot, for the scalar checks
+        capacity = int(cap.max())          # the split's shares are of the largest capacity
         size, role, produced = self.size, self.role, self.produced
         touch_t, touch_next, op_ptr, op_nin = self.touch_t, self.touch_next, self.op_ptr, self.op_nin
         stay_t: list[int] = []
@@ -533,7 +660,7 @@ class _ArenaWalk:
             stay_last.append(n)
             resident += size[t]
             group_res[group[t]] += size[t]
-        if resident > capacity:
+        if resident > int(cap.min()):
             raise PlanError("pinned tensors alone exceed the capacity")
         pin_bytes = resident + 2 * sum(size[p] for p, _ in pairs)
         out_stays: list = [None] * n
@@ -595,8 +722,7 @@ class _ArenaWalk:
                         stack.append(z)
                         ancestors[z] = chain_bytes(z, v)
                         grow[nxt[z]] = grow.get(nxt[z], 0) + ancestors[z] - chain_rec[z]
-            room = capacity - pin_bytes
-            if any(op_ws[s] + rb_load.get(s, 0) + b > room for s, b in grow.items()):
+            if any(op_ws[s] + rb_load.get(s, 0) + b > cap_at[s] - pin_bytes for s, b in grow.items()):
                 return False
             for s, b in grow.items():
                 rb_load[s] = rb_load.get(s, 0) + b
@@ -651,11 +777,11 @@ class _ArenaWalk:
             evicted += 1
 
         def make_room(need: int, i: int, g: int) -> None:
-            while resident + need > capacity:
+            while resident + need > cap_at[i]:
                 v = victim(i, g)
                 if v < 0:
                     raise PlanError(f"the op at position {i} needs {need} more bytes than fit beside what it "
-                                    f"uses ({resident} of {capacity} bytes)")
+                                    f"uses ({resident} of {cap_at[i]} bytes)")
                 evict(v, i)
 
         def bring(t: int, i: int) -> None:
@@ -670,7 +796,7 @@ class _ArenaWalk:
             lo = max(hr, i - PREFETCH_WINDOW)       # the copy may be issued after slot lo at the earliest
             q = lo
             if lo + 1 < i:
-                over = np.flatnonzero(usage[lo + 1:i] > capacity - need)
+                over = np.flatnonzero(usage[lo + 1:i] > cap[lo + 1:i] - need)
                 if len(over):
                     q = lo + 1 + int(over[-1])
                 usage[q + 1:i] += need
@@ -901,7 +1027,7 @@ def working_set_floor(gi: GraphIndex) -> int:
     return int(per_op.max(initial=0))
 
 
-def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight):
+def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight, cool=None):
     """Kept pairs at the bottom, each in two exclusive ranges (old value, update); the other stays above.
     Returns (offsets, bytes needed). `tight(overflow)`: whether greedy by size is worth trying after the
     sweep overflowed by that much (near the floor, where the sweep fragments)."""
@@ -920,12 +1046,19 @@ def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight
     sub_first = [first[k] for k in rest]
     sub_last = [last[k] for k in rest]
     sub_size = [sizes[k] for k in rest]
+    if cool is not None:        # clean bytes first (place_stays_clean); no greedy-by-size retry
+        return _shifted(rest, n_st, offsets, base, *place_stays_clean(sub_first, sub_last, [cool[k] for k in rest],
+                                                                      sub_size, arena_bytes - base))
     offs, need = place_stays(sub_first, sub_last, sub_size)
     if need > arena_bytes - base:
         worth = len(sub_size) <= BY_SIZE_MAX_STAYS and tight(need - (arena_bytes - base))
         offs2, need2 = place_by_size(sub_first, sub_last, sub_size) if worth else (offs, need)
         if need2 < need:
             offs, need = offs2, need2
+    return _shifted(rest, n_st, offsets, base, offs, need)
+
+
+def _shifted(rest, n_st, offsets, base, offs, need):
     for k, o in zip(rest, offs):
         offsets[k] = base + o
     return offsets, base + need
@@ -952,17 +1085,18 @@ def _cooled_lasts(walk: _ArenaWalk, d: _Decisions) -> list[int]:
 
 def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again):
     """With op times: the same decisions placed with cooled stays (_cooled_lasts) if that fits, else one more
-    decision at the capacity lowered by the overflow if that fits cooled; else the plain placement."""
+    decision at the capacity (per slot) lowered by the overflow if that fits cooled; else the plain placement."""
     if walk.cum is None or not d.dirty:
         return d, offsets, sizes, capacity, rounds
     never = lambda over: False   # noqa: E731  (no greedy-by-size here: this is an optional improvement)
-    off2, need = _place_with_pairs(d, first, _cooled_lasts(walk, d), sizes, arena_bytes, never)
+    cool = _cooled_lasts(walk, d)
+    off2, need = _place_with_pairs(d, first, cool, sizes, arena_bytes, never)
     if need <= arena_bytes:
         return d, off2, sizes, capacity, rounds
     bias, pinned, pairs, genes = again
     a = walk.gi.alignment
     lower = (capacity - (need - arena_bytes)) // a * a
-    if lower >= working_set_floor(walk.gi):
+    if int(lower.min()) >= working_set_floor(walk.gi):
         d2 = walk.run(lower, bias, pinned, pairs, genes.split, genes.recompute)
         first2 = _floored_firsts(d2)
         sizes2 = [walk.size[t] for t in d2.stay_t]
@@ -972,8 +1106,24 @@ def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again
     return d, offsets, sizes, capacity, rounds
 
 
+def _overflow_by_slot(n: int, first, last, sizes, offsets, arena_bytes: int) -> np.ndarray:
+    """Per slot: how far past the arena's end the stays covering it were placed (0 where none was)."""
+    over = np.zeros(max(n, 1), dtype=np.int64)
+    for k, (o, z) in enumerate(zip(offsets, sizes)):
+        x = o + z - arena_bytes
+        if x > 0:
+            f, e = max(first[k], 0), min(last[k], n - 1) if last[k] >= 0 else n - 1
+            if f <= e:
+                np.maximum(over[f:e + 1], x, out=over[f:e + 1])
+    return over
+
+
 def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pinned=()):
-    """Decide at a capacity, place, lower the capacity by the overflow until the placement fits."""
+    """Decide at a capacity, place, lower the capacity until the placement fits. The capacity is per slot:
+    the first LOCAL_ROUNDS rounds lower it only at the slots the overflowing stays cover (by their overflow,
+    at least 1/64), since fragmentation is local (e.g. the optimizer's updates at the end of a training
+    iteration) and a capacity lowered everywhere pays for it with evictions where placement had no trouble;
+    later rounds lower it everywhere, as a last resort the largest working set alone is planned."""
     a = walk.gi.alignment
     floor = working_set_floor(walk.gi)
     # pairs share what the largest working set leaves: "keep 1" keeps as many as can be kept at all
@@ -982,25 +1132,55 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
     room = arena_bytes - reserved
     capacity = int(room * (1.0 - genes.headroom)) // a * a
     capacity = max(capacity, min(floor, room))
+    cap = np.full(max(walk.n, 1), capacity, dtype=np.int64)
     bias = genes.bias.tolist()
-    tried = []
+    tried_floor = False
+    clean_left = CLEAN_ROUNDS if CLEAN_FIRST else 0
+    fallback = None             # the first plain placement that fitted while clean-first did not
     for rnd in range(MAX_ROUNDS + 1):
-        last_try = rnd == MAX_ROUNDS or capacity < floor
+        last_try = rnd == MAX_ROUNDS or int(cap.min()) < floor
         if last_try:
-            if floor in tried or floor > room:
+            if tried_floor or floor > room:
                 break
-            capacity = floor                    # last try: nothing but the largest working set planned
-        tried.append(capacity)
-        d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute)
+            cap[:] = floor                      # last try: nothing but the largest working set planned
+        tried_floor = tried_floor or int(cap.max()) == floor
+        d = walk.run(cap, bias, pinned, pairs, genes.split, genes.recompute)
         first = _floored_firsts(d)
         sizes = [walk.size[t] for t in d.stay_t]
         # the sweep fragments near the floor; greedy by size packs tighter (and costs more)
-        offsets, need = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes,
-                                          lambda over, c=capacity, lt=last_try: lt or c - over < floor)
-        if need <= arena_bytes:
-            return _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rnd + 1, (bias, pinned, pairs, genes))
+        c_min = int(cap.min())
+        tight = lambda over, c=c_min, lt=last_try: lt or c - over < floor   # noqa: E731
+        cool = _cooled_lasts(walk, d) if clean_left > 0 and walk.cum is not None and d.dirty else None
+        if cool is not None:
+            offsets, need = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes, tight, cool)
+            if need <= arena_bytes:
+                return _cooled(walk, d, first, sizes, arena_bytes, cap, offsets, rnd + 1, (bias, pinned, pairs, genes))
+            offs_p, need_p = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes, tight)
+            if need_p <= arena_bytes:       # only the plain sweep fits: keep it, try a little lower clean first
+                if fallback is None:
+                    fallback = (d, first, sizes, cap.copy(), offs_p)
+                clean_left -= 1
+                if clean_left == 0:
+                    d, first, sizes, cap, offs_p = fallback
+                    return _cooled(walk, d, first, sizes, arena_bytes, cap, offs_p, rnd + 1,
+                                   (bias, pinned, pairs, genes))
+        else:
+            offsets, need = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes, tight)
+            if need <= arena_bytes:
+                return _cooled(walk, d, first, sizes, arena_bytes, cap, offsets, rnd + 1, (bias, pinned, pairs, genes))
         over = need - arena_bytes
-        capacity = (capacity - max(over, capacity // 64)) // a * a
+        if rnd < LOCAL_ROUNDS:
+            by_slot = _overflow_by_slot(walk.n, first, d.stay_last, sizes, offsets, arena_bytes)
+            hit = by_slot > 0
+            step = np.maximum(by_slot, capacity // 64)
+            low = np.where(hit, np.maximum((cap - step) // a * a, floor), cap)
+            if (low < cap).any():
+                cap = low
+                continue
+        cap = np.minimum(cap, (int(cap.max()) - max(over, capacity // 64)) // a * a)
+    if fallback is not None:
+        d, first, sizes, cap, offs_p = fallback
+        return _cooled(walk, d, first, sizes, arena_bytes, cap, offs_p, MAX_ROUNDS + 1, (bias, pinned, pairs, genes))
     raise PlanError(f"no arena placement fits {arena_bytes} bytes (fragmentation); raise the limit")
 
 
@@ -1044,7 +1224,8 @@ def _plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | No
     arena = Arena(arena_bytes, [o for o, _ in objs], [s for _, s in objs], gi.alignment, gi.workspace, swaps)
     b = _emit(walk, d, arena, stay_obj)
     tclass = np.where(gi.used, 0, -1).astype(np.int64)
-    stats = {"capacity_bytes": int(capacity), "rounds": int(rounds), "placed_bytes": int(max(
+    stats = {"capacity_bytes": int(np.min(capacity)), "capacity_mean_bytes": int(np.mean(capacity)),
+             "rounds": int(rounds), "placed_bytes": int(max(
         (o + s for o, s in zip(offsets, sizes)), default=0)), "evictions": int(d.evicted),
         "recomputes": len(d.recomputes)}
     return ArenaPlan(schedule, arena, tclass, [(t, stay_obj[sid]) for t, sid in d.pinned], b.actions, stats)
