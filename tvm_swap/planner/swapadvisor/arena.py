@@ -73,9 +73,8 @@ from ..graphindex import NEVER as _NEVER  # noqa: E402  (next use of a dead tens
 MAX_ROUNDS = 12          # decide/place rounds before giving up on a capacity
 PREFETCH_WINDOW = 4096   # slots a swap-in may start before its use (bounds the per-swap-in slice)
 BY_SIZE_MAX_STAYS = 4000  # greedy-by-size placement is quadratic in stays: only below this many
-CLEAN_FIRST = True
-CLEAN_ROUNDS = 3         # extra rounds (lower capacity) for a clean-first placement once a plain one fits
-LOCAL_ROUNDS = 8         # decide/place rounds that lower the capacity only where placement overflowed
+CLEAN_FIRST = True       # with op times: also try a clean-first placement (_clean_first), keep the faster
+CLEAN_ROUNDS = 3         # decisions at a lowered capacity a clean-first placement may take to fit
 
 
 # ============================================================== the memory-side genome
@@ -395,28 +394,88 @@ def place_stays(first: list[int], last: list[int], size: list[int]) -> tuple[lis
     return offsets, peak
 
 
+class _Blocks:
+    """Disjoint free ranges [a, b) by address, neighbours coalesced."""
+
+    def __init__(self):
+        self.starts: list[int] = []
+        self.end: dict[int, int] = {}
+
+    def add(self, a: int, b: int) -> None:
+        st, end = self.starts, self.end
+        k = bisect_left(st, a)
+        if k > 0 and end[st[k - 1]] == a:
+            k -= 1
+            a = st[k]
+            del st[k]
+        if k < len(st) and st[k] == b:
+            b = end.pop(b)
+            del st[k]
+        st.insert(k, a)
+        end[a] = b
+
+    def remove(self, a: int, b: int) -> None:
+        """Take [a, b) out (whatever part of it is here)."""
+        st, end = self.starts, self.end
+        k = bisect_right(st, a) - 1
+        if k < 0 or end[st[k]] <= a:
+            k += 1
+        while k < len(st) and st[k] < b:
+            x = st[k]
+            y = end.pop(x)
+            del st[k]
+            if x < a:
+                st.insert(k, x)
+                end[x] = a
+                k += 1
+            if y > b:
+                st.insert(k, b)
+                end[b] = y
+                k += 1
+
+    def best_fit(self, need: int) -> int:
+        """The start of the smallest range of at least `need` bytes (lowest address on ties), or -1."""
+        best, best_len = -1, -1
+        end = self.end
+        for a in self.starts:
+            ln = end[a] - a
+            if ln >= need and (best < 0 or ln < best_len):
+                best, best_len = a, ln
+                if ln == need:
+                    break
+        return best
+
+
 def place_stays_clean(first: list[int], last: list[int], cool: list[int], size: list[int],
                       limit: int) -> tuple[list[int], int]:
     """place_stays, preferring clean bytes: a stay's bytes are free after slot `last` but *dirty* until slot
     `cool` (its copy to the host is still running, so a tenant there would wait for the link). Each stay goes
-    to the best-fitting clean gap of the free space below `limit` (free blocks and the room above the top,
-    less the dirty ranges); only when no clean gap fits does it take the plain best fit (dirty or not) or
-    grow the top. A tenant of dirty bytes waits for their drop, which waits for the copy, so it makes the
-    bytes under it its own (their dirt is dropped: anything placed there later waits on it anyway).
+    to the best-fitting clean free range below `limit` (free blocks and the room above the top, less the
+    dirty ranges); when none fits, to the free block whose dirt clears first (then the smallest), else the
+    top grows, as in place_stays. A tenant of dirty bytes waits for their drop, which waits for the copy, so
+    their dirt is forgotten once taken (a later tenant waits on that tenant anyway).
     Same contract as place_stays; cool[k] >= last[k]."""
     m = len(first)
     order = np.lexsort((-np.asarray(size, dtype=np.int64), np.asarray(first, dtype=np.int64))).tolist() \
         if m else []
     offsets = [0] * m
     ends: list = []
-    starts: list[int] = []          # free blocks below `top`, by address
-    blk: dict[int, int] = {}
-    dstarts: list[int] = []         # dirty ranges (disjoint), by address
+    free = _Blocks()                # free below `top` (clean or dirty)
+    clean = _Blocks()               # clean free bytes below `limit` (above the top included)
+    if limit > 0:
+        clean.add(0, limit)
+    dstarts: list[int] = []         # dirty free ranges (disjoint), by address
     dirt: dict[int, tuple] = {}     # start -> (end, clean after this slot)
+    expiry: list = []               # heap (clean slot, start, end): dirt that turns clean (lazy)
     top = peak = 0
 
+    def add_dirt(a: int, b: int, c: int) -> None:
+        insort(dstarts, a)
+        dirt[a] = (b, c)
+        heapq.heappush(expiry, (c, a, b))
+
     def trim(a: int, b: int) -> None:
-        """Drop the dirt of [a, b) (keeping what lies outside it)."""
+        """Forget the dirt of [a, b) (keeping what lies outside it)."""
         k = bisect_left(dstarts, a)
         if k > 0 and dirt[dstarts[k - 1]][0] > a:
             k -= 1
@@ -425,90 +484,70 @@ def place_stays_clean(first: list[int], last: list[int], cool: list[int], size: 
             y, c = dirt.pop(x)
             del dstarts[k]
             if x < a:
-                dirt[x] = (a, c)
-                insort(dstarts, x)
+                add_dirt(x, a, c)
                 k += 1
             if y > b:
-                dirt[b] = (y, c)
-                insort(dstarts, b)
+                add_dirt(b, y, c)
                 k += 1
 
-    def clean_gap(a: int, b: int, f: int, need: int, best: tuple) -> tuple:
-        """The best (length, start) clean gap of [a, b) at slot f of at least `need` bytes, or `best`."""
+    def dirty_until(a: int, b: int) -> int:
+        """The last slot at which some byte of [a, b) is still dirty (-1: none)."""
         k = bisect_left(dstarts, a)
         if k > 0 and dirt[dstarts[k - 1]][0] > a:
             k -= 1
-        x = a
-        while x < b:
-            while k < len(dstarts) and (dirt[dstarts[k]][1] < f or dirt[dstarts[k]][0] <= x):
-                k += 1              # clean again, or behind x
-            y = min(b, dstarts[k]) if k < len(dstarts) else b
-            if y - x >= need and (best[1] < 0 or y - x < best[0]):
-                best = (y - x, x)
-            if k >= len(dstarts) or dstarts[k] >= b:
-                break
-            x = dirt[dstarts[k]][0]
+        u = -1
+        while k < len(dstarts) and dstarts[k] < b:
+            c = dirt[dstarts[k]][1]
+            if c > u:
+                u = c
             k += 1
-        return best
+        return u
 
     for s in order:
         f = first[s]
         while ends and ends[0][0] < f:
             _, r = heapq.heappop(ends)
             a, b = offsets[r], offsets[r] + size[r]
-            if cool[r] > last[r]:
-                trim(a, b)
-                insort(dstarts, a)
-                dirt[a] = (b, cool[r])
-            k = bisect_left(starts, a)
-            if k > 0 and blk[starts[k - 1]] == a:
-                k -= 1
-                a = starts[k]
-                del starts[k]
-            if k < len(starts) and starts[k] == b:
-                b2 = blk.pop(b)
-                del starts[k]
-                b = b2
-            if b == top:
-                blk.pop(a, None)
+            if cool[r] >= f:
+                add_dirt(a, b, cool[r])
+            elif a < limit:
+                clean.add(a, min(b, limit))
+            if b == top:                # (merging with the free block below first)
+                k = bisect_left(free.starts, a)
+                if k > 0 and free.end[free.starts[k - 1]] == a:
+                    a = free.starts[k - 1]
+                    free.remove(a, b)
                 top = a
-                continue
-            insort(starts, a)
-            blk[a] = b
+            else:
+                free.add(a, b)
+        while expiry and expiry[0][0] < f:      # clean again
+            c, a, b = heapq.heappop(expiry)
+            if dirt.get(a) == (b, c):
+                del dirt[a]
+                del dstarts[bisect_left(dstarts, a)]
+                clean.add(a, min(b, limit))
         need = size[s]
-        best = (0, -1)
-        for a in starts:
-            if blk[a] - a >= need:
-                best = clean_gap(a, blk[a], f, need, best)
-        if limit - top >= need:
-            best = clean_gap(top, limit, f, need, best)
-        o = best[1]
-        if o < 0:                   # nothing clean fits: the plain best fit, or the top
-            best_len = -1
-            for a in starts:
-                ln = blk[a] - a
-                if ln >= need and (o < 0 or ln < best_len):
-                    o, best_len = a, ln
+        o = clean.best_fit(need)
+        if o < 0:                   # nothing clean fits: the block whose dirt clears first, or the top
+            key = None
+            for a in free.starts:
+                ln = free.end[a] - a
+                if ln >= need:
+                    k2 = (dirty_until(a, a + need), ln)
+                    if key is None or k2 < key:
+                        o, key = a, k2
             if o < 0:
                 o = top
         if o >= top:
             if o > top:             # the room skipped below it becomes a free block
-                insort(starts, top)
-                blk[top] = o
+                free.add(top, o)
             top = o + need
         else:
-            k = bisect_right(starts, o) - 1
-            a = starts[k]
-            e = blk.pop(a)
-            del starts[k]
-            if a < o:
-                insort(starts, a)
-                blk[a] = o
-            if o + need < e:
-                insort(starts, o + need)
-                blk[o + need] = e
-        offsets[s] = o
+            free.remove(o, o + need)
+        if o < limit:
+            clean.remove(o, min(o + need, limit))
         trim(o, o + need)
+        offsets[s] = o
         heapq.heappush(ends, (last[s], s))
         if top > peak:
             peak = top
@@ -605,10 +644,9 @@ class _ArenaWalk:
         self.cum = np.cumsum(t)
         self.d2h = float(d2h_bandwidth)
 
-    def run(self, capacity, bias: list, pinned_tensors=(), pairs=(), split: float = -1.0,
+    def run(self, capacity: int, bias: list, pinned_tensors=(), pairs=(), split: float = -1.0,
             recompute=None) -> _Decisions:
-        """One walk at `capacity` bytes (see the module docstring): an int, or one int per slot (the bytes
-        the stays covering that slot may take; _decide_and_place lowers it where placement overflowed).
+        """One walk at `capacity` bytes (see the module docstring).
 
         recompute (bool per tensor, or None): an evicted tensor marked True is dropped without a copy and
         rebuilt by a recompute right before the op that next reads it, when that is sound: its producer's
@@ -619,9 +657,6 @@ class _ArenaWalk:
         finds room. Otherwise it is copied out as before."""
         n, gi = self.n, self.gi
         n_t = gi.n_tensors
-        cap = np.broadcast_to(np.asarray(capacity, dtype=np.int64), (max(n, 1),))
-        cap_at = cap.tolist()              # per slot, for the scalar checks
-        capacity = int(cap.max())          # the split's shares are of the largest capacity
         size, role, produced = self.size, self.role, self.produced
         touch_t, touch_next, op_ptr, op_nin = self.touch_t, self.touch_next, self.op_ptr, self.op_nin
         stay_t: list[int] = []
@@ -660,7 +695,7 @@ class _ArenaWalk:
             stay_last.append(n)
             resident += size[t]
             group_res[group[t]] += size[t]
-        if resident > int(cap.min()):
+        if resident > capacity:
             raise PlanError("pinned tensors alone exceed the capacity")
         pin_bytes = resident + 2 * sum(size[p] for p, _ in pairs)
         out_stays: list = [None] * n
@@ -722,7 +757,8 @@ class _ArenaWalk:
                         stack.append(z)
                         ancestors[z] = chain_bytes(z, v)
                         grow[nxt[z]] = grow.get(nxt[z], 0) + ancestors[z] - chain_rec[z]
-            if any(op_ws[s] + rb_load.get(s, 0) + b > cap_at[s] - pin_bytes for s, b in grow.items()):
+            room = capacity - pin_bytes
+            if any(op_ws[s] + rb_load.get(s, 0) + b > room for s, b in grow.items()):
                 return False
             for s, b in grow.items():
                 rb_load[s] = rb_load.get(s, 0) + b
@@ -777,11 +813,11 @@ class _ArenaWalk:
             evicted += 1
 
         def make_room(need: int, i: int, g: int) -> None:
-            while resident + need > cap_at[i]:
+            while resident + need > capacity:
                 v = victim(i, g)
                 if v < 0:
                     raise PlanError(f"the op at position {i} needs {need} more bytes than fit beside what it "
-                                    f"uses ({resident} of {cap_at[i]} bytes)")
+                                    f"uses ({resident} of {capacity} bytes)")
                 evict(v, i)
 
         def bring(t: int, i: int) -> None:
@@ -796,7 +832,7 @@ class _ArenaWalk:
             lo = max(hr, i - PREFETCH_WINDOW)       # the copy may be issued after slot lo at the earliest
             q = lo
             if lo + 1 < i:
-                over = np.flatnonzero(usage[lo + 1:i] > cap[lo + 1:i] - need)
+                over = np.flatnonzero(usage[lo + 1:i] > capacity - need)
                 if len(over):
                     q = lo + 1 + int(over[-1])
                 usage[q + 1:i] += need
@@ -1083,9 +1119,11 @@ def _cooled_lasts(walk: _ArenaWalk, d: _Decisions) -> list[int]:
     return last
 
 
-def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again):
-    """With op times: the same decisions placed with cooled stays (_cooled_lasts) if that fits, else one more
-    decision at the capacity (per slot) lowered by the overflow if that fits cooled; else the plain placement."""
+def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again, judge=None):
+    """With op times, the best of: the same decisions placed with cooled stays (_cooled_lasts) if that fits,
+    else one more decision at the capacity lowered by the overflow if that fits cooled; else the
+    plain placement or, when `judge` (decisions, offsets, sizes -> simulated seconds) prefers it, the
+    clean-first one (_clean_first)."""
     if walk.cum is None or not d.dirty:
         return d, offsets, sizes, capacity, rounds
     never = lambda over: False   # noqa: E731  (no greedy-by-size here: this is an optional improvement)
@@ -1096,34 +1134,49 @@ def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again
     bias, pinned, pairs, genes = again
     a = walk.gi.alignment
     lower = (capacity - (need - arena_bytes)) // a * a
-    if int(lower.min()) >= working_set_floor(walk.gi):
+    if lower >= working_set_floor(walk.gi):
         d2 = walk.run(lower, bias, pinned, pairs, genes.split, genes.recompute)
         first2 = _floored_firsts(d2)
         sizes2 = [walk.size[t] for t in d2.stay_t]
         off3, need3 = _place_with_pairs(d2, first2, _cooled_lasts(walk, d2), sizes2, arena_bytes, never)
         if need3 <= arena_bytes:
             return d2, off3, sizes2, lower, rounds + 1
-    return d, offsets, sizes, capacity, rounds
+    plain = (d, offsets, sizes, capacity, rounds)
+    if judge is None or not CLEAN_FIRST:
+        return plain
+    clean = _clean_first(walk, d, first, sizes, arena_bytes, capacity, cool, rounds, again)
+    if clean is None or judge(*clean[:3]) >= judge(d, offsets, sizes):
+        return plain
+    return clean
 
 
-def _overflow_by_slot(n: int, first, last, sizes, offsets, arena_bytes: int) -> np.ndarray:
-    """Per slot: how far past the arena's end the stays covering it were placed (0 where none was)."""
-    over = np.zeros(max(n, 1), dtype=np.int64)
-    for k, (o, z) in enumerate(zip(offsets, sizes)):
-        x = o + z - arena_bytes
-        if x > 0:
-            f, e = max(first[k], 0), min(last[k], n - 1) if last[k] >= 0 else n - 1
-            if f <= e:
-                np.maximum(over[f:e + 1], x, out=over[f:e + 1])
-    return over
+def _clean_first(walk, d, first, sizes, arena_bytes, capacity, cool, rounds, again):
+    """The decisions placed clean-first (place_stays_clean: a swapped-out stay's bytes are taken by the next
+    tenant only when no clean range fits, so fewer arrivals wait on the d2h link), else up to CLEAN_ROUNDS
+    decisions at a capacity lowered everywhere by the clean placement's overflow; None if none fits."""
+    bias, pinned, pairs, genes = again
+    a = walk.gi.alignment
+    floor = working_set_floor(walk.gi)
+    never = lambda over: False   # noqa: E731
+    for rnd in range(CLEAN_ROUNDS + 1):
+        off, need = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes, never, cool)
+        if need <= arena_bytes:
+            return d, off, sizes, capacity, rounds + rnd
+        capacity = (capacity - max(need - arena_bytes, capacity // 64)) // a * a
+        if rnd == CLEAN_ROUNDS or capacity < floor:
+            return None
+        d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute)
+        if not d.dirty:
+            return None
+        first = _floored_firsts(d)
+        sizes = [walk.size[t] for t in d.stay_t]
+        cool = _cooled_lasts(walk, d)
+    return None
 
 
-def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pinned=()):
-    """Decide at a capacity, place, lower the capacity until the placement fits. The capacity is per slot:
-    the first LOCAL_ROUNDS rounds lower it only at the slots the overflowing stays cover (by their overflow,
-    at least 1/64), since fragmentation is local (e.g. the optimizer's updates at the end of a training
-    iteration) and a capacity lowered everywhere pays for it with evictions where placement had no trouble;
-    later rounds lower it everywhere, as a last resort the largest working set alone is planned."""
+def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pinned=(), judge=None):
+    """Decide at a capacity, place, lower the capacity by the overflow until the placement fits; then
+    _cooled (with `judge`, the simulator's time of a placement, a clean-first placement may win)."""
     a = walk.gi.alignment
     floor = working_set_floor(walk.gi)
     # pairs share what the largest working set leaves: "keep 1" keeps as many as can be kept at all
@@ -1132,55 +1185,26 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
     room = arena_bytes - reserved
     capacity = int(room * (1.0 - genes.headroom)) // a * a
     capacity = max(capacity, min(floor, room))
-    cap = np.full(max(walk.n, 1), capacity, dtype=np.int64)
     bias = genes.bias.tolist()
-    tried_floor = False
-    clean_left = CLEAN_ROUNDS if CLEAN_FIRST else 0
-    fallback = None             # the first plain placement that fitted while clean-first did not
+    tried = []
     for rnd in range(MAX_ROUNDS + 1):
-        last_try = rnd == MAX_ROUNDS or int(cap.min()) < floor
+        last_try = rnd == MAX_ROUNDS or capacity < floor
         if last_try:
-            if tried_floor or floor > room:
+            if floor in tried or floor > room:
                 break
-            cap[:] = floor                      # last try: nothing but the largest working set planned
-        tried_floor = tried_floor or int(cap.max()) == floor
-        d = walk.run(cap, bias, pinned, pairs, genes.split, genes.recompute)
+            capacity = floor                    # last try: nothing but the largest working set planned
+        tried.append(capacity)
+        d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute)
         first = _floored_firsts(d)
         sizes = [walk.size[t] for t in d.stay_t]
         # the sweep fragments near the floor; greedy by size packs tighter (and costs more)
-        c_min = int(cap.min())
-        tight = lambda over, c=c_min, lt=last_try: lt or c - over < floor   # noqa: E731
-        cool = _cooled_lasts(walk, d) if clean_left > 0 and walk.cum is not None and d.dirty else None
-        if cool is not None:
-            offsets, need = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes, tight, cool)
-            if need <= arena_bytes:
-                return _cooled(walk, d, first, sizes, arena_bytes, cap, offsets, rnd + 1, (bias, pinned, pairs, genes))
-            offs_p, need_p = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes, tight)
-            if need_p <= arena_bytes:       # only the plain sweep fits: keep it, try a little lower clean first
-                if fallback is None:
-                    fallback = (d, first, sizes, cap.copy(), offs_p)
-                clean_left -= 1
-                if clean_left == 0:
-                    d, first, sizes, cap, offs_p = fallback
-                    return _cooled(walk, d, first, sizes, arena_bytes, cap, offs_p, rnd + 1,
-                                   (bias, pinned, pairs, genes))
-        else:
-            offsets, need = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes, tight)
-            if need <= arena_bytes:
-                return _cooled(walk, d, first, sizes, arena_bytes, cap, offsets, rnd + 1, (bias, pinned, pairs, genes))
+        offsets, need = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes,
+                                          lambda over, c=capacity, lt=last_try: lt or c - over < floor)
+        if need <= arena_bytes:
+            return _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rnd + 1,
+                           (bias, pinned, pairs, genes), judge)
         over = need - arena_bytes
-        if rnd < LOCAL_ROUNDS:
-            by_slot = _overflow_by_slot(walk.n, first, d.stay_last, sizes, offsets, arena_bytes)
-            hit = by_slot > 0
-            step = np.maximum(by_slot, capacity // 64)
-            low = np.where(hit, np.maximum((cap - step) // a * a, floor), cap)
-            if (low < cap).any():
-                cap = low
-                continue
-        cap = np.minimum(cap, (int(cap.max()) - max(over, capacity // 64)) // a * a)
-    if fallback is not None:
-        d, first, sizes, cap, offs_p = fallback
-        return _cooled(walk, d, first, sizes, arena_bytes, cap, offs_p, MAX_ROUNDS + 1, (bias, pinned, pairs, genes))
+        capacity = (capacity - max(over, capacity // 64)) // a * a
     raise PlanError(f"no arena placement fits {arena_bytes} bytes (fragmentation); raise the limit")
 
 
@@ -1224,8 +1248,7 @@ def _plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | No
     arena = Arena(arena_bytes, [o for o, _ in objs], [s for _, s in objs], gi.alignment, gi.workspace, swaps)
     b = _emit(walk, d, arena, stay_obj)
     tclass = np.where(gi.used, 0, -1).astype(np.int64)
-    stats = {"capacity_bytes": int(np.min(capacity)), "capacity_mean_bytes": int(np.mean(capacity)),
-             "rounds": int(rounds), "placed_bytes": int(max(
+    stats = {"capacity_bytes": int(capacity), "rounds": int(rounds), "placed_bytes": int(max(
         (o + s for o, s in zip(offsets, sizes)), default=0)), "evictions": int(d.evicted),
         "recomputes": len(d.recomputes)}
     return ArenaPlan(schedule, arena, tclass, [(t, stay_obj[sid]) for t, sid in d.pinned], b.actions, stats)
@@ -1262,10 +1285,13 @@ def _decide_arena(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, genes: A
     arena_bytes = arena_bytes_for(gi, mem_limit)
     genes = genes if genes is not None else ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64))
     walk = _ArenaWalk(gi, schedule)
+    judge = None
     if op_time is not None and device is not None:
         walk.set_timing(op_time, device.d2h_bandwidth)
+        if not genes.recomputes():      # (rebuilds are not in the packed fast path the judge simulates)
+            judge = _judge(gi, schedule, op_time, device)
     try:
-        d, offsets, sizes, capacity, rounds = _decide_and_place(walk, arena_bytes, genes)
+        d, offsets, sizes, capacity, rounds = _decide_and_place(walk, arena_bytes, genes, judge=judge)
     except PlanError:
         # placement is not monotone in the arena's size: a smaller arena that worked for the min feasible
         # limit still fits in this one. Only for the plain genome (Belady, no headroom, nothing kept: the
@@ -1275,15 +1301,27 @@ def _decide_arena(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, genes: A
         small = _min_arena_bytes(gi) if genes.is_plain() else None
         if small is None or small >= arena_bytes:
             raise
-        d, offsets, sizes, capacity, rounds = _decide_and_place(walk, small, genes)
+        d, offsets, sizes, capacity, rounds = _decide_and_place(walk, small, genes, judge=judge)
     kept = walk.end_kept
     if kept:
         # frozen persistent tensors the first pass keeps to its end: pin them for the whole iteration
         try:
-            d, offsets, sizes, capacity, rounds = _decide_and_place(walk, arena_bytes, genes, kept)
+            d, offsets, sizes, capacity, rounds = _decide_and_place(walk, arena_bytes, genes, kept, judge)
         except PlanError:
             pass
     return walk, d, offsets, sizes, capacity, rounds
+
+
+def _judge(gi: GraphIndex, schedule: np.ndarray, op_time, device):
+    """(decisions, stay offsets, stay sizes) -> simulated seconds, through the scorer's packed fast path."""
+    op_time = np.asarray(op_time, dtype=np.float64)
+    nbytes = gi.graph.tensor_bytes().astype(np.float64)
+
+    def judge(d: _Decisions, offsets, sizes) -> float:
+        return float(simulate_time(pack_decisions(len(schedule), schedule, d.out_stays, d.swap_outs, d.drops,
+                                                  d.swap_ins, gi.op_ptr, gi.op_tensors, gi.op_nin, op_time, nbytes,
+                                                  ranges=(offsets, sizes)), device))
+    return judge
 
 
 def _min_arena_bytes(gi: GraphIndex) -> int | None:
