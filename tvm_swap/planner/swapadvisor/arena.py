@@ -74,7 +74,7 @@ MAX_ROUNDS = 12          # decide/place rounds before giving up on a capacity
 PREFETCH_WINDOW = 4096   # slots a swap-in may start before its use (bounds the per-swap-in slice)
 BY_SIZE_MAX_STAYS = 4000  # greedy-by-size placement is quadratic in stays: only below this many
 CLEAN_FIRST = True       # with op times: also try a clean-first placement (_clean_first), keep the faster
-CLEAN_ROUNDS = 3         # decisions at a lowered capacity a clean-first placement may take to fit
+CLEAN_ROUNDS = 2         # decisions at a lowered capacity a clean-first placement may take to fit
 
 
 # ============================================================== the memory-side genome
@@ -1153,7 +1153,8 @@ def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again
 def _clean_first(walk, d, first, sizes, arena_bytes, capacity, cool, rounds, again):
     """The decisions placed clean-first (place_stays_clean: a swapped-out stay's bytes are taken by the next
     tenant only when no clean range fits, so fewer arrivals wait on the d2h link), else up to CLEAN_ROUNDS
-    decisions at a capacity lowered everywhere by the clean placement's overflow; None if none fits."""
+    decisions at a capacity lowered by the clean placement's overflow while that is under 1/16 of the
+    capacity; None if none fits."""
     bias, pinned, pairs, genes = again
     a = walk.gi.alignment
     floor = working_set_floor(walk.gi)
@@ -1162,8 +1163,10 @@ def _clean_first(walk, d, first, sizes, arena_bytes, capacity, cool, rounds, aga
         off, need = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes, never, cool)
         if need <= arena_bytes:
             return d, off, sizes, capacity, rounds + rnd
+        if rnd == CLEAN_ROUNDS or need - arena_bytes > capacity // 16:
+            return None             # (far over: the evictions a much lower capacity costs would not pay)
         capacity = (capacity - max(need - arena_bytes, capacity // 64)) // a * a
-        if rnd == CLEAN_ROUNDS or capacity < floor:
+        if capacity < floor:
             return None
         d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute)
         if not d.dirty:
