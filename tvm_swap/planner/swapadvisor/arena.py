@@ -528,8 +528,8 @@ def place_stays_clean(first: list[int], last: list[int], cool: list[int], size: 
                 clean.add(a, min(b, limit))
         need = size[s]
         o = clean.best_fit(need)
-        if o < 0:                   # nothing clean fits: the block whose dirt clears first, or the top
-            key = None
+        if o < 0:                   # nothing clean fits: the free block whose dirt clears first, then the
+            key = None              # smallest; or the top
             for a in free.starts:
                 ln = free.end[a] - a
                 if ln >= need:
