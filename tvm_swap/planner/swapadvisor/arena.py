@@ -43,6 +43,15 @@ such a stay's bytes until the copy is estimated to end (`_cooled_lasts`: the cop
 production order, converted to slots with the op times) and falls back to plain drops when that does not
 fit. Measured: WResNet-152-10@16 0.66 -> 0.96 and Inception-4@16 0.77 -> 0.97 of ideal on the same
 decisions (the size-class planner picks clean objects for outputs for the same reason).
+When keeping every such stay whole does not fit (the arena is full: WResNet-152-10@64 cooled needs 28 GiB of
+a 13.3 GiB arena), placement can still prefer clean bytes stay by stay (`place_stays_clean`: the best-fitting
+clean range, else the free block whose copy ends first), at the same decisions or, while it overflows by
+under 1/16, at a slightly lower capacity (`_clean_first`). It packs less tightly and a lower capacity costs
+evictions, so the simulator judges it against the plain placement and the faster one is kept (`_judge`,
+the scorer's packed path; not for recompute genomes, whose rebuilds that path does not pack). Measured on
+the default schedule, plain -> judged: WResNet-152-10@64 0.772 -> 0.948, BRNN-4-8K@64 0.641 -> 0.709,
+Inception-4@32 0.710 -> 0.801, BERT-large@32 0.411 -> 0.411 (plain kept); it costs one placement and two
+simulations per evaluation, plus a walk when it retries lower.
 
 Kernel workspace stays as in the size-class pool: a reserve of the largest op's workspace beside the arena.
 
