@@ -7,7 +7,8 @@ from tvm_swap.devices import get_device
 from tvm_swap.planner.api import plan_graph, resolve_op_time
 from tvm_swap.planner.graphindex import GraphIndex
 from tvm_swap.planner.swapadvisor import arena as arena_mod
-from tvm_swap.planner.swapadvisor.arena import ArenaScorer, ArenaGenes, place_stays, place_stays_clean
+from tvm_swap.planner.swapadvisor.arena import ArenaGenes, ArenaScorer
+from tvm_swap.planner.swapadvisor.placement import place_stays, place_stays_clean
 from tvm_swap.verify import verify_plan
 from tvm_swap.zoo import load_zoo
 

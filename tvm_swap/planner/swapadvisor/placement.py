@@ -1,0 +1,251 @@
+"""Offline placement of arena stays (dynamic storage allocation): offsets for closed slot intervals such that
+stays whose intervals intersect get disjoint byte ranges. The sweep (place_stays) is what the arena planner
+uses; place_stays_clean is the sweep that avoids bytes a copy to the host is still draining; place_by_size
+packs tighter near the floor (and is quadratic). See arena.py for how the planner uses them.
+"""
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, bisect_right, insort
+
+import numpy as np
+
+
+def place_stays(first: list[int], last: list[int], size: list[int]) -> tuple[list[int], int]:
+    """Offsets for stays [first, last] (closed slot intervals) of `size` bytes such that stays whose
+    intervals intersect get disjoint ranges; returns (offsets, bytes needed). See the module docstring."""
+    m = len(first)
+    order = np.lexsort((-np.asarray(size, dtype=np.int64), np.asarray(first, dtype=np.int64))).tolist() \
+        if m else []             # by start, largest first, then index (lexsort is stable)
+    offsets = [0] * m
+    ends: list = []                 # heap (last slot, stay) of placed stays
+    starts: list[int] = []          # free blocks below `top`, by address
+    blk: dict[int, int] = {}        # free block start -> end
+    top = peak = 0
+    for s in order:
+        f = first[s]
+        while ends and ends[0][0] < f:
+            _, r = heapq.heappop(ends)
+            a, b = offsets[r], offsets[r] + size[r]
+            k = bisect_left(starts, a)
+            if k > 0 and blk[starts[k - 1]] == a:        # merge with the block below
+                k -= 1
+                a = starts[k]
+                del starts[k]
+            if k < len(starts) and starts[k] == b:        # and the one above
+                b2 = blk.pop(b)
+                del starts[k]
+                b = b2
+            if b == top:                                  # free space at the top: lower the top
+                blk.pop(a, None)
+                top = a
+                continue
+            insort(starts, a)
+            blk[a] = b
+        need = size[s]
+        best, best_len = -1, -1
+        for a in starts:
+            ln = blk[a] - a
+            if ln >= need and (best < 0 or ln < best_len):
+                best, best_len = a, ln
+        if best >= 0:
+            offsets[s] = best
+            del starts[bisect_left(starts, best)]
+            end = blk.pop(best)
+            if best + need < end:
+                insort(starts, best + need)
+                blk[best + need] = end
+        else:
+            offsets[s] = top
+            top += need
+        heapq.heappush(ends, (last[s], s))
+        if top > peak:          # the top comes down when the block under it frees: keep the high-water mark
+            peak = top
+    return offsets, peak
+
+
+class _Blocks:
+    """Disjoint free ranges [a, b) by address, neighbours coalesced."""
+
+    def __init__(self):
+        self.starts: list[int] = []
+        self.end: dict[int, int] = {}
+
+    def add(self, a: int, b: int) -> None:
+        st, end = self.starts, self.end
+        k = bisect_left(st, a)
+        if k > 0 and end[st[k - 1]] == a:
+            k -= 1
+            a = st[k]
+            del st[k]
+        if k < len(st) and st[k] == b:
+            b = end.pop(b)
+            del st[k]
+        st.insert(k, a)
+        end[a] = b
+
+    def remove(self, a: int, b: int) -> None:
+        """Take [a, b) out (whatever part of it is here)."""
+        st, end = self.starts, self.end
+        k = bisect_right(st, a) - 1
+        if k < 0 or end[st[k]] <= a:
+            k += 1
+        while k < len(st) and st[k] < b:
+            x = st[k]
+            y = end.pop(x)
+            del st[k]
+            if x < a:
+                st.insert(k, x)
+                end[x] = a
+                k += 1
+            if y > b:
+                st.insert(k, b)
+                end[b] = y
+                k += 1
+
+    def best_fit(self, need: int) -> int:
+        """The start of the smallest range of at least `need` bytes (lowest address on ties), or -1."""
+        best, best_len = -1, -1
+        end = self.end
+        for a in self.starts:
+            ln = end[a] - a
+            if ln >= need and (best < 0 or ln < best_len):
+                best, best_len = a, ln
+                if ln == need:
+                    break
+        return best
+
+
+def place_stays_clean(first: list[int], last: list[int], cool: list[int], size: list[int],
+                      limit: int) -> tuple[list[int], int]:
+    """place_stays, preferring clean bytes: a stay's bytes are free after slot `last` but *dirty* until slot
+    `cool` (its copy to the host is still running, so a tenant there would wait for the link). Each stay goes
+    to the best-fitting clean free range below `limit` (free blocks and the room above the top, less the
+    dirty ranges); when none fits, to the free block whose dirt clears first (then the smallest), else the
+    top grows, as in place_stays. A tenant of dirty bytes waits for their drop, which waits for the copy, so
+    their dirt is forgotten once taken (a later tenant waits on that tenant anyway).
+    Same contract as place_stays; cool[k] >= last[k]."""
+    m = len(first)
+    order = np.lexsort((-np.asarray(size, dtype=np.int64), np.asarray(first, dtype=np.int64))).tolist() \
+        if m else []
+    offsets = [0] * m
+    ends: list = []
+    free = _Blocks()                # free below `top` (clean or dirty)
+    clean = _Blocks()               # clean free bytes below `limit` (above the top included)
+    if limit > 0:
+        clean.add(0, limit)
+    dstarts: list[int] = []         # dirty free ranges (disjoint), by address
+    dirt: dict[int, tuple] = {}     # start -> (end, clean after this slot)
+    expiry: list = []               # heap (clean slot, start, end): dirt that turns clean (lazy)
+    top = peak = 0
+
+    def add_dirt(a: int, b: int, c: int) -> None:
+        insort(dstarts, a)
+        dirt[a] = (b, c)
+        heapq.heappush(expiry, (c, a, b))
+
+    def trim(a: int, b: int) -> None:
+        """Forget the dirt of [a, b) (keeping what lies outside it)."""
+        k = bisect_left(dstarts, a)
+        if k > 0 and dirt[dstarts[k - 1]][0] > a:
+            k -= 1
+        while k < len(dstarts) and dstarts[k] < b:
+            x = dstarts[k]
+            y, c = dirt.pop(x)
+            del dstarts[k]
+            if x < a:
+                add_dirt(x, a, c)
+                k += 1
+            if y > b:
+                add_dirt(b, y, c)
+                k += 1
+
+    def dirty_until(a: int, b: int) -> int:
+        """The last slot at which some byte of [a, b) is still dirty (-1: none)."""
+        k = bisect_left(dstarts, a)
+        if k > 0 and dirt[dstarts[k - 1]][0] > a:
+            k -= 1
+        u = -1
+        while k < len(dstarts) and dstarts[k] < b:
+            c = dirt[dstarts[k]][1]
+            if c > u:
+                u = c
+            k += 1
+        return u
+
+    for s in order:
+        f = first[s]
+        while ends and ends[0][0] < f:
+            _, r = heapq.heappop(ends)
+            a, b = offsets[r], offsets[r] + size[r]
+            if cool[r] >= f:
+                add_dirt(a, b, cool[r])
+            elif a < limit:
+                clean.add(a, min(b, limit))
+            if b == top:                # (merging with the free block below first)
+                k = bisect_left(free.starts, a)
+                if k > 0 and free.end[free.starts[k - 1]] == a:
+                    a = free.starts[k - 1]
+                    free.remove(a, b)
+                top = a
+            else:
+                free.add(a, b)
+        while expiry and expiry[0][0] < f:      # clean again
+            c, a, b = heapq.heappop(expiry)
+            if dirt.get(a) == (b, c):
+                del dirt[a]
+                del dstarts[bisect_left(dstarts, a)]
+                clean.add(a, min(b, limit))
+        need = size[s]
+        o = clean.best_fit(need)
+        if o < 0:                   # nothing clean fits: the free block whose dirt clears first, then the
+            key = None              # smallest; or the top
+            for a in free.starts:
+                ln = free.end[a] - a
+                if ln >= need:
+                    k2 = (dirty_until(a, a + need), ln)
+                    if key is None or k2 < key:
+                        o, key = a, k2
+            if o < 0:
+                o = top
+        if o >= top:
+            if o > top:             # the room skipped below it becomes a free block
+                free.add(top, o)
+            top = o + need
+        else:
+            free.remove(o, o + need)
+        if o < limit:
+            clean.remove(o, min(o + need, limit))
+        trim(o, o + need)
+        offsets[s] = o
+        heapq.heappush(ends, (last[s], s))
+        if top > peak:
+            peak = top
+    return offsets, peak
+
+
+def place_by_size(first: list[int], last: list[int], size: list[int]) -> tuple[list[int], int]:
+    """Greedy by size (largest first, each at the lowest offset clear of the already placed stays it
+    overlaps in time): slower than the sweep (numpy over all placed stays per stay) but packs tight
+    instances the sweep fragments, near the largest working set. Same contract as place_stays."""
+    m = len(first)
+    F = np.asarray(first, dtype=np.int64)
+    L = np.asarray(last, dtype=np.int64)
+    S = np.asarray(size, dtype=np.int64)
+    off = np.zeros(m, dtype=np.int64)
+    placed = np.zeros(m, dtype=bool)
+    peak = 0
+    for s in np.lexsort((F, -S)).tolist():
+        idx = np.flatnonzero(placed & (F <= L[s]) & (L >= F[s]))
+        if len(idx):
+            lo = off[idx]
+            o = np.argsort(lo, kind="stable")
+            lo = lo[o]
+            hi = np.maximum.accumulate(lo + S[idx][o])
+            cand = np.concatenate(([0], hi))                 # free from here ...
+            nxt = np.concatenate((lo, [np.iinfo(np.int64).max]))   # ... up to the next start
+            k = int(np.argmax(nxt - cand >= S[s]))
+            off[s] = cand[k]
+        placed[s] = True
+        peak = max(peak, int(off[s] + S[s]))
+    return off.tolist(), peak
