@@ -55,6 +55,15 @@ such a stay's bytes until the copy is estimated to end (`_cooled_lasts`: the cop
 production order, converted to slots with the op times) and falls back to plain drops when that does not
 fit. Measured: WResNet-152-10@16 0.66 -> 0.96 and Inception-4@16 0.77 -> 0.97 of ideal on the same
 decisions (the size-class planner picks clean objects for outputs for the same reason).
+When keeping every such stay whole does not fit (the arena is full: WResNet-152-10@64 cooled needs 28 GiB of
+a 13.3 GiB arena), placement can still prefer clean bytes stay by stay (`place_stays_clean`: the best-fitting
+clean range, else the free block whose copy ends first), at the same decisions or, while it overflows by
+under 1/16, at a slightly lower capacity (`_clean_first`). It packs less tightly and a lower capacity costs
+evictions, so the simulator judges it against the plain placement and the faster one is kept (`_judge`,
+the scorer's packed path; rebuilds included). Measured on
+the default schedule, plain -> judged: WResNet-152-10@64 0.772 -> 0.948, BRNN-4-8K@64 0.641 -> 0.709,
+Inception-4@32 0.710 -> 0.801, BERT-large@32 0.411 -> 0.411 (plain kept); it costs one placement and two
+simulations per evaluation, plus a walk when it retries lower.
 
 Kernel workspace stays as in the size-class pool: a reserve of the largest op's workspace beside the arena.
 
@@ -71,7 +80,7 @@ BERT-large@32 on a V100 at 16 GB 0.47 -> 0.65 of ideal, at 8 GB 0.42 -> 0.63, on
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,6 +92,7 @@ from ..graphindex import ROLE_KEEP, ROLE_TEMP, ROLE_TO_HOST, GraphIndex
 from ..recompute import MAX_CHAIN_DEPTH, recomputable_ops, update_positions
 from ..simulator import simulate_time
 from .packed_builder import pack_decisions
+from .placement import place_by_size, place_stays, place_stays_clean, place_stays_zoned
 
 from ..graphindex import NEVER as _NEVER  # noqa: E402  (next use of a dead tensor)
 MAX_ROUNDS = 12          # decide/place rounds before giving up on a capacity
@@ -90,6 +100,8 @@ PREFETCH_WINDOW = 4096   # slots a swap-in may start before its use (bounds the 
 BY_SIZE_MAX_STAYS = 4000  # greedy-by-size placement is quadratic in stays: only below this many
 BY_SIZE_ZONED_MAX_STAYS = 1000  # with kept pairs, greedy by size after every failed sweep below this many
 MAX_KEEP = 2.0           # the keep gene's range (above 1: kept pairs may leave mid-iteration, see choose_pairs)
+CLEAN_FIRST = True       # with op times: also try a clean-first placement (_clean_first), keep the faster
+CLEAN_ROUNDS = 2         # decisions at a lowered capacity a clean-first placement may take to fit
 
 
 # ============================================================== the memory-side genome
@@ -413,209 +425,6 @@ class ArenaActionBuilder(ActionBuilder):
     def _mark_free(self, obj: int, drop_action: int) -> None:
         a = self.off[obj]
         self.freed.paint(a, a + self.size[obj], drop_action)
-
-
-# ============================================================== placement
-def place_stays(first: list[int], last: list[int], size: list[int]) -> tuple[list[int], int]:
-    """Offsets for stays [first, last] (closed slot intervals) of `size` bytes such that stays whose
-    intervals intersect get disjoint ranges; returns (offsets, bytes needed). See the module docstring."""
-    m = len(first)
-    order = np.lexsort((-np.asarray(size, dtype=np.int64), np.asarray(first, dtype=np.int64))).tolist() \
-        if m else []             # by start, largest first, then index (lexsort is stable)
-    offsets = [0] * m
-    ends: list = []                 # heap (last slot, stay) of placed stays
-    starts: list[int] = []          # free blocks below `top`, by address
-    blk: dict[int, int] = {}        # free block start -> end
-    top = peak = 0
-    for s in order:
-        f = first[s]
-        while ends and ends[0][0] < f:
-            _, r = heapq.heappop(ends)
-            a, b = offsets[r], offsets[r] + size[r]
-            k = bisect_left(starts, a)
-            if k > 0 and blk[starts[k - 1]] == a:        # merge with the block below
-                k -= 1
-                a = starts[k]
-                del starts[k]
-            if k < len(starts) and starts[k] == b:        # and the one above
-                b2 = blk.pop(b)
-                del starts[k]
-                b = b2
-            if b == top:                                  # free space at the top: lower the top
-                blk.pop(a, None)
-                top = a
-                continue
-            insort(starts, a)
-            blk[a] = b
-        need = size[s]
-        best, best_len = -1, -1
-        for a in starts:
-            ln = blk[a] - a
-            if ln >= need and (best < 0 or ln < best_len):
-                best, best_len = a, ln
-        if best >= 0:
-            offsets[s] = best
-            del starts[bisect_left(starts, best)]
-            end = blk.pop(best)
-            if best + need < end:
-                insort(starts, best + need)
-                blk[best + need] = end
-        else:
-            offsets[s] = top
-            top += need
-        heapq.heappush(ends, (last[s], s))
-        if top > peak:          # the top comes down when the block under it frees: keep the high-water mark
-            peak = top
-    return offsets, peak
-
-
-def place_stays_zoned(first: list[int], last: list[int], size: list[int], zones: list, base: int
-                      ) -> tuple[list[int], int]:
-    """place_stays above `base`, with `zones` below it: (lo, hi, after, before), a byte range [lo, hi) that a
-    stay [f, l] may use when after < f and l < before (a kept pair's bytes while its tenant is away). A stay
-    takes the best-fitting open zone block first, else a block of the region above `base` (as place_stays).
-    Zone blocks merge only within their zone, so no stay straddles two zones or a zone and the region.
-    Returns absolute offsets and the bytes needed (base included)."""
-    m = len(first)
-    order = np.lexsort((-np.asarray(size, dtype=np.int64), np.asarray(first, dtype=np.int64))).tolist() \
-        if m else []
-    offsets = [0] * m
-    in_zone = [-1] * m
-    ends: list = [(z[2], -1 - j) for j, z in enumerate(zones)]   # a zone opens after its `after` slot
-    heapq.heapify(ends)
-    before = [z[3] for z in zones]
-    zfree: list = []                # open zone blocks (length, start, zone), sorted
-    zs = [dict() for _ in zones]    # zone -> {block start: end}
-    ze = [dict() for _ in zones]    # zone -> {block end: start}
-
-    def zadd(z: int, a: int, b: int) -> None:
-        e = ze[z].pop(a, None)
-        if e is not None:                                  # merge with the free block below
-            del zs[z][e]
-            del zfree[bisect_left(zfree, (a - e, e, z))]
-            a = e
-        nb = zs[z].pop(b, None)
-        if nb is not None:                                 # and the one above
-            del ze[z][nb]
-            del zfree[bisect_left(zfree, (nb - b, b, z))]
-            b = nb
-        zs[z][a] = b
-        ze[z][b] = a
-        insort(zfree, (b - a, a, z))
-
-    starts: list[int] = []          # the region above base, relative to base: as place_stays
-    blk: dict[int, int] = {}
-    top = peak = 0
-    for s in order:
-        f, l_, need = first[s], last[s], size[s]
-        while ends and ends[0][0] < f:
-            _, r = heapq.heappop(ends)
-            if r < 0:
-                z = -1 - r
-                zadd(z, zones[z][0], zones[z][1])
-                continue
-            if in_zone[r] >= 0:
-                zadd(in_zone[r], offsets[r], offsets[r] + size[r])
-                continue
-            a = offsets[r] - base
-            b = a + size[r]
-            k = bisect_left(starts, a)
-            if k > 0 and blk[starts[k - 1]] == a:
-                k -= 1
-                a = starts[k]
-                del starts[k]
-            if k < len(starts) and starts[k] == b:
-                b2 = blk.pop(b)
-                del starts[k]
-                b = b2
-            if b == top:
-                blk.pop(a, None)
-                top = a
-                continue
-            insort(starts, a)
-            blk[a] = b
-        k = bisect_left(zfree, (need, -1, -1))
-        while k < len(zfree):
-            ln, a, z = zfree[k]
-            if f >= before[z]:                 # the zone's tenant has arrived: closed for good
-                del zfree[k]
-                del zs[z][a]
-                del ze[z][a + ln]
-                continue
-            if l_ < before[z]:
-                break
-            k += 1
-        if k < len(zfree):
-            ln, a, z = zfree.pop(k)
-            del zs[z][a]
-            del ze[z][a + ln]
-            offsets[s] = a
-            in_zone[s] = z
-            if ln > need:
-                zs[z][a + need] = a + ln
-                ze[z][a + ln] = a + need
-                insort(zfree, (ln - need, a + need, z))
-            heapq.heappush(ends, (l_, s))
-            continue
-        best, best_len = -1, -1
-        for a in starts:
-            ln = blk[a] - a
-            if ln >= need and (best < 0 or ln < best_len):
-                best, best_len = a, ln
-        if best >= 0:
-            offsets[s] = base + best
-            del starts[bisect_left(starts, best)]
-            end = blk.pop(best)
-            if best + need < end:
-                insort(starts, best + need)
-                blk[best + need] = end
-        else:
-            offsets[s] = base + top
-            top += need
-        heapq.heappush(ends, (l_, s))
-        if top > peak:
-            peak = top
-    return offsets, base + peak
-
-
-def place_by_size(first: list[int], last: list[int], size: list[int], fixed=(), bounds=()
-                  ) -> tuple[list[int], int]:
-    """Greedy by size (largest first, each at the lowest offset clear of the already placed stays it
-    overlaps in time): slower than the sweep (numpy over all placed stays per stay) but packs tight
-    instances the sweep fragments, near the largest working set. Same contract as place_stays.
-    `fixed`: (first, last, offset, size) stays placed beforehand; `bounds`: offsets no stay may straddle
-    (a kept pair's zones, see _place_with_pairs). Both only constrain; offsets returned are absolute."""
-    m = len(first)
-    nf = len(fixed)
-    F = np.asarray(list(first) + [x[0] for x in fixed], dtype=np.int64)
-    L = np.asarray(list(last) + [x[1] for x in fixed], dtype=np.int64)
-    S = np.asarray(list(size) + [x[3] for x in fixed], dtype=np.int64)
-    off = np.zeros(m + nf, dtype=np.int64)
-    off[m:] = [x[2] for x in fixed]
-    placed = np.zeros(m + nf, dtype=bool)
-    placed[m:] = True
-    if len(bounds):                 # a zero-size stay at each bound, alive always: gaps end there
-        B = np.asarray(sorted(bounds), dtype=np.int64)
-        F = np.concatenate((F, np.full(len(B), np.iinfo(np.int64).min // 2)))
-        L = np.concatenate((L, np.full(len(B), np.iinfo(np.int64).max // 2)))
-        S = np.concatenate((S, np.zeros(len(B), dtype=np.int64)))
-        off = np.concatenate((off, B))
-        placed = np.concatenate((placed, np.ones(len(B), dtype=bool)))
-    peak = 0
-    for s in np.lexsort((F[:m], -S[:m])).tolist():
-        idx = np.flatnonzero(placed & (F <= L[s]) & (L >= F[s]))
-        if len(idx):
-            lo = off[idx]
-            o = np.argsort(lo, kind="stable")
-            lo = lo[o]
-            hi = np.maximum.accumulate(lo + S[idx][o])
-            cand = np.concatenate(([0], hi))                 # free from here ...
-            nxt = np.concatenate((lo, [np.iinfo(np.int64).max]))   # ... up to the next start
-            k = int(np.argmax(nxt - cand >= S[s]))
-            off[s] = cand[k]
-        placed[s] = True
-        peak = max(peak, int(off[s] + S[s]))
-    return off[:m].tolist(), peak
 
 
 # ============================================================== the walk
@@ -1127,14 +936,15 @@ def working_set_floor(gi: GraphIndex) -> int:
     return int(per_op.max(initial=0))
 
 
-def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight):
+def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight, cool=None):
     """Kept pairs at the bottom, each in two zones of its size (old value, update); the other stays above, or
     inside a pair's zone while its tenant is away (place_stays_zoned): in the old value's zone after its last
     read, in the update's zone before it is made. Between iterations the two zones trade places as a whole
     (their objects and the mirror objects of every stay inside them, see _mirror_swaps), so what sits in a
     zone sits in the same zone of the same layout every iteration. Returns (offsets, bytes needed).
     `tight(overflow)`: whether greedy by size (no zones) is worth trying after the sweep overflowed by that
-    much (near the floor, where the sweep fragments)."""
+    much (near the floor, where the sweep fragments). `cool`: stay ends by which their bytes are clean: the
+    stays are placed clean-first (place_stays_clean) above the pairs, without zones or greedy by size."""
     n_st = len(sizes)
     offsets = [0] * n_st
     base = 0
@@ -1147,6 +957,9 @@ def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight
     sub_first = [first[k] for k in rest]
     sub_last = [last[k] for k in rest]
     sub_size = [sizes[k] for k in rest]
+    if cool is not None:        # (zones are extra room only: leaving them unused is valid)
+        return _shifted(rest, offsets, base, *place_stays_clean(sub_first, sub_last, [cool[k] for k in rest],
+                                                                sub_size, arena_bytes - base))
     if d.pairs:
         zones = []
         for sp, sq in d.pair_stays:
@@ -1175,6 +988,10 @@ def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight
         offs2, need2 = place_by_size(sub_first, sub_last, sub_size) if worth else (offs, need)
         if need2 < need:
             offs, need = offs2, need2
+    return _shifted(rest, offsets, base, offs, need)
+
+
+def _shifted(rest, offsets, base, offs, need):
     for k, o in zip(rest, offs):
         offsets[k] = base + o
     return offsets, base + need
@@ -1199,13 +1016,16 @@ def _cooled_lasts(walk: _ArenaWalk, d: _Decisions) -> list[int]:
     return last
 
 
-def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again):
-    """With op times: the same decisions placed with cooled stays (_cooled_lasts) if that fits, else one more
-    decision at the capacity lowered by the overflow if that fits cooled; else the plain placement."""
+def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again, judge=None):
+    """With op times, the best of: the same decisions placed with cooled stays (_cooled_lasts) if that fits,
+    else one more decision at the capacity lowered by the overflow if that fits cooled; else the
+    plain placement or, when `judge` (decisions, offsets, sizes -> simulated seconds) prefers it, the
+    clean-first one (_clean_first)."""
     if walk.cum is None or not d.dirty:
         return d, offsets, sizes, capacity, rounds
     never = lambda over: False   # noqa: E731  (no greedy-by-size here: this is an optional improvement)
-    off2, need = _place_with_pairs(d, first, _cooled_lasts(walk, d), sizes, arena_bytes, never)
+    cool = _cooled_lasts(walk, d)
+    off2, need = _place_with_pairs(d, first, cool, sizes, arena_bytes, never)
     if need <= arena_bytes:
         return d, off2, sizes, capacity, rounds
     bias, pinned, pairs, genes = again
@@ -1223,11 +1043,48 @@ def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again
         off3, need3 = _place_with_pairs(d2, first2, _cooled_lasts(walk, d2), sizes2, arena_bytes, never)
         if need3 <= arena_bytes:
             return d2, off3, sizes2, lower, rounds + 1
-    return d, offsets, sizes, capacity, rounds
+    plain = (d, offsets, sizes, capacity, rounds)
+    if judge is None or not CLEAN_FIRST:
+        return plain
+    clean = _clean_first(walk, d, first, sizes, arena_bytes, capacity, cool, rounds, again)
+    if clean is None or judge(*clean[:3]) >= judge(d, offsets, sizes):
+        return plain
+    return clean
 
 
-def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pinned=()):
-    """Decide at a capacity, place, lower the capacity by the overflow until the placement fits."""
+def _clean_first(walk, d, first, sizes, arena_bytes, capacity, cool, rounds, again):
+    """The decisions placed clean-first (place_stays_clean: a swapped-out stay's bytes are taken by the next
+    tenant only when no clean range fits, so fewer arrivals wait on the d2h link), else up to CLEAN_ROUNDS
+    decisions at a capacity lowered by the clean placement's overflow while that is under 1/16 of the
+    capacity; None if none fits."""
+    bias, pinned, pairs, genes = again
+    a = walk.gi.alignment
+    floor = working_set_floor(walk.gi)
+    never = lambda over: False   # noqa: E731
+    for rnd in range(CLEAN_ROUNDS + 1):
+        off, need = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes, never, cool)
+        if need <= arena_bytes:
+            return d, off, sizes, capacity, rounds + rnd
+        if rnd == CLEAN_ROUNDS or need - arena_bytes > capacity // 16:
+            return None             # (far over: the evictions a much lower capacity costs would not pay)
+        capacity = (capacity - max(need - arena_bytes, capacity // 64)) // a * a
+        if capacity < floor:
+            return None
+        try:
+            d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute)
+        except PlanError:          # the kept pairs do not fit beside the largest op at the lower capacity
+            return None
+        if not d.dirty:
+            return None
+        first = _floored_firsts(d)
+        sizes = [walk.size[t] for t in d.stay_t]
+        cool = _cooled_lasts(walk, d)
+    return None
+
+
+def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pinned=(), judge=None):
+    """Decide at a capacity, place, lower the capacity by the overflow until the placement fits; then
+    _cooled (with `judge`, the simulator's time of a placement, a clean-first placement may win)."""
     a = walk.gi.alignment
     floor = working_set_floor(walk.gi)
     room = arena_bytes
@@ -1252,7 +1109,8 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
         offsets, need = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes,
                                           lambda over, c=capacity, lt=last_try: lt or c - over < floor)
         if need <= arena_bytes:
-            return _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rnd + 1, (bias, pinned, pairs, genes))
+            return _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rnd + 1, (bias, pinned, pairs, genes),
+                           judge)
         over = need - arena_bytes
         capacity = (capacity - max(over, capacity // 64)) // a * a
     raise PlanError(f"no arena placement fits {arena_bytes} bytes (fragmentation); raise the limit")
@@ -1362,10 +1220,12 @@ def _decide_arena(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, genes: A
     arena_bytes = arena_bytes_for(gi, mem_limit)
     genes = genes if genes is not None else ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64))
     walk = _ArenaWalk(gi, schedule)
+    judge = None
     if op_time is not None and device is not None:
         walk.set_timing(op_time, device.d2h_bandwidth)
+        judge = _judge(gi, schedule, op_time, device)
     try:
-        d, offsets, sizes, capacity, rounds = _decide_and_place(walk, arena_bytes, genes)
+        d, offsets, sizes, capacity, rounds = _decide_and_place(walk, arena_bytes, genes, judge=judge)
     except PlanError:
         # placement is not monotone in the arena's size: a smaller arena that worked for the min feasible
         # limit still fits in this one. Only for the plain genome (Belady, no headroom, nothing kept: the
@@ -1375,15 +1235,27 @@ def _decide_arena(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, genes: A
         small = _min_arena_bytes(gi) if genes.is_plain() else None
         if small is None or small >= arena_bytes:
             raise
-        d, offsets, sizes, capacity, rounds = _decide_and_place(walk, small, genes)
+        d, offsets, sizes, capacity, rounds = _decide_and_place(walk, small, genes, judge=judge)
     kept = walk.end_kept
     if kept:
         # frozen persistent tensors the first pass keeps to its end: pin them for the whole iteration
         try:
-            d, offsets, sizes, capacity, rounds = _decide_and_place(walk, arena_bytes, genes, kept)
+            d, offsets, sizes, capacity, rounds = _decide_and_place(walk, arena_bytes, genes, kept, judge)
         except PlanError:
             pass
     return walk, d, offsets, sizes, capacity, rounds
+
+
+def _judge(gi: GraphIndex, schedule: np.ndarray, op_time, device):
+    """(decisions, stay offsets, stay sizes) -> simulated seconds, through the scorer's packed fast path."""
+    op_time = np.asarray(op_time, dtype=np.float64)
+    nbytes = gi.graph.tensor_bytes().astype(np.float64)
+
+    def judge(d: _Decisions, offsets, sizes) -> float:
+        return float(simulate_time(pack_decisions(len(schedule), schedule, d.out_stays, d.swap_outs, d.drops,
+                                                  d.swap_ins, gi.op_ptr, gi.op_tensors, gi.op_nin, op_time, nbytes,
+                                                  ranges=(offsets, sizes), recomputes=d.recomputes), device))
+    return judge
 
 
 def _min_arena_bytes(gi: GraphIndex) -> int | None:

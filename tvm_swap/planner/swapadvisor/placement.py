@@ -1,0 +1,373 @@
+"""Offline placement of arena stays (dynamic storage allocation): offsets for closed slot intervals such that
+stays whose intervals intersect get disjoint byte ranges. The sweep (place_stays) is what the arena planner
+uses; place_stays_clean is the sweep that avoids bytes a copy to the host is still draining; place_by_size
+packs tighter near the floor (and is quadratic). See arena.py for how the planner uses them.
+"""
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, bisect_right, insort
+
+import numpy as np
+
+
+def place_stays(first: list[int], last: list[int], size: list[int]) -> tuple[list[int], int]:
+    """Offsets for stays [first, last] (closed slot intervals) of `size` bytes such that stays whose
+    intervals intersect get disjoint ranges; returns (offsets, bytes needed). See the module docstring."""
+    m = len(first)
+    order = np.lexsort((-np.asarray(size, dtype=np.int64), np.asarray(first, dtype=np.int64))).tolist() \
+        if m else []             # by start, largest first, then index (lexsort is stable)
+    offsets = [0] * m
+    ends: list = []                 # heap (last slot, stay) of placed stays
+    starts: list[int] = []          # free blocks below `top`, by address
+    blk: dict[int, int] = {}        # free block start -> end
+    top = peak = 0
+    for s in order:
+        f = first[s]
+        while ends and ends[0][0] < f:
+            _, r = heapq.heappop(ends)
+            a, b = offsets[r], offsets[r] + size[r]
+            k = bisect_left(starts, a)
+            if k > 0 and blk[starts[k - 1]] == a:        # merge with the block below
+                k -= 1
+                a = starts[k]
+                del starts[k]
+            if k < len(starts) and starts[k] == b:        # and the one above
+                b2 = blk.pop(b)
+                del starts[k]
+                b = b2
+            if b == top:                                  # free space at the top: lower the top
+                blk.pop(a, None)
+                top = a
+                continue
+            insort(starts, a)
+            blk[a] = b
+        need = size[s]
+        best, best_len = -1, -1
+        for a in starts:
+            ln = blk[a] - a
+            if ln >= need and (best < 0 or ln < best_len):
+                best, best_len = a, ln
+        if best >= 0:
+            offsets[s] = best
+            del starts[bisect_left(starts, best)]
+            end = blk.pop(best)
+            if best + need < end:
+                insort(starts, best + need)
+                blk[best + need] = end
+        else:
+            offsets[s] = top
+            top += need
+        heapq.heappush(ends, (last[s], s))
+        if top > peak:          # the top comes down when the block under it frees: keep the high-water mark
+            peak = top
+    return offsets, peak
+
+
+def place_stays_zoned(first: list[int], last: list[int], size: list[int], zones: list, base: int
+                      ) -> tuple[list[int], int]:
+    """place_stays above `base`, with `zones` below it: (lo, hi, after, before), a byte range [lo, hi) that a
+    stay [f, l] may use when after < f and l < before (a kept pair's bytes while its tenant is away). A stay
+    takes the best-fitting open zone block first, else a block of the region above `base` (as place_stays).
+    Zone blocks merge only within their zone, so no stay straddles two zones or a zone and the region.
+    Returns absolute offsets and the bytes needed (base included)."""
+    m = len(first)
+    order = np.lexsort((-np.asarray(size, dtype=np.int64), np.asarray(first, dtype=np.int64))).tolist() \
+        if m else []
+    offsets = [0] * m
+    in_zone = [-1] * m
+    ends: list = [(z[2], -1 - j) for j, z in enumerate(zones)]   # a zone opens after its `after` slot
+    heapq.heapify(ends)
+    before = [z[3] for z in zones]
+    zfree: list = []                # open zone blocks (length, start, zone), sorted
+    zs = [dict() for _ in zones]    # zone -> {block start: end}
+    ze = [dict() for _ in zones]    # zone -> {block end: start}
+
+    def zadd(z: int, a: int, b: int) -> None:
+        e = ze[z].pop(a, None)
+        if e is not None:                                  # merge with the free block below
+            del zs[z][e]
+            del zfree[bisect_left(zfree, (a - e, e, z))]
+            a = e
+        nb = zs[z].pop(b, None)
+        if nb is not None:                                 # and the one above
+            del ze[z][nb]
+            del zfree[bisect_left(zfree, (nb - b, b, z))]
+            b = nb
+        zs[z][a] = b
+        ze[z][b] = a
+        insort(zfree, (b - a, a, z))
+
+    starts: list[int] = []          # the region above base, relative to base: as place_stays
+    blk: dict[int, int] = {}
+    top = peak = 0
+    for s in order:
+        f, l_, need = first[s], last[s], size[s]
+        while ends and ends[0][0] < f:
+            _, r = heapq.heappop(ends)
+            if r < 0:
+                z = -1 - r
+                zadd(z, zones[z][0], zones[z][1])
+                continue
+            if in_zone[r] >= 0:
+                zadd(in_zone[r], offsets[r], offsets[r] + size[r])
+                continue
+            a = offsets[r] - base
+            b = a + size[r]
+            k = bisect_left(starts, a)
+            if k > 0 and blk[starts[k - 1]] == a:
+                k -= 1
+                a = starts[k]
+                del starts[k]
+            if k < len(starts) and starts[k] == b:
+                b2 = blk.pop(b)
+                del starts[k]
+                b = b2
+            if b == top:
+                blk.pop(a, None)
+                top = a
+                continue
+            insort(starts, a)
+            blk[a] = b
+        k = bisect_left(zfree, (need, -1, -1))
+        while k < len(zfree):
+            ln, a, z = zfree[k]
+            if f >= before[z]:                 # the zone's tenant has arrived: closed for good
+                del zfree[k]
+                del zs[z][a]
+                del ze[z][a + ln]
+                continue
+            if l_ < before[z]:
+                break
+            k += 1
+        if k < len(zfree):
+            ln, a, z = zfree.pop(k)
+            del zs[z][a]
+            del ze[z][a + ln]
+            offsets[s] = a
+            in_zone[s] = z
+            if ln > need:
+                zs[z][a + need] = a + ln
+                ze[z][a + ln] = a + need
+                insort(zfree, (ln - need, a + need, z))
+            heapq.heappush(ends, (l_, s))
+            continue
+        best, best_len = -1, -1
+        for a in starts:
+            ln = blk[a] - a
+            if ln >= need and (best < 0 or ln < best_len):
+                best, best_len = a, ln
+        if best >= 0:
+            offsets[s] = base + best
+            del starts[bisect_left(starts, best)]
+            end = blk.pop(best)
+            if best + need < end:
+                insort(starts, best + need)
+                blk[best + need] = end
+        else:
+            offsets[s] = base + top
+            top += need
+        heapq.heappush(ends, (l_, s))
+        if top > peak:
+            peak = top
+    return offsets, base + peak
+
+
+class _Blocks:
+    """Disjoint free ranges [a, b) by address, neighbours coalesced."""
+
+    def __init__(self):
+        self.starts: list[int] = []
+        self.end: dict[int, int] = {}
+
+    def add(self, a: int, b: int) -> None:
+        st, end = self.starts, self.end
+        k = bisect_left(st, a)
+        if k > 0 and end[st[k - 1]] == a:
+            k -= 1
+            a = st[k]
+            del st[k]
+        if k < len(st) and st[k] == b:
+            b = end.pop(b)
+            del st[k]
+        st.insert(k, a)
+        end[a] = b
+
+    def remove(self, a: int, b: int) -> None:
+        """Take [a, b) out (whatever part of it is here)."""
+        st, end = self.starts, self.end
+        k = bisect_right(st, a) - 1
+        if k < 0 or end[st[k]] <= a:
+            k += 1
+        while k < len(st) and st[k] < b:
+            x = st[k]
+            y = end.pop(x)
+            del st[k]
+            if x < a:
+                st.insert(k, x)
+                end[x] = a
+                k += 1
+            if y > b:
+                st.insert(k, b)
+                end[b] = y
+                k += 1
+
+    def best_fit(self, need: int) -> int:
+        """The start of the smallest range of at least `need` bytes (lowest address on ties), or -1."""
+        best, best_len = -1, -1
+        end = self.end
+        for a in self.starts:
+            ln = end[a] - a
+            if ln >= need and (best < 0 or ln < best_len):
+                best, best_len = a, ln
+                if ln == need:
+                    break
+        return best
+
+
+def place_stays_clean(first: list[int], last: list[int], cool: list[int], size: list[int],
+                      limit: int) -> tuple[list[int], int]:
+    """place_stays, preferring clean bytes: a stay's bytes are free after slot `last` but *dirty* until slot
+    `cool` (its copy to the host is still running, so a tenant there would wait for the link). Each stay goes
+    to the best-fitting clean free range below `limit` (free blocks and the room above the top, less the
+    dirty ranges); when none fits, to the free block whose dirt clears first (then the smallest), else the
+    top grows, as in place_stays. A tenant of dirty bytes waits for their drop, which waits for the copy, so
+    their dirt is forgotten once taken (a later tenant waits on that tenant anyway).
+    Same contract as place_stays; cool[k] >= last[k]."""
+    m = len(first)
+    order = np.lexsort((-np.asarray(size, dtype=np.int64), np.asarray(first, dtype=np.int64))).tolist() \
+        if m else []
+    offsets = [0] * m
+    ends: list = []
+    free = _Blocks()                # free below `top` (clean or dirty)
+    clean = _Blocks()               # clean free bytes below `limit` (above the top included)
+    if limit > 0:
+        clean.add(0, limit)
+    dstarts: list[int] = []         # dirty free ranges (disjoint), by address
+    dirt: dict[int, tuple] = {}     # start -> (end, clean after this slot)
+    expiry: list = []               # heap (clean slot, start, end): dirt that turns clean (lazy)
+    top = peak = 0
+
+    def add_dirt(a: int, b: int, c: int) -> None:
+        insort(dstarts, a)
+        dirt[a] = (b, c)
+        heapq.heappush(expiry, (c, a, b))
+
+    def trim(a: int, b: int) -> None:
+        """Forget the dirt of [a, b) (keeping what lies outside it)."""
+        k = bisect_left(dstarts, a)
+        if k > 0 and dirt[dstarts[k - 1]][0] > a:
+            k -= 1
+        while k < len(dstarts) and dstarts[k] < b:
+            x = dstarts[k]
+            y, c = dirt.pop(x)
+            del dstarts[k]
+            if x < a:
+                add_dirt(x, a, c)
+                k += 1
+            if y > b:
+                add_dirt(b, y, c)
+                k += 1
+
+    def dirty_until(a: int, b: int) -> int:
+        """The last slot at which some byte of [a, b) is still dirty (-1: none)."""
+        k = bisect_left(dstarts, a)
+        if k > 0 and dirt[dstarts[k - 1]][0] > a:
+            k -= 1
+        u = -1
+        while k < len(dstarts) and dstarts[k] < b:
+            c = dirt[dstarts[k]][1]
+            if c > u:
+                u = c
+            k += 1
+        return u
+
+    for s in order:
+        f = first[s]
+        while ends and ends[0][0] < f:
+            _, r = heapq.heappop(ends)
+            a, b = offsets[r], offsets[r] + size[r]
+            if cool[r] >= f:
+                add_dirt(a, b, cool[r])
+            elif a < limit:
+                clean.add(a, min(b, limit))
+            if b == top:                # (merging with the free block below first)
+                k = bisect_left(free.starts, a)
+                if k > 0 and free.end[free.starts[k - 1]] == a:
+                    a = free.starts[k - 1]
+                    free.remove(a, b)
+                top = a
+            else:
+                free.add(a, b)
+        while expiry and expiry[0][0] < f:      # clean again
+            c, a, b = heapq.heappop(expiry)
+            if dirt.get(a) == (b, c):
+                del dirt[a]
+                del dstarts[bisect_left(dstarts, a)]
+                clean.add(a, min(b, limit))
+        need = size[s]
+        o = clean.best_fit(need)
+        if o < 0:                   # nothing clean fits: the free block whose dirt clears first, then the
+            key = None              # smallest; or the top
+            for a in free.starts:
+                ln = free.end[a] - a
+                if ln >= need:
+                    k2 = (dirty_until(a, a + need), ln)
+                    if key is None or k2 < key:
+                        o, key = a, k2
+            if o < 0:
+                o = top
+        if o >= top:
+            if o > top:             # the room skipped below it becomes a free block
+                free.add(top, o)
+            top = o + need
+        else:
+            free.remove(o, o + need)
+        if o < limit:
+            clean.remove(o, min(o + need, limit))
+        trim(o, o + need)
+        offsets[s] = o
+        heapq.heappush(ends, (last[s], s))
+        if top > peak:
+            peak = top
+    return offsets, peak
+
+
+def place_by_size(first: list[int], last: list[int], size: list[int], fixed=(), bounds=()
+                  ) -> tuple[list[int], int]:
+    """Greedy by size (largest first, each at the lowest offset clear of the already placed stays it
+    overlaps in time): slower than the sweep (numpy over all placed stays per stay) but packs tight
+    instances the sweep fragments, near the largest working set. Same contract as place_stays.
+    `fixed`: (first, last, offset, size) stays placed beforehand; `bounds`: offsets no stay may straddle
+    (a kept pair's zones, see _place_with_pairs). Both only constrain; offsets returned are absolute."""
+    m = len(first)
+    nf = len(fixed)
+    F = np.asarray(list(first) + [x[0] for x in fixed], dtype=np.int64)
+    L = np.asarray(list(last) + [x[1] for x in fixed], dtype=np.int64)
+    S = np.asarray(list(size) + [x[3] for x in fixed], dtype=np.int64)
+    off = np.zeros(m + nf, dtype=np.int64)
+    off[m:] = [x[2] for x in fixed]
+    placed = np.zeros(m + nf, dtype=bool)
+    placed[m:] = True
+    if len(bounds):                 # a zero-size stay at each bound, alive always: gaps end there
+        B = np.asarray(sorted(bounds), dtype=np.int64)
+        F = np.concatenate((F, np.full(len(B), np.iinfo(np.int64).min // 2)))
+        L = np.concatenate((L, np.full(len(B), np.iinfo(np.int64).max // 2)))
+        S = np.concatenate((S, np.zeros(len(B), dtype=np.int64)))
+        off = np.concatenate((off, B))
+        placed = np.concatenate((placed, np.ones(len(B), dtype=bool)))
+    peak = 0
+    for s in np.lexsort((F[:m], -S[:m])).tolist():
+        idx = np.flatnonzero(placed & (F <= L[s]) & (L >= F[s]))
+        if len(idx):
+            lo = off[idx]
+            o = np.argsort(lo, kind="stable")
+            lo = lo[o]
+            hi = np.maximum.accumulate(lo + S[idx][o])
+            cand = np.concatenate(([0], hi))                 # free from here ...
+            nxt = np.concatenate((lo, [np.iinfo(np.int64).max]))   # ... up to the next start
+            k = int(np.argmax(nxt - cand >= S[s]))
+            off[s] = cand[k]
+        placed[s] = True
+        peak = max(peak, int(off[s] + S[s]))
+    return off[:m].tolist(), peak
