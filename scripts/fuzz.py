@@ -29,7 +29,7 @@ import sys
 import time
 import traceback
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +71,8 @@ class Case:
     limit: int
     min_feasible: int
     ga: dict
+    # what a case computes once and its checks share: floors per pool, verified plans per (planner, limit)
+    memo: dict = field(default_factory=dict, repr=False)
 
     def describe(self) -> str:
         g = self.graph
@@ -134,15 +136,18 @@ def floors(case: Case, pl: str) -> tuple[int, int]:
     """(the planner's pool floor, the limit below which it must refuse). Size classes: both the min feasible
     limit. An arena: its min feasible limit is found by planning and placement is not monotone, so below it
     a plan may still be found (and must then verify); only below the largest op's own bytes is a refusal
-    certain."""
-    if resolve_pool(base_planner(pl), VARIANTS.get(pl, (None, {}))[1].get("pool")) != "arena":
+    certain. Computed once per case and pool."""
+    pool = resolve_pool(base_planner(pl), VARIANTS.get(pl, (None, {}))[1].get("pool"))
+    if pool != "arena":
         return case.min_feasible, case.min_feasible
-    from tvm_swap.planner.graphindex import GraphIndex
-    from tvm_swap.planner.swapadvisor.arena import working_set_floor
+    if ("floors", pool) not in case.memo:
+        from tvm_swap.planner.graphindex import GraphIndex
+        from tvm_swap.planner.swapadvisor.arena import working_set_floor
 
-    gi = GraphIndex.build(case.graph, case.alignment, keep_updated=False)
-    return feasible_floor(case.graph, "arena", case.alignment)[0], working_set_floor(gi) + gi.workspace
-
+        gi = GraphIndex.build(case.graph, case.alignment, keep_updated=False)
+        case.memo["floors", pool] = (feasible_floor(case.graph, "arena", case.alignment)[0],
+                                     working_set_floor(gi) + gi.workspace)
+    return case.memo["floors", pool]
 
 
 def _plan(case: Case, planner: str, limit: int) -> Plan:
@@ -229,6 +234,8 @@ def _check_below_floor(case: Case, pl: str, frac: float, fail) -> None:
     if named < floor or (base_planner(pl) in FEASIBLE_AT_THE_FLOOR and named != floor):
         fail(pl, "refusal", f"refused {below} naming min {named}; the min feasible is {floor}")
         return
+    if (pl, named) in case.memo:      # planned and checked at that limit already (the case's own limit or min)
+        return
     try:
         plan = _plan(case, pl, named)
     except TvmSwapError as e:
@@ -258,6 +265,7 @@ def _check_planner(case: Case, pl: str, fail, determinism: bool) -> str:
             return outcome
     for check, msg in check_plan_claims(case, plan, limit):
         fail(pl, check, msg + (f" (at the min {limit} it named)" if outcome == "refused" else ""))
+    case.memo[pl, limit] = True
     if determinism:
         again = _plan(case, pl, limit)
         if _comparable(again) != _comparable(plan):

@@ -56,7 +56,7 @@ BERT-large@32 on a V100 at 16 GB 0.47 -> 0.61 of ideal, WResNet-152-10@64 at 16 
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -340,83 +340,36 @@ class ArenaActionBuilder(ActionBuilder):
 
 # ============================================================== placement
 def place_stays(first: list[int], last: list[int], size: list[int]) -> tuple[list[int], int]:
-    """Offsets for stays [first, last] (closed slot intervals) of `size` bytes such that stays whose
-    intervals intersect get disjoint ranges; returns (offsets, bytes needed). See the module docstring."""
+    """Offsets for stays [first, last] (closed slot intervals) of `size` bytes (> 0) such that stays whose
+    intervals intersect get disjoint ranges; returns (offsets, bytes needed). See the module docstring.
+    A sweep by start (largest first, then index), best fit among the free blocks below the top, lowest
+    address on ties, else at the top (compiled: placement_jit.sweep)."""
+    from .placement_jit import sweep
+
     m = len(first)
-    order = np.lexsort((-np.asarray(size, dtype=np.int64), np.asarray(first, dtype=np.int64))).tolist() \
-        if m else []             # by start, largest first, then index (lexsort is stable)
-    offsets = [0] * m
-    ends: list = []                 # heap (last slot, stay) of placed stays
-    starts: list[int] = []          # free blocks below `top`, by address
-    blk: dict[int, int] = {}        # free block start -> end
-    top = peak = 0
-    for s in order:
-        f = first[s]
-        while ends and ends[0][0] < f:
-            _, r = heapq.heappop(ends)
-            a, b = offsets[r], offsets[r] + size[r]
-            k = bisect_left(starts, a)
-            if k > 0 and blk[starts[k - 1]] == a:        # merge with the block below
-                k -= 1
-                a = starts[k]
-                del starts[k]
-            if k < len(starts) and starts[k] == b:        # and the one above
-                b2 = blk.pop(b)
-                del starts[k]
-                b = b2
-            if b == top:                                  # free space at the top: lower the top
-                blk.pop(a, None)
-                top = a
-                continue
-            insort(starts, a)
-            blk[a] = b
-        need = size[s]
-        best, best_len = -1, -1
-        for a in starts:
-            ln = blk[a] - a
-            if ln >= need and (best < 0 or ln < best_len):
-                best, best_len = a, ln
-        if best >= 0:
-            offsets[s] = best
-            del starts[bisect_left(starts, best)]
-            end = blk.pop(best)
-            if best + need < end:
-                insort(starts, best + need)
-                blk[best + need] = end
-        else:
-            offsets[s] = top
-            top += need
-        heapq.heappush(ends, (last[s], s))
-        if top > peak:          # the top comes down when the block under it frees: keep the high-water mark
-            peak = top
-    return offsets, peak
+    if not m:
+        return [], 0
+    F = np.asarray(first, dtype=np.int64)
+    S = np.asarray(size, dtype=np.int64)
+    order = np.lexsort((-S, F))         # by start, largest first, then index (lexsort is stable)
+    offsets, peak = sweep(F, np.asarray(last, dtype=np.int64), S, order)
+    return offsets.tolist(), int(peak)
 
 
 def place_by_size(first: list[int], last: list[int], size: list[int]) -> tuple[list[int], int]:
-    """Greedy by size (largest first, each at the lowest offset clear of the already placed stays it
-    overlaps in time): slower than the sweep (numpy over all placed stays per stay) but packs tight
-    instances the sweep fragments, near the largest working set. Same contract as place_stays."""
+    """Greedy by size (largest first, then by start, each at the lowest offset clear of the already placed
+    stays it overlaps in time): quadratic in stays, slower than the sweep, but packs tight instances the
+    sweep fragments, near the largest working set. Same contract as place_stays (compiled:
+    placement_jit.by_size)."""
+    from .placement_jit import by_size
+
     m = len(first)
+    if not m:
+        return [], 0
     F = np.asarray(first, dtype=np.int64)
-    L = np.asarray(last, dtype=np.int64)
     S = np.asarray(size, dtype=np.int64)
-    off = np.zeros(m, dtype=np.int64)
-    placed = np.zeros(m, dtype=bool)
-    peak = 0
-    for s in np.lexsort((F, -S)).tolist():
-        idx = np.flatnonzero(placed & (F <= L[s]) & (L >= F[s]))
-        if len(idx):
-            lo = off[idx]
-            o = np.argsort(lo, kind="stable")
-            lo = lo[o]
-            hi = np.maximum.accumulate(lo + S[idx][o])
-            cand = np.concatenate(([0], hi))                 # free from here ...
-            nxt = np.concatenate((lo, [np.iinfo(np.int64).max]))   # ... up to the next start
-            k = int(np.argmax(nxt - cand >= S[s]))
-            off[s] = cand[k]
-        placed[s] = True
-        peak = max(peak, int(off[s] + S[s]))
-    return off.tolist(), peak
+    off, peak = by_size(F, np.asarray(last, dtype=np.int64), S, np.lexsort((F, -S)))
+    return off.tolist(), int(peak)
 
 
 # ============================================================== the walk
@@ -493,6 +446,8 @@ class _ArenaWalk:
         within planner.recompute.MAX_CHAIN_DEPTH, and the op's working set plus every rebuild chain planned for
         that slot (inputs and outputs) fits what pinned tensors leave of the capacity, so a rebuild always
         finds room. Otherwise it is copied out as before."""
+        from .placement_jit import prefetch_slot
+
         n, gi = self.n, self.gi
         n_t = gi.n_tensors
         size, role, produced = self.size, self.role, self.produced
@@ -668,12 +623,8 @@ class _ArenaWalk:
             need = size[t]
             make_room(need, i, group[t])
             lo = max(hr, i - PREFETCH_WINDOW)       # the copy may be issued after slot lo at the earliest
-            q = lo
-            if lo + 1 < i:
-                over = np.flatnonzero(usage[lo + 1:i] > capacity - need)
-                if len(over):
-                    q = lo + 1 + int(over[-1])
-                usage[q + 1:i] += need
+            # after the last slot before i without room for it; the slots it then spans hold it
+            q = prefetch_slot(usage, lo, i, capacity - need, need) if lo + 1 < i else lo
             sid = len(stay_t)
             stay_t.append(t)
             stay_first.append(q + 1)
@@ -1164,13 +1115,17 @@ class ArenaScorer:
 # ============================================================== feasibility
 def arena_fits(gi: GraphIndex, limit: int, walk: _ArenaWalk | None = None) -> bool:
     """Whether the default schedule (`walk`, built for it when not given) gets an arena plan under `limit`
-    (one decide/place, no op times)."""
-    walk = walk if walk is not None else _ArenaWalk(gi, gi.default_schedule())
-    try:
-        _decide_and_place(walk, arena_bytes_for(gi, limit), ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64)))
-        return True
-    except PlanError:
-        return False
+    (one decide/place, no op times; remembered with the graph per arena size)."""
+    arena_bytes = arena_bytes_for(gi, limit)
+    cache = gi.graph._cache.setdefault(("arena_fits", gi.alignment), {})   # arena bytes -> fits (one per graph)
+    if arena_bytes not in cache:
+        walk = walk if walk is not None else _ArenaWalk(gi, gi.default_schedule())
+        try:
+            _decide_and_place(walk, arena_bytes, ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64)))
+            cache[arena_bytes] = True
+        except PlanError:
+            cache[arena_bytes] = False
+    return cache[arena_bytes]
 
 
 def arena_min_limit(gi: GraphIndex, max_steps: int = 40) -> int:
@@ -1179,6 +1134,22 @@ def arena_min_limit(gi: GraphIndex, max_steps: int = 40) -> int:
     op times, so it runs before any profiling."""
     if gi.keep_updated:
         raise PlanError("arena feasibility needs a GraphIndex built with keep_updated=False")
+    # a search of dozens of decide/place rounds that depends only on the graph and the alignment: kept with
+    # the graph's other derived facts, so the refusal check, the planner and a caller's floor share one
+    cache = gi.graph._cache
+    key = ("arena_min_limit", gi.alignment, max_steps)
+    if key not in cache:
+        try:
+            cache[key] = _arena_min_limit(gi, max_steps)
+        except InfeasibleLimitError as e:
+            cache[key] = e
+    hit = cache[key]
+    if isinstance(hit, InfeasibleLimitError):
+        raise InfeasibleLimitError(hit.mem_limit, hit.min_feasible, hit.reason, hit.exact, hit.reference_bytes)
+    return hit
+
+
+def _arena_min_limit(gi: GraphIndex, max_steps: int) -> int:
     a = gi.alignment
     lo = working_set_floor(gi) + gi.workspace
     walk = _ArenaWalk(gi, gi.default_schedule())
