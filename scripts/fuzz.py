@@ -290,6 +290,7 @@ def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, pro
         it = (run_case(s, planners, det(s)) for s in seeds)
         pool = None
     else:
+        _compile_before_fork()
         ctx = multiprocessing.get_context("fork")
         pool = ctx.Pool(workers)
         it = pool.imap_unordered(_run_case_star, [(s, planners, det(s)) for s in seeds], chunksize=4)
@@ -309,6 +310,17 @@ def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, pro
             pool.join()
     results.sort(key=lambda r: r["seed"])
     return results, time.perf_counter() - t0
+
+
+def _compile_before_fork() -> None:
+    """Compile (or load from numba's cache) the planner's compiled loops once, so forked workers share them
+    instead of each compiling them."""
+    from tvm_swap.planner.swapadvisor import placement_jit as jit
+
+    one = np.zeros(1, dtype=np.int64)
+    jit.sweep(one, one, one + 1, one)
+    jit.by_size(one, one, one + 1, one)
+    jit.prefetch_slot(np.zeros(2, dtype=np.int64), -1, 1, 0, 1)
 
 
 def _run_case_star(args):
