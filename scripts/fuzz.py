@@ -18,6 +18,11 @@ peak), then runs every planner registered in tvm_swap.planner.PLANNERS and check
     python scripts/fuzz.py --n 10000                   # counts per planner, a reproducer line per failure
     python scripts/fuzz.py --case 1234 --planner odswap  # one case, verbosely
 Exit code: 0 when nothing failed, 1 otherwise. `--json FILE` writes the counts, failures and git commit.
+
+The summary also gives CPU seconds per planner (its plans, re-plans and checks) and per case: CPU time, so
+the numbers hold on a shared machine; on idle cores the wall time is about total / workers. A case computes
+its floors once and does not plan a planner twice at one limit (the determinism re-plan aside);
+benchmarks/fuzz.md has the measurements.
 """
 from __future__ import annotations
 
