@@ -18,6 +18,11 @@ peak), then runs every planner registered in tvm_swap.planner.PLANNERS and check
     python scripts/fuzz.py --n 10000                   # counts per planner, a reproducer line per failure
     python scripts/fuzz.py --case 1234 --planner odswap  # one case, verbosely
 Exit code: 0 when nothing failed, 1 otherwise. `--json FILE` writes the counts, failures and git commit.
+
+The summary also gives CPU seconds per planner (its plans, re-plans and checks) and per case: CPU time, so
+the numbers hold on a shared machine; on idle cores the wall time is about total / workers. A case computes
+its floors once and does not plan a planner twice at one limit (the determinism re-plan aside);
+benchmarks/fuzz.md has the measurements.
 """
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ import sys
 import time
 import traceback
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +77,8 @@ class Case:
     limit: int
     min_feasible: int
     ga: dict
+    # what a case computes once and its checks share: floors per pool, verified plans per (planner, limit)
+    memo: dict = field(default_factory=dict, repr=False)
 
     def describe(self) -> str:
         g = self.graph
@@ -135,15 +142,18 @@ def floors(case: Case, pl: str) -> tuple[int, int]:
     """(the planner's pool floor, the limit below which it must refuse). Size classes: both the min feasible
     limit. An arena: its min feasible limit is found by planning and placement is not monotone, so below it
     a plan may still be found (and must then verify); only below the largest op's own bytes is a refusal
-    certain."""
-    if resolve_pool(base_planner(pl), VARIANTS.get(pl, (None, {}))[1].get("pool")) != "arena":
+    certain. Computed once per case and pool."""
+    pool = resolve_pool(base_planner(pl), VARIANTS.get(pl, (None, {}))[1].get("pool"))
+    if pool != "arena":
         return case.min_feasible, case.min_feasible
-    from tvm_swap.planner.graphindex import GraphIndex
-    from tvm_swap.planner.swapadvisor.arena import working_set_floor
+    if ("floors", pool) not in case.memo:
+        from tvm_swap.planner.graphindex import GraphIndex
+        from tvm_swap.planner.swapadvisor.arena import working_set_floor
 
-    gi = GraphIndex.build(case.graph, case.alignment, keep_updated=False)
-    return feasible_floor(case.graph, "arena", case.alignment)[0], working_set_floor(gi) + gi.workspace
-
+        gi = GraphIndex.build(case.graph, case.alignment, keep_updated=False)
+        case.memo["floors", pool] = (feasible_floor(case.graph, "arena", case.alignment)[0],
+                                     working_set_floor(gi) + gi.workspace)
+    return case.memo["floors", pool]
 
 
 def _plan(case: Case, planner: str, limit: int) -> Plan:
@@ -179,9 +189,10 @@ def check_plan_claims(case: Case, plan: Plan, limit: int) -> list[tuple[str, str
 
 def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
     """Outcomes per planner ('planned' / 'refused') and failures [(planner, check, message)] of one case."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     planners = list(planners or ALL_PLANNERS)
-    out = {"seed": seed, "outcomes": {}, "failures": []}
+    out = {"seed": seed, "outcomes": {}, "failures": [], "planner_s": dict.fromkeys(planners, 0.0)}
+    spent = out["planner_s"]
     fail = lambda pl, check, msg: out["failures"].append((pl, check, msg))  # noqa: E731
     try:
         case = draw_case(seed)
@@ -190,43 +201,54 @@ def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
         return out
     out["ops"] = case.graph.num_ops
     for pl in planners:
+        c1 = time.process_time()
         try:
             out["outcomes"][pl] = _check_planner(case, pl, fail, determinism)
         except Exception as e:
             fail(pl, "crash", f"{type(e).__name__}: {e} | {traceback.format_exc(limit=-2).splitlines()[-3].strip()}")
             out["outcomes"][pl] = "crash"
+        spent[pl] += time.process_time() - c1
     # below its floor a planner refuses, naming a min at or above the floor at which it then plans (exactly the
     # floor for the planners that reach it); an arena planner may plan there instead (see floors)
     frac = np.random.default_rng([seed, 3]).uniform(0.3, 1.0)
     for pl in planners:
-        floor, hard = floors(case, pl)
-        below = int(floor * frac)
-        if not 0 < below < floor:
-            continue
-        try:
-            plan = _plan(case, pl, below)
-            if below < hard:
-                fail(pl, "refusal", f"planned at {below} bytes, below what its largest op needs ({hard})")
-            for check, msg in check_plan_claims(case, plan, below):
-                fail(pl, check, msg + f" (planned below its floor {floor})")
-            continue
-        except InfeasibleLimitError as e:
-            named = e.min_feasible
-        except Exception as e:
-            fail(pl, "refusal", f"{type(e).__name__} instead of InfeasibleLimitError: {e}")
-            continue
-        if named < floor or (base_planner(pl) in FEASIBLE_AT_THE_FLOOR and named != floor):
-            fail(pl, "refusal", f"refused {below} naming min {named}; the min feasible is {floor}")
-            continue
-        try:
-            plan = _plan(case, pl, named)
-        except TvmSwapError as e:
-            fail(pl, "refusal", f"refused {below} naming min {named}, but refused that too: {e}")
-            continue
-        for check, msg in check_plan_claims(case, plan, named):
-            fail(pl, check, msg + f" (at the min {named} named for {below})")
+        c1 = time.process_time()
+        _check_below_floor(case, pl, frac, fail)
+        spent[pl] += time.process_time() - c1
     out["wall_s"] = time.perf_counter() - t0
+    out["cpu_s"] = time.process_time() - c0
     return out
+
+
+def _check_below_floor(case: Case, pl: str, frac: float, fail) -> None:
+    floor, hard = floors(case, pl)
+    below = int(floor * frac)
+    if not 0 < below < floor:
+        return
+    try:
+        plan = _plan(case, pl, below)
+        if below < hard:
+            fail(pl, "refusal", f"planned at {below} bytes, below what its largest op needs ({hard})")
+        for check, msg in check_plan_claims(case, plan, below):
+            fail(pl, check, msg + f" (planned below its floor {floor})")
+        return
+    except InfeasibleLimitError as e:
+        named = e.min_feasible
+    except Exception as e:
+        fail(pl, "refusal", f"{type(e).__name__} instead of InfeasibleLimitError: {e}")
+        return
+    if named < floor or (base_planner(pl) in FEASIBLE_AT_THE_FLOOR and named != floor):
+        fail(pl, "refusal", f"refused {below} naming min {named}; the min feasible is {floor}")
+        return
+    if (pl, named) in case.memo:      # planned and checked at that limit already (the case's own limit or min)
+        return
+    try:
+        plan = _plan(case, pl, named)
+    except TvmSwapError as e:
+        fail(pl, "refusal", f"refused {below} naming min {named}, but refused that too: {e}")
+        return
+    for check, msg in check_plan_claims(case, plan, named):
+        fail(pl, check, msg + f" (at the min {named} named for {below})")
 
 
 def _check_planner(case: Case, pl: str, fail, determinism: bool) -> str:
@@ -249,6 +271,7 @@ def _check_planner(case: Case, pl: str, fail, determinism: bool) -> str:
             return outcome
     for check, msg in check_plan_claims(case, plan, limit):
         fail(pl, check, msg + (f" (at the min {limit} it named)" if outcome == "refused" else ""))
+    case.memo[pl, limit] = True
     if determinism:
         again = _plan(case, pl, limit)
         if _comparable(again) != _comparable(plan):
@@ -273,6 +296,7 @@ def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, pro
         it = (run_case(s, planners, det(s)) for s in seeds)
         pool = None
     else:
+        _compile_before_fork()
         ctx = multiprocessing.get_context("fork")
         pool = ctx.Pool(workers)
         it = pool.imap_unordered(_run_case_star, [(s, planners, det(s)) for s in seeds], chunksize=4)
@@ -294,27 +318,48 @@ def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, pro
     return results, time.perf_counter() - t0
 
 
+def _compile_before_fork() -> None:
+    """Compile (or load from numba's cache) the planner's compiled loops once, so forked workers share them
+    instead of each compiling them."""
+    from tvm_swap.planner.swapadvisor import placement_jit as jit
+
+    one = np.zeros(1, dtype=np.int64)
+    jit.sweep(one, one, one + 1, one)
+    jit.by_size(one, one, one + 1, one)
+    jit.prefetch_slot(np.zeros(2, dtype=np.int64), -1, 1, 0, 1)
+
+
 def _run_case_star(args):
     return run_case(*args)
 
 
 def summarize(results, planners) -> tuple[str, list[str]]:
-    """The table of counts per planner and one reproducer line per failure."""
+    """The table of counts and CPU seconds per planner (checks included: re-plans, refusals, the verifier)
+    and one reproducer line per failure."""
     planned, refused, failed = Counter(), Counter(), Counter()
+    secs = Counter()
     checks = Counter()
     lines = []
     for r in results:
         for pl, o in r["outcomes"].items():
             (planned if o == "planned" else refused)[pl] += 1
+        for pl, s in r.get("planner_s", {}).items():
+            secs[pl] += s
         for pl, check, msg in r["failures"]:
             failed[pl] += 1
             checks[check] += 1
             only = f" --planner {pl}" if pl != "-" else ""
             lines.append(f"FAIL {check:<9} {pl:<21} python scripts/fuzz.py --case {r['seed']}{only}  # {msg}")
-    rows = [f"{'planner':<22}{'cases':>7}{'planned':>9}{'refused':>9}{'failures':>10}"]
+    total = sum(secs.values()) or 1.0
+    rows = [f"{'planner':<31}{'cases':>7}{'planned':>9}{'refused':>9}{'failures':>10}{'cpu s':>9}{'share':>7}"]
     for pl in planners:
         n = planned[pl] + refused[pl]
-        rows.append(f"{pl:<22}{n:>7}{planned[pl]:>9}{refused[pl]:>9}{failed[pl]:>10}")
+        rows.append(f"{pl:<31}{n:>7}{planned[pl]:>9}{refused[pl]:>9}{failed[pl]:>10}{secs[pl]:>9.1f}"
+                    f"{100 * secs[pl] / total:>6.0f}%")
+    cpu = sorted(r["cpu_s"] for r in results if "cpu_s" in r)
+    if cpu:
+        rows.append(f"cpu s per case: median {cpu[len(cpu) // 2]:.3f}, mean {sum(cpu) / len(cpu):.3f}, "
+                    f"max {cpu[-1]:.2f}, total {sum(cpu):.1f}")
     rows.append("failures by check: " + (", ".join(f"{k} {v}" for k, v in sorted(checks.items())) or "none"))
     return "\n".join(rows), lines
 
@@ -359,7 +404,11 @@ def main(argv=None) -> int:
         Path(args.json).write_text(json.dumps({
             "commit": _git_commit(), "n": args.n, "start": args.start, "workers": args.workers,
             "planners": planners, "wall_s": wall, "table": table, "failures": lines,
-            "determinism_every": args.determinism_every}, indent=1))
+            "determinism_every": args.determinism_every,
+            "planner_cpu_s": {pl: round(sum(r.get("planner_s", {}).get(pl, 0.0) for r in results), 3)
+                              for pl in planners},
+            "case_cpu_s": {str(r["seed"]): round(r.get("cpu_s", 0.0), 4) for r in results},
+            "load_avg": list(os.getloadavg())}, indent=1))
     return 1 if lines else 0
 
 

@@ -1,6 +1,8 @@
 """Plan JSON hashes for fixed inputs: a before/after check that a refactoring changed no plan.
 
     python scripts/plan_hashes.py > hashes.txt      # one line per (graph, planner, limit): sha256 of the plan
+    python scripts/plan_hashes.py --fuzz 40 --skip-examples --skip-zoo   # scripts/fuzz.py's first 40 cases,
+                                                    # every planner and variant it fuzzes, at each case's limit
 
 Every plan is made at a fixed seed and a fixed GA generation count in one process (workers=1), so it is
 reproducible. The hash covers the whole plan JSON except the wall-clock fields of `search` (search_s and the
@@ -12,6 +14,7 @@ import argparse
 import hashlib
 import json
 import sys
+from pathlib import Path
 
 EXAMPLES = ("mlp", "cnn", "mlp-train", "cnn-train")
 ZOO = ("zoo:rnn-8-8k@batch=128", "zoo:wresnet-152-10@batch=16")
@@ -48,10 +51,13 @@ def main(argv=None) -> int:
     ap.add_argument("--generations", type=int, default=4, help="GA generations (fixed for reproducibility)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-zoo", action="store_true")
+    ap.add_argument("--skip-examples", action="store_true")
+    ap.add_argument("--fuzz", type=int, default=0, metavar="N",
+                    help="also the plans of scripts/fuzz.py's cases 0..N-1 (their own seeds and GA settings)")
     args = ap.parse_args(argv)
     import tvm_swap
 
-    jobs = [(n, example_graph, lim) for n in EXAMPLES for lim in ("60%", "35%")]
+    jobs = [] if args.skip_examples else [(n, example_graph, lim) for n in EXAMPLES for lim in ("60%", "35%")]
     if not args.skip_zoo:
         jobs += [(s, zoo_graph, "16GB") for s in ZOO]
     for spec, load, limit in jobs:
@@ -67,7 +73,24 @@ def main(argv=None) -> int:
             except tvm_swap.TvmSwapError as e:
                 digest = "error:" + hashlib.sha256(str(e).encode()).hexdigest()[:16]
             print(f"{spec}\t{planner}\t{lim}\t{digest}", flush=True)
+    if args.fuzz:
+        fuzz_hashes(args.fuzz)
     return 0
+
+
+def fuzz_hashes(n: int) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import fuzz
+    import tvm_swap
+
+    for seed in range(n):
+        case = fuzz.draw_case(seed)
+        for planner in fuzz.ALL_PLANNERS:
+            try:
+                digest = hashlib.sha256(stable_json(fuzz._plan(case, planner, case.limit)).encode()).hexdigest()
+            except tvm_swap.TvmSwapError as e:
+                digest = "error:" + hashlib.sha256(str(e).encode()).hexdigest()[:16]
+            print(f"fuzz:{seed}\t{planner}\t{case.limit}\t{digest}", flush=True)
 
 
 if __name__ == "__main__":

@@ -19,13 +19,29 @@ def _failures(results):
 
 
 def test_fuzz_a_few_dozen_cases_every_planner():
-    results, _ = fuzz.fuzz(range(1000, 1040), determinism_every=4)
+    results, _ = fuzz.fuzz(range(1000, 1024), determinism_every=4)
     lines, table = _failures(results)
     assert not lines, "\n".join(lines[:20]) + "\n" + table
     # the cases are wide: tiny and large graphs, planned and refused limits
     ops = [r["ops"] for r in results]
     assert min(ops) <= 5 and max(ops) >= 60
     assert any(o == "refused" for r in results for o in r["outcomes"].values())
+    # the summary says where the time went: CPU seconds per planner, and per case
+    assert all(set(r["planner_s"]) == set(fuzz.ALL_PLANNERS) for r in results)
+    assert "cpu s" in table.splitlines()[0] and "cpu s per case: median" in table
+
+
+def test_a_case_plans_each_planner_at_each_limit_once(monkeypatch):
+    """Checks share their plans: the refusal check does not plan again at a min the case already planned
+    and checked (case 1004's limit is the min feasible, so the baselines' refusals name it)."""
+    calls = []
+    real = fuzz._plan
+    monkeypatch.setattr(fuzz, "_plan", lambda case, pl, limit: calls.append((pl, limit)) or real(case, pl, limit))
+    case = fuzz.draw_case(1004)
+    assert case.limit == case.min_feasible
+    r = fuzz.run_case(1004, determinism=False)
+    assert not r["failures"]
+    assert len(calls) == len(set(calls)), sorted(c for c in set(calls) if calls.count(c) > 1)
 
 
 @pytest.mark.slow

@@ -179,3 +179,19 @@ def test_beyond_the_bitset_size_limit_the_old_bound_is_returned(monkeypatch):
     monkeypatch.setattr(tb, "MAX_OPS", g.num_ops - 1)
     d = tb.tight_lower_bound_detail(g, t, DEV, min_feasible_limit(g))
     assert d["tight_lower_bound_s"] == d["lower_bound_s"] and "more than" in d["tight_skipped"]
+
+
+def test_the_graph_keeps_only_what_does_not_depend_on_op_times():
+    """The live bytes are kept with the graph; the op-time closures of the window term are not: a second
+    call with other op times gives what a fresh graph gives."""
+    import copy
+
+    g = random_training_graph(0)
+    fresh = copy.deepcopy(g)
+    lim = int(0.3 * noswap_peak(g))
+    t1, t2 = random_op_times(g, 1), random_op_times(g, 2, jitter=0.9) * 1000.0
+    tight_lower_bound_detail(g, t1, DEV, int(0.5 * noswap_peak(g)))
+    assert "live_bytes_per_op" in g._cache
+    assert tight_lower_bound_detail(g, t2, DEV, lim) == tight_lower_bound_detail(fresh, t2, DEV, lim)
+    # the window term ran (it computes the op-time closures) and left nothing in the graph's copy
+    assert set(g._cache["live_bytes_per_op"]) == {"live", "ids", "rows", "anc", "desc"}

@@ -85,6 +85,7 @@ from .simulator import _link_rates
 _CHUNK = 256          # bit rows unpacked at once (256 x 10^4 ops = 2.5 MB of bools)
 WINDOW_OPS = 32       # ops (largest a_o first) whose time window is evaluated
 MAX_OPS = 30_000      # two n x n bitsets: 2 x 112 MB here; beyond, the old bound is returned (still sound)
+CACHE_MAX_OPS = 4096  # up to here (2 x 2 MB) the bitsets and live bytes stay with the graph for the next plan
 
 
 def ancestor_bitsets(graph: DataflowGraph) -> tuple[np.ndarray, np.ndarray]:
@@ -219,7 +220,13 @@ def tight_lower_bound_detail(graph: DataflowGraph, op_time, device, mem_limit: i
                 "tight_out_bytes": old["out_bytes"],
                 "tight_skipped": f"{n} ops: more than {MAX_OPS} (ancestor bitsets would need n^2/4 bytes)" if n else ""}
     nbytes = graph.tensor_bytes().astype(np.float64)
-    info = live_bytes_per_op(graph)
+    # graph-only (the same for every limit and op times): kept with the graph while its bitsets are small
+    info = graph._cache.get("live_bytes_per_op")
+    if info is None:
+        info = live_bytes_per_op(graph)
+        if n <= CACHE_MAX_OPS:
+            graph._cache["live_bytes_per_op"] = info
+    info = dict(info)         # _window_bound adds this call's op-time closures to it: not to the cached one
     prod = graph.producer()
     updated = set(graph.updates.values())
     used = graph.used_tensors()

@@ -33,7 +33,17 @@ def threshold_grid(n_ops: int) -> list[int]:
     return sorted({1, *(max(1, round(n_ops * f)) for f in GRID_FRACTIONS)})
 
 
-def tflms_policy(ctx: PlanningContext, layout: PolicyLayout, threshold: int, ahead: int):
+def tflms_policy(ctx: PlanningContext, layout: PolicyLayout, threshold: int, ahead: int, facts=None):
+    """The gaps TFLMS takes at (threshold, ahead); `facts` (_policy_facts) when trying many settings."""
+    uses, acts, fwd_pos, prod_pos = facts or _policy_facts(ctx, layout)
+    return gap_policy(uses, acts,
+                      wants_gap=lambda t, prev, nxt: nxt not in fwd_pos and nxt - prod_pos[t] >= threshold,
+                      prefetch_at=lambda t, prev, nxt: nxt - ahead, gated=True)
+
+
+def _policy_facts(ctx: PlanningContext, layout: PolicyLayout):
+    """What every (threshold, ahead) shares: use positions, the forward activations, forward positions and
+    each activation's producer position."""
     g = ctx.graph
     fwd = forward_of(g)
     pos = {o: i for i, o in enumerate(layout.order)}
@@ -43,9 +53,7 @@ def tflms_policy(ctx: PlanningContext, layout: PolicyLayout, threshold: int, ahe
     acts = [t for t in g.used_tensors() if not g.is_persistent(t) and producer[t] >= 0
             and int(producer[t]) in fwd and g.tensors[t].kind == "activation"]
     prod_pos = {t: pos[int(producer[t])] for t in acts}
-    return gap_policy(uses, acts,
-                      wants_gap=lambda t, prev, nxt: nxt not in fwd_pos and nxt - prod_pos[t] >= threshold,
-                      prefetch_at=lambda t, prev, nxt: nxt - ahead, gated=True)
+    return uses, acts, fwd_pos, prod_pos
 
 
 def plan_tflms(ctx: PlanningContext) -> Plan:
@@ -60,9 +68,20 @@ def plan_tflms(ctx: PlanningContext) -> Plan:
     from ..simulator import simulate
 
     layout = PolicyLayout.build(ctx)
+    facts = _policy_facts(ctx, layout)
+    # Settings often take the same gaps (thresholds past the longest edge, leads past the previous use):
+    # the same gaps are the same walk, need and time, so each distinct policy is walked and simulated once.
+    seen: dict = {}           # the policy's gaps -> (need, time or None, plan or None)
+
+    def need_of(policy):
+        key = tuple(sorted(policy.gaps.items()))
+        if key not in seen:
+            seen[key] = [policy_need(ctx, layout, policy), None, None]
+        return seen[key]
+
     # The smallest threshold with the shortest lead offloads every gap any other setting does, each for no
     # longer, so nothing needs less memory: if it does not fit, nothing in the grid does.
-    floor = policy_need(ctx, layout, tflms_policy(ctx, layout, min(grid), min(aheads)))[0]
+    floor = need_of(tflms_policy(ctx, layout, min(grid), min(aheads), facts))[0][0]
     if floor > ctx.mem_limit:
         raise InfeasibleLimitError(
             ctx.mem_limit, floor, "tflms keeps weights, gradients and optimizer state on the GPU and swaps only "
@@ -70,14 +89,17 @@ def plan_tflms(ctx: PlanningContext) -> Plan:
     best, tried, least = None, [], None
     for ahead in aheads:
         for th in grid:
-            policy = tflms_policy(ctx, layout, th, ahead)
-            need = policy_need(ctx, layout, policy)
+            policy = tflms_policy(ctx, layout, th, ahead, facts)
+            hit = need_of(policy)
+            need = hit[0]
             least = need[0] if least is None else min(least, need[0])
             if need[0] > ctx.mem_limit:
                 tried.append({"threshold": th, "ahead": ahead, "need_bytes": int(need[0]), "time_s": None})
                 continue
-            plan = plan_policy(ctx, layout, policy, "tflms", "", need=need)
-            t = float(simulate(ctx.graph, plan.actions, ctx.op_time, ctx.device).time_s)
+            if hit[2] is None:
+                hit[2] = plan_policy(ctx, layout, policy, "tflms", "", need=need)
+                hit[1] = float(simulate(ctx.graph, hit[2].actions, ctx.op_time, ctx.device).time_s)
+            t, plan = hit[1], hit[2]
             tried.append({"threshold": th, "ahead": ahead, "need_bytes": int(need[0]), "time_s": t})
             if best is None or t < best[0]:
                 best = (t, (th, ahead), plan)

@@ -499,6 +499,8 @@ class _ArenaWalk:
         within planner.recompute.MAX_CHAIN_DEPTH, and the op's working set plus every rebuild chain planned for
         that slot (inputs and outputs) fits what pinned tensors leave of the capacity, so a rebuild always
         finds room. Otherwise it is copied out as before."""
+        from .placement_jit import prefetch_slot
+
         n, gi = self.n, self.gi
         n_t = gi.n_tensors
         size, role, produced = self.size, self.role, self.produced
@@ -687,12 +689,8 @@ class _ArenaWalk:
             need = size[t]
             make_room(need, i, group[t])
             lo = max(hr, i - PREFETCH_WINDOW)       # the copy may be issued after slot lo at the earliest
-            q = lo
-            if lo + 1 < i:
-                over = np.flatnonzero(usage[lo + 1:i] > capacity - need)
-                if len(over):
-                    q = lo + 1 + int(over[-1])
-                usage[q + 1:i] += need
+            # after the last slot before i without room for it; the slots it then spans hold it
+            q = prefetch_slot(usage, lo, i, capacity - need, need) if lo + 1 < i else lo
             sid = len(stay_t)
             stay_t.append(t)
             stay_first.append(q + 1)
@@ -1321,13 +1319,17 @@ class ArenaScorer:
 # ============================================================== feasibility
 def arena_fits(gi: GraphIndex, limit: int, walk: _ArenaWalk | None = None) -> bool:
     """Whether the default schedule (`walk`, built for it when not given) gets an arena plan under `limit`
-    (one decide/place, no op times)."""
-    walk = walk if walk is not None else _ArenaWalk(gi, gi.default_schedule())
-    try:
-        _decide_and_place(walk, arena_bytes_for(gi, limit), ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64)))
-        return True
-    except PlanError:
-        return False
+    (one decide/place, no op times; remembered with the graph per arena size)."""
+    arena_bytes = arena_bytes_for(gi, limit)
+    cache = gi.graph._cache.setdefault(("arena_fits", gi.alignment), {})   # arena bytes -> fits (one per graph)
+    if arena_bytes not in cache:
+        walk = walk if walk is not None else _ArenaWalk(gi, gi.default_schedule())
+        try:
+            _decide_and_place(walk, arena_bytes, ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64)))
+            cache[arena_bytes] = True
+        except PlanError:
+            cache[arena_bytes] = False
+    return cache[arena_bytes]
 
 
 def arena_min_limit(gi: GraphIndex, max_steps: int = 40) -> int:
@@ -1336,6 +1338,22 @@ def arena_min_limit(gi: GraphIndex, max_steps: int = 40) -> int:
     op times, so it runs before any profiling."""
     if gi.keep_updated:
         raise PlanError("arena feasibility needs a GraphIndex built with keep_updated=False")
+    # a search of dozens of decide/place rounds that depends only on the graph and the alignment: kept with
+    # the graph's other derived facts, so the refusal check, the planner and a caller's floor share one
+    cache = gi.graph._cache
+    key = ("arena_min_limit", gi.alignment, max_steps)
+    if key not in cache:
+        try:
+            cache[key] = _arena_min_limit(gi, max_steps)
+        except InfeasibleLimitError as e:
+            cache[key] = e
+    hit = cache[key]
+    if isinstance(hit, InfeasibleLimitError):
+        raise InfeasibleLimitError(hit.mem_limit, hit.min_feasible, hit.reason, hit.exact, hit.reference_bytes)
+    return hit
+
+
+def _arena_min_limit(gi: GraphIndex, max_steps: int) -> int:
     a = gi.alignment
     lo = working_set_floor(gi) + gi.workspace
     walk = _ArenaWalk(gi, gi.default_schedule())

@@ -13,55 +13,19 @@ import numpy as np
 
 def place_stays(first: list[int], last: list[int], size: list[int]) -> tuple[list[int], int]:
     """Offsets for stays [first, last] (closed slot intervals) of `size` bytes such that stays whose
-    intervals intersect get disjoint ranges; returns (offsets, bytes needed). See the module docstring."""
+    intervals intersect get disjoint ranges; returns (offsets, bytes needed). See the module docstring.
+    A sweep by start (largest first, then index), best fit among the free blocks below the top, lowest
+    address on ties, else at the top (compiled: placement_jit.sweep)."""
+    from .placement_jit import sweep
+
     m = len(first)
-    order = np.lexsort((-np.asarray(size, dtype=np.int64), np.asarray(first, dtype=np.int64))).tolist() \
-        if m else []             # by start, largest first, then index (lexsort is stable)
-    offsets = [0] * m
-    ends: list = []                 # heap (last slot, stay) of placed stays
-    starts: list[int] = []          # free blocks below `top`, by address
-    blk: dict[int, int] = {}        # free block start -> end
-    top = peak = 0
-    for s in order:
-        f = first[s]
-        while ends and ends[0][0] < f:
-            _, r = heapq.heappop(ends)
-            a, b = offsets[r], offsets[r] + size[r]
-            k = bisect_left(starts, a)
-            if k > 0 and blk[starts[k - 1]] == a:        # merge with the block below
-                k -= 1
-                a = starts[k]
-                del starts[k]
-            if k < len(starts) and starts[k] == b:        # and the one above
-                b2 = blk.pop(b)
-                del starts[k]
-                b = b2
-            if b == top:                                  # free space at the top: lower the top
-                blk.pop(a, None)
-                top = a
-                continue
-            insort(starts, a)
-            blk[a] = b
-        need = size[s]
-        best, best_len = -1, -1
-        for a in starts:
-            ln = blk[a] - a
-            if ln >= need and (best < 0 or ln < best_len):
-                best, best_len = a, ln
-        if best >= 0:
-            offsets[s] = best
-            del starts[bisect_left(starts, best)]
-            end = blk.pop(best)
-            if best + need < end:
-                insort(starts, best + need)
-                blk[best + need] = end
-        else:
-            offsets[s] = top
-            top += need
-        heapq.heappush(ends, (last[s], s))
-        if top > peak:          # the top comes down when the block under it frees: keep the high-water mark
-            peak = top
-    return offsets, peak
+    if not m:
+        return [], 0
+    F = np.asarray(first, dtype=np.int64)
+    S = np.asarray(size, dtype=np.int64)
+    order = np.lexsort((-S, F))         # by start, largest first, then index (lexsort is stable)
+    offsets, peak = sweep(F, np.asarray(last, dtype=np.int64), S, order)
+    return offsets.tolist(), int(peak)
 
 
 def place_stays_zoned(first: list[int], last: list[int], size: list[int], zones: list, base: int
@@ -335,12 +299,17 @@ def place_stays_clean(first: list[int], last: list[int], cool: list[int], size: 
 
 def place_by_size(first: list[int], last: list[int], size: list[int], fixed=(), bounds=()
                   ) -> tuple[list[int], int]:
-    """Greedy by size (largest first, each at the lowest offset clear of the already placed stays it
-    overlaps in time): slower than the sweep (numpy over all placed stays per stay) but packs tight
-    instances the sweep fragments, near the largest working set. Same contract as place_stays.
-    `fixed`: (first, last, offset, size) stays placed beforehand; `bounds`: offsets no stay may straddle
-    (a kept pair's zones, see _place_with_pairs). Both only constrain; offsets returned are absolute."""
+    """Greedy by size (largest first, then by start, each at the lowest offset clear of the already placed
+    stays it overlaps in time): quadratic in stays, slower than the sweep, but packs tight instances the
+    sweep fragments, near the largest working set. Same contract as place_stays (compiled:
+    placement_jit.by_size). `fixed`: (first, last, offset, size) stays placed beforehand; `bounds`: offsets
+    no stay may straddle (a kept pair's zones, see arena._place_with_pairs). Both only constrain; offsets
+    returned are absolute."""
+    from .placement_jit import by_size
+
     m = len(first)
+    if not m:
+        return [], 0
     nf = len(fixed)
     F = np.asarray(list(first) + [x[0] for x in fixed], dtype=np.int64)
     L = np.asarray(list(last) + [x[1] for x in fixed], dtype=np.int64)
@@ -356,18 +325,5 @@ def place_by_size(first: list[int], last: list[int], size: list[int], fixed=(), 
         S = np.concatenate((S, np.zeros(len(B), dtype=np.int64)))
         off = np.concatenate((off, B))
         placed = np.concatenate((placed, np.ones(len(B), dtype=bool)))
-    peak = 0
-    for s in np.lexsort((F[:m], -S[:m])).tolist():
-        idx = np.flatnonzero(placed & (F <= L[s]) & (L >= F[s]))
-        if len(idx):
-            lo = off[idx]
-            o = np.argsort(lo, kind="stable")
-            lo = lo[o]
-            hi = np.maximum.accumulate(lo + S[idx][o])
-            cand = np.concatenate(([0], hi))                 # free from here ...
-            nxt = np.concatenate((lo, [np.iinfo(np.int64).max]))   # ... up to the next start
-            k = int(np.argmax(nxt - cand >= S[s]))
-            off[s] = cand[k]
-        placed[s] = True
-        peak = max(peak, int(off[s] + S[s]))
-    return off[:m].tolist(), peak
+    off, peak = by_size(F, L, S, np.lexsort((F[:m], -S[:m])), off, placed)
+    return off[:m].tolist(), int(peak)
