@@ -325,7 +325,7 @@ def _compile_before_fork() -> None:
 
     one = np.zeros(1, dtype=np.int64)
     jit.sweep(one, one, one + 1, one)
-    jit.by_size(one, one, one + 1, one)
+    jit.by_size(one, one, one + 1, one, one.copy(), np.zeros(1, dtype=bool))
     jit.prefetch_slot(np.zeros(2, dtype=np.int64), -1, 1, 0, 1)
 
 

@@ -73,6 +73,8 @@ def test_the_fuzz_reports_a_refusal_of_a_feasible_limit_and_a_nondeterministic_p
         ctx.seed += 1000 * len(calls)
         plan = real(ctx)
         plan.search["seed"] = seed
+        # another seed may well find the same plan on a small graph: what it counted differs for sure
+        plan.search["flaky_calls"] = len(calls)
         return plan
 
     real = PLANNERS["swapadvisor"]
