@@ -62,11 +62,11 @@ def test_mlp_training_with_recompute_chains_three_steps():
 # a search, a build and three calls over a 1 MB/s emulated link: 12 s on the shared 2-core machine under load
 def test_the_default_planner_recomputes_and_chains_three_steps_bitwise_equal():
     """recompute is on by default for swapadvisor: with no planner option, the search's plan for the CNN
-    training step at 35% recomputes (over a slow link, where a rebuild beats a copy; on the fast default link
+    training step at 40% recomputes (over a slow link, where a rebuild beats a copy; on the fast default link
     it copies) and three chained steps match the unlimited build bit for bit, the params included."""
     ex = MODELS["cnn-train"]()
     want = reference("cnn-train", ex)
-    m = tvm_swap.build(ex.mod, mem_limit="35%", params=ex.params, generations=2, workers=1, profile=False,
+    m = tvm_swap.build(ex.mod, mem_limit="40%", params=ex.params, generations=2, workers=1, profile=False,
                        bandwidth="1MB/s")
     assert m.plan.planner == "swapadvisor" and m.plan.search["recompute"] is True
     assert recomputes(m.plan) > 0, "the default search chose no recompute: the test would show nothing"

@@ -215,16 +215,21 @@ def _drop_one_arrival_wait(graph, skip: int = 0):
     from tvm_swap.verify import verify_plan
 
     def hook(plan):
-        cands = []      # (bytes, compute, dep): the largest copies first (they land latest)
+        cands = []      # (bytes, issued ahead, compute, dep): the largest copies first (they land latest), and of
+        #                 those the one issued closest before its reader (least slack to hide a missing wait)
         for i, a in enumerate(plan.actions):
             if a.kind != "compute":
                 continue
             for d in a.deps:
                 src = plan.actions[d]
                 if src.kind == "swap_in" and src.tensor in graph.ops[a.op].inputs:
-                    cands.append((-graph.tensors[src.tensor].nbytes, i, d))
-        for _, i, d in sorted(cands):
+                    cands.append((-graph.tensors[src.tensor].nbytes, i - d, i, d))
+        for _, _, i, d in sorted(cands):
             a, src = plan.actions[i], plan.actions[d]
+            waited = set(a.deps) | {y for x in a.deps if plan.actions[x].kind == "drop" for y in plan.actions[x].deps}
+            if any(x > d and plan.actions[x].kind in ("swap_in", "swap_out") for x in waited):
+                continue        # a later copy it also waits on (a drop waits on its copy out) ends after this
+                #                 one: the emulated link carries both directions at one shared rate, in order
             p = _copy(plan)
             p.actions[i] = Action("compute", op=a.op, deps=tuple(x for x in a.deps if x != d), out_objs=a.out_objs)
             if verify_plan(graph, p):
