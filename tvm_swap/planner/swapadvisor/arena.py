@@ -478,7 +478,8 @@ class _ArenaWalk:
                   for op in self.sched]
             self._rc_facts = (g.producer().tolist(), [list(dict.fromkeys(op.inputs)) for op in g.ops],
                               [g.is_persistent(t) for t in range(g.num_tensors)],
-                              update_positions(g, self.sched), last_touch, ws)
+                              update_positions(g, self.sched), last_touch, ws,
+                              recompute_candidates(self.gi).tolist())
         return self._rc_facts
 
     def set_timing(self, op_time, d2h_bandwidth: float) -> None:
@@ -495,7 +496,9 @@ class _ArenaWalk:
         recompute (bool per tensor, or None): an evicted tensor marked True is dropped without a copy and
         rebuilt by a recompute right before the op that next reads it, when that is sound: its producer's
         inputs are then still available (params not yet updated at that slot; produced inputs still live,
-        so resident, on the host, or themselves rebuildable) and every chain of rebuilds through it stays
+        so resident, on the host, or themselves rebuildable; or dead by then, as attention scores are when
+        the backward pass reads the softmax made from them, and rebuildable from available inputs: those
+        are recomputed for that slot only, unless a host copy exists) and every chain of rebuilds through it stays
         within planner.recompute.MAX_CHAIN_DEPTH, and the op's working set plus every rebuild chain planned for
         that slot (inputs and outputs) fits what pinned tensors leave of the capacity, so a rebuild always
         finds room. Otherwise it is copied out as before."""
@@ -563,56 +566,75 @@ class _ArenaWalk:
         evicted = 0
         rc = None if recompute is None or not np.any(recompute) else np.asarray(recompute, dtype=bool).tolist()
         if rc is not None:
-            producer, op_inputs, persistent, upd_slot, last_touch, op_ws = self.rc_facts()
+            producer, op_inputs, persistent, upd_slot, last_touch, op_ws, rebuildable = self.rc_facts()
         rb_load: dict = {}                 # slot -> bytes of the rebuild chains planned for it (never lowered)
         chain_rec: dict = {}               # pending tensor -> its chain's bytes as counted in rb_load
         pending: dict = {}                 # dropped for recompute, not rebuilt yet
         dependents: dict = {}              # tensor -> pending tensors whose producer reads it
         recomputes: list = []              # (slot, op, stay)
         rb_extra: list = []                # (tensor, next use): resident for a rebuild at this slot only
+        reads_of: dict = {}                # pending tensor -> what its rebuild chain reads (dependents' keys)
 
-        def chain(t: int, extra: int) -> int:
-            """Recomputes that rebuilding t takes now (`extra` counts as pending)."""
+        def rebuilt(x: int, extra: int, at: int) -> bool:
+            """Whether a rebuild at slot `at` rebuilds input x too: x is pending (or `extra`, about to be),
+            or dead by then (produced, no touch left at `at`: dropped after its last use)."""
+            return x == extra or x in pending or (produced[x] and not persistent[x] and last_touch[x] < at)
+
+        def chain(t: int, extra: int, at: int) -> int:
+            """Recomputes deep that rebuilding t at slot `at` takes (`extra` counts as pending)."""
             d = 1
             for x in op_inputs[producer[t]]:
-                if x == extra or x in pending:
-                    c = chain(x, extra) + 1
+                if rebuilt(x, extra, at):
+                    c = chain(x, extra, at) + 1
                     if c > d:
                         d = c
             return d
 
-        def chain_bytes(t: int, extra: int) -> int:
-            """Bytes a rebuild of t holds at once: its output and its producer's inputs, chains included."""
+        def chain_bytes(t: int, extra: int, at: int) -> int:
+            """Bytes a rebuild of t at slot `at` holds at once: its output and its producer's inputs, chains
+            included."""
             s = size[t]
             for x in op_inputs[producer[t]]:
-                s += chain_bytes(x, extra) if (x == extra or x in pending) else size[x]
+                s += chain_bytes(x, extra, at) if rebuilt(x, extra, at) else size[x]
             return s
+
+        def sound(t: int, at: int, reads: set) -> bool:
+            """Whether t's producer can run again at slot `at`: no param it reads is updated before, and
+            every produced input is still live then, pending, or dead but rebuildable itself (a temporary
+            whose producer may be recomputed, whose own inputs are sound at `at`: rebuilt for that slot
+            only). Collects every tensor the rebuild reads, through dead inputs, in `reads`."""
+            for x in op_inputs[producer[t]]:
+                reads.add(x)
+                if persistent[x]:
+                    u = upd_slot.get(x)
+                    if u is not None and u < at:
+                        return False
+                elif produced[x] and last_touch[x] < at and x not in pending:
+                    if not rebuildable[x] or not sound(x, at, reads):
+                        return False
+            return True
 
         def may_drop(v: int) -> bool:
             if not rc[v]:
                 return False
             nu = nxt[v]
-            for x in op_inputs[producer[v]]:
-                if persistent[x]:
-                    u = upd_slot.get(x)
-                    if u is not None and u < nu:
-                        return False
-                elif produced[x] and last_touch[x] < nu:
-                    return False
-            if chain(v, -1) > MAX_CHAIN_DEPTH:
+            reads: set = set()
+            if not sound(v, nu, reads):
                 return False
-            cb = chain_bytes(v, -1)
+            if chain(v, -1, nu) > MAX_CHAIN_DEPTH:
+                return False
+            cb = chain_bytes(v, -1, nu)
             grow = {nu: cb}                    # slot -> bytes its rebuild load would grow by
             ancestors = {}
             stack, seen = [v], {v}
             while stack:
                 for z in dependents.get(stack.pop(), ()):
                     if z not in seen:
-                        if chain(z, v) > MAX_CHAIN_DEPTH:
+                        if chain(z, v, nxt[z]) > MAX_CHAIN_DEPTH:
                             return False
                         seen.add(z)
                         stack.append(z)
-                        ancestors[z] = chain_bytes(z, v)
+                        ancestors[z] = chain_bytes(z, v, nxt[z])
                         grow[nxt[z]] = grow.get(nxt[z], 0) + ancestors[z] - chain_rec[z]
             room = capacity - pin_bytes
             if any(op_ws[s] + rb_load.get(s, 0) + b > room for s, b in grow.items()):
@@ -621,6 +643,7 @@ class _ArenaWalk:
                 rb_load[s] = rb_load.get(s, 0) + b
             chain_rec[v] = cb
             chain_rec.update(ancestors)
+            reads_of[v] = reads
             return True
 
         def top(h, i: int):
@@ -654,7 +677,7 @@ class _ArenaWalk:
             if nxt[v] < _NEVER and host_ready[v] == -2:
                 if rc is not None and may_drop(v):
                     pending[v] = True
-                    for x in op_inputs[producer[v]]:
+                    for x in reads_of[v]:
                         dependents.setdefault(x, set()).add(v)
                 else:
                     swap_outs.append((prod_slot[v], v))
@@ -702,8 +725,9 @@ class _ArenaWalk:
             swap_ins.append((q, t, sid))
 
         def rebuild(t: int, i: int) -> None:
-            """Recompute pending t right before the op at slot i, its producer's inputs made resident first
-            (held for this slot: a rebuild's inputs are never victims while it runs)."""
+            """Recompute t right before the op at slot i, its producer's inputs made resident first (held for
+            this slot: a rebuild's inputs are never victims while it runs). t is pending, or an input of a
+            rebuild that is dead by now without a host copy (rebuilt for this slot only, see `sound`)."""
             nonlocal resident
             p = producer[t]
             for x in op_inputs[p]:
@@ -712,8 +736,8 @@ class _ArenaWalk:
                     if saved == i:
                         continue
                     nxt[x] = i
-                elif x in pending:
-                    rebuild(x, i)
+                elif x in pending or (host_ready[x] == -2 and produced[x]):
+                    rebuild(x, i)              # (dead: saved is _NEVER, so it is dropped after slot i)
                 else:
                     bring(x, i)
                 if saved != i:                 # not read by the op itself: release after this slot
@@ -730,9 +754,10 @@ class _ArenaWalk:
             group_res[group[t]] += need
             prod_slot[t] = i
             recomputes.append((i, p, sid))
-            del pending[t]
-            for x in op_inputs[p]:
-                dependents[x].discard(t)
+            if t in pending:
+                del pending[t]
+                for x in reads_of.pop(t):
+                    dependents[x].discard(t)
 
         sched = self.sched
         heappush = heapq.heappush
