@@ -102,6 +102,8 @@ BY_SIZE_ZONED_MAX_STAYS = 1000  # with kept pairs, greedy by size after every fa
 MAX_KEEP = 2.0           # the keep gene's range (above 1: kept pairs may leave mid-iteration, see choose_pairs)
 CLEAN_FIRST = True       # with op times: also try a clean-first placement (_clean_first), keep the faster
 CLEAN_ROUNDS = 2         # decisions at a lowered capacity a clean-first placement may take to fit
+MAX_DEPTH_GENE = 12      # the depth gene's range (recomputes per rebuild chain): 1 .. this
+DEEP_SEED_DEPTH = 12     # the deep recompute seeds' chain depth (see ArenaSpace.seeds)
 
 
 # ============================================================== the memory-side genome
@@ -127,9 +129,11 @@ class ArenaGenes:
     split: float = -1.0    # share of the capacity protected for params and optimizer state (< 0: shared)
     recompute: np.ndarray | None = None   # bool per tensor: swap (False) or drop + recompute (True) when evicted
     classes: object = None  # an encoding.Allocation: plan with these size classes laid out in the arena
+    depth: int = MAX_CHAIN_DEPTH  # recomputes a rebuild chain may take (with recompute genes; see _ArenaWalk.run)
 
     def key(self) -> bytes:
-        rc = b"" if self.recompute is None else b"|rc|" + np.packbits(self.recompute).tobytes()
+        rc = b"" if self.recompute is None else b"|rc|" + np.packbits(self.recompute).tobytes() \
+            + (b"" if self.depth == MAX_CHAIN_DEPTH else b"|d%d" % self.depth)
         k = (np.float64(self.headroom).tobytes() + np.float64(self.keep).tobytes()
              + np.float64(self.split).tobytes() + self.bias.tobytes() + rc)
         return k if self.classes is None else k + b"|classes|" + b"|".join(self.classes.key())
@@ -145,7 +149,7 @@ class ArenaGenes:
     def copy(self) -> "ArenaGenes":
         return ArenaGenes(float(self.headroom), self.bias.copy(), float(self.keep), float(self.split),
                           None if self.recompute is None else self.recompute.copy(),
-                          None if self.classes is None else self.classes.copy())
+                          None if self.classes is None else self.classes.copy(), int(self.depth))
 
 
 class ArenaSpace:
@@ -197,6 +201,9 @@ class ArenaSpace:
                 cheap = self.zero()
                 cheap.recompute = self.rc_cheap.copy()
                 out.append(("recompute-cheap", cheap))
+                deep = cheap.copy()
+                deep.depth = DEEP_SEED_DEPTH
+                out.append(("recompute-cheap-deep", deep))
         return out + classes[1:]
 
     def class_seeds(self) -> list[tuple[str, ArenaGenes]]:
@@ -221,6 +228,7 @@ class ArenaSpace:
         g.bias[pick] = rng.integers(-self.scale, self.scale + 1, size=int(pick.sum()))
         if self.rc_able is not None:
             g.recompute = self.rc_able & (rng.random(self.n_t) < float(rng.uniform(0.0, 1.0)))
+            g.depth = int(rng.integers(1, MAX_DEPTH_GENE + 1))
         return g
 
     def crossover(self, a: ArenaGenes, b: ArenaGenes, rng: np.random.Generator) -> tuple[ArenaGenes, ArenaGenes]:
@@ -232,6 +240,7 @@ class ArenaSpace:
         if a.recompute is not None and b.recompute is not None:
             k1.recompute = np.concatenate((a.recompute[:cut], b.recompute[cut:]))
             k2.recompute = np.concatenate((b.recompute[:cut], a.recompute[cut:]))
+            k1.depth, k2.depth = a.depth, b.depth
         return k1, k2
 
     def mutate(self, a: ArenaGenes, rng: np.random.Generator, p_bias: float = 0.02, p_head: float = 0.3,
@@ -252,6 +261,8 @@ class ArenaSpace:
         if g.recompute is not None:
             flip = self.rc_able & (rng.random(self.n_t) < p_bias)
             g.recompute = g.recompute ^ flip
+            if rng.random() < p_head / 2:
+                g.depth = int(np.clip(g.depth + rng.choice((-2, -1, 1, 2)), 1, MAX_DEPTH_GENE))
         if g.classes is not None:
             # a class genome also searches its pool, with the paper's CLS/CNT mutation (ga.GASettings' rates)
             g.classes = self._class_space().mutate(g.classes, rng, 0.1, 0.3, 0.25)
@@ -490,7 +501,7 @@ class _ArenaWalk:
         self.d2h = float(d2h_bandwidth)
 
     def run(self, capacity: int, bias: list, pinned_tensors=(), pairs=(), split: float = -1.0,
-            recompute=None) -> _Decisions:
+            recompute=None, depth: int = MAX_CHAIN_DEPTH) -> _Decisions:
         """One walk at `capacity` bytes (see the module docstring).
 
         recompute (bool per tensor, or None): an evicted tensor marked True is dropped without a copy and
@@ -499,7 +510,7 @@ class _ArenaWalk:
         so resident, on the host, or themselves rebuildable; or dead by then, as attention scores are when
         the backward pass reads the softmax made from them, and rebuildable from available inputs: those
         are recomputed for that slot only, unless a host copy exists) and every chain of rebuilds through it stays
-        within planner.recompute.MAX_CHAIN_DEPTH, and the op's working set plus every rebuild chain planned for
+        within `depth` recomputes (the genome's, planner.recompute.MAX_CHAIN_DEPTH by default), and the op's working set plus every rebuild chain planned for
         that slot (inputs and outputs) fits what pinned tensors leave of the capacity, so a rebuild always
         finds room. Otherwise it is copied out as before."""
         from .placement_jit import prefetch_slot
@@ -621,7 +632,7 @@ class _ArenaWalk:
             reads: set = set()
             if not sound(v, nu, reads):
                 return False
-            if chain(v, -1, nu) > MAX_CHAIN_DEPTH:
+            if chain(v, -1, nu) > depth:
                 return False
             cb = chain_bytes(v, -1, nu)
             grow = {nu: cb}                    # slot -> bytes its rebuild load would grow by
@@ -630,7 +641,7 @@ class _ArenaWalk:
             while stack:
                 for z in dependents.get(stack.pop(), ()):
                     if z not in seen:
-                        if chain(z, v, nxt[z]) > MAX_CHAIN_DEPTH:
+                        if chain(z, v, nxt[z]) > depth:
                             return False
                         seen.add(z)
                         stack.append(z)
@@ -1056,7 +1067,7 @@ def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again
     lower = (capacity - (need - arena_bytes)) // a * a
     if lower >= working_set_floor(walk.gi):
         try:
-            d2 = walk.run(lower, bias, pinned, pairs, genes.split, genes.recompute)
+            d2 = walk.run(lower, bias, pinned, pairs, genes.split, genes.recompute, genes.depth)
         except PlanError:              # the kept pairs do not fit beside the largest op at the lower capacity
             if not pairs:
                 raise                  # (as before kept pairs existed: the caller decides)
@@ -1094,7 +1105,7 @@ def _clean_first(walk, d, first, sizes, arena_bytes, capacity, cool, rounds, aga
         if capacity < floor:
             return None
         try:
-            d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute)
+            d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute, genes.depth)
         except PlanError:          # the kept pairs do not fit beside the largest op at the lower capacity
             return None
         if not d.dirty:
@@ -1125,7 +1136,7 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
         tried.append(capacity)
         # the pairs the capacity affords (fewer when fragmentation lowered it): "keep 1" keeps all it can
         pairs = choose_pairs(walk.gi, sched, capacity, genes.keep)
-        d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute)
+        d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute, genes.depth)
         first = _floored_firsts(d)
         sizes = [walk.size[t] for t in d.stay_t]
         # the sweep fragments near the floor; greedy by size packs tighter (and costs more)
