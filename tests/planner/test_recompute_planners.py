@@ -184,3 +184,26 @@ def test_a_rebuild_recomputes_an_input_that_is_dead_by_then():
     # without recompute genes the same limit copies p out and back
     swap_only = plan_arena(gi, gi.default_schedule(), lim, None).to_plan(g, "swapadvisor", lim, DEV)
     assert 2 in {a.tensor for a in swap_only.actions if a.kind == "swap_out"}
+
+
+def test_the_depth_gene_bounds_rebuild_chains():
+    """Rebuilding p through its dead input s is a chain of two recomputes: allowed at depth 2, not at depth 1
+    (p is then copied out and back)."""
+    import numpy as np
+
+    from tvm_swap.planner.graphindex import GraphIndex
+    from tvm_swap.planner.swapadvisor.arena import ArenaGenes, plan_arena
+    from tvm_swap.verify import verify_plan
+
+    g = _attention_like()
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    lim = 20 * (1 << 20)
+    rc = np.zeros(gi.n_tensors, dtype=bool)
+    rc[2] = True
+    kinds = {}
+    for depth in (1, 2):
+        genes = ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64), recompute=rc, depth=depth)
+        plan = plan_arena(gi, gi.default_schedule(), lim, genes).to_plan(g, "swapadvisor", lim, DEV)
+        assert verify_plan(g, plan) == []
+        kinds[depth] = {(a.kind, a.tensor) for a in plan.actions if a.kind == "swap_out"}
+    assert ("swap_out", 2) in kinds[1] and ("swap_out", 2) not in kinds[2]

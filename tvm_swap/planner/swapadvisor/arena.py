@@ -591,29 +591,40 @@ class _ArenaWalk:
             or dead by then (produced, no touch left at `at`: dropped after its last use)."""
             return x == extra or x in pending or (produced[x] and not persistent[x] and last_touch[x] < at)
 
-        def chain(t: int, extra: int, at: int) -> int:
-            """Recomputes deep that rebuilding t at slot `at` takes (`extra` counts as pending)."""
-            d = 1
-            for x in op_inputs[producer[t]]:
-                if rebuilt(x, extra, at):
-                    c = chain(x, extra, at) + 1
-                    if c > d:
-                        d = c
-            return d
+        def within(t: int, extra: int, at: int) -> bool:
+            """Whether rebuilding t at slot `at` takes at most `depth` recomputes deep (`extra` counts as
+            pending). Memoised per (tensor, level) and cut at `depth`: linear in the tensors that close."""
+            memo: dict = {}
 
-        def chain_bytes(t: int, extra: int, at: int) -> int:
+            def go(u: int, lvl: int) -> bool:
+                if lvl > depth:
+                    return False
+                r = memo.get((u, lvl))
+                if r is None:
+                    r = all(go(x, lvl + 1) for x in op_inputs[producer[u]] if rebuilt(x, extra, at))
+                    memo[(u, lvl)] = r
+                return r
+            return go(t, 1)
+
+        def chain_bytes(t: int, extra: int, at: int, memo=None) -> int:
             """Bytes a rebuild of t at slot `at` holds at once: its output and its producer's inputs, chains
-            included."""
-            s = size[t]
-            for x in op_inputs[producer[t]]:
-                s += chain_bytes(x, extra, at) if rebuilt(x, extra, at) else size[x]
-            return s
+            included (a shared input counted once per reader: an upper bound). Call after `within`."""
+            memo = {} if memo is None else memo
+            hit = memo.get(t)
+            if hit is None:
+                hit = size[t]
+                for x in op_inputs[producer[t]]:
+                    hit += chain_bytes(x, extra, at, memo) if rebuilt(x, extra, at) else size[x]
+                memo[t] = hit
+            return hit
 
-        def sound(t: int, at: int, reads: set) -> bool:
-            """Whether t's producer can run again at slot `at`: no param it reads is updated before, and
-            every produced input is still live then, pending, or dead but rebuildable itself (a temporary
-            whose producer may be recomputed, whose own inputs are sound at `at`: rebuilt for that slot
-            only). Collects every tensor the rebuild reads, through dead inputs, in `reads`."""
+        def sound(t: int, at: int, reads: set, lvl: int = 1, ok=None) -> bool:
+            """Whether t's producer can run again at slot `at` (t at level `lvl` of a rebuild chain): no
+            param it reads is updated before, and every produced input is still live then, pending, or dead
+            but rebuildable itself within `depth` levels (a temporary whose producer may be recomputed, whose
+            own inputs are sound at `at`: rebuilt for that slot only). Collects every tensor the rebuild
+            reads, through dead inputs, in `reads`."""
+            ok = set() if ok is None else ok
             for x in op_inputs[producer[t]]:
                 reads.add(x)
                 if persistent[x]:
@@ -621,8 +632,11 @@ class _ArenaWalk:
                     if u is not None and u < at:
                         return False
                 elif produced[x] and last_touch[x] < at and x not in pending:
-                    if not rebuildable[x] or not sound(x, at, reads):
+                    if (x, lvl) in ok:
+                        continue
+                    if lvl >= depth or not rebuildable[x] or not sound(x, at, reads, lvl + 1, ok):
                         return False
+                    ok.add((x, lvl))
             return True
 
         def may_drop(v: int) -> bool:
@@ -632,7 +646,7 @@ class _ArenaWalk:
             reads: set = set()
             if not sound(v, nu, reads):
                 return False
-            if chain(v, -1, nu) > depth:
+            if not within(v, -1, nu):
                 return False
             cb = chain_bytes(v, -1, nu)
             grow = {nu: cb}                    # slot -> bytes its rebuild load would grow by
@@ -641,7 +655,7 @@ class _ArenaWalk:
             while stack:
                 for z in dependents.get(stack.pop(), ()):
                     if z not in seen:
-                        if chain(z, v, nxt[z]) > depth:
+                        if not within(z, v, nxt[z]):
                             return False
                         seen.add(z)
                         stack.append(z)
