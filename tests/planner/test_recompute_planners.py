@@ -141,3 +141,69 @@ def test_hybrid_is_never_slower_than_swap_only_seeds(seed):
     for name in shared:
         assert on.search["seed_times_s"][name] == off.search["seed_times_s"][name]
     assert on.predicted["time_s"] <= min(off.search["seed_times_s"].values()) * (1 + 1e-9)
+
+
+def _attention_like(mb: int = 1 << 20):
+    """x -> s = matmul(x) (read once) -> p = softmax(s), read again only at the end (as attention
+    probabilities are by the backward pass); big filler tensors in between force p out of the device."""
+    T = lambda i, n, b, k: TensorInfo(i, n, b, (b // 4,), "float32", k)   # noqa: E731
+    tensors = [T(0, "x", mb, "input"), T(1, "s", 4 * mb, "activation"), T(2, "p", 4 * mb, "activation"),
+               T(3, "f1", 8 * mb, "activation"), T(4, "f2", 8 * mb, "activation"),
+               T(5, "f3", 8 * mb, "activation"), T(6, "y0", mb, "output"), T(7, "y", mb, "output")]
+    ops = [OpInfo(0, "scores", "fused_matmul", (0,), (1,)), OpInfo(1, "softmax", "softmax", (1,), (2,)),
+           OpInfo(2, "fill1", "fused_add", (0,), (3,)), OpInfo(3, "fill2", "fused_add", (3,), (4,)),
+           OpInfo(4, "fill3", "fused_add", (4,), (5,)), OpInfo(5, "out0", "fused_add", (5, 0), (6,)),
+           OpInfo(6, "out", "fused_add", (2, 0), (7,))]
+    return DataflowGraph("attn", tensors, ops, outputs=[6, 7])
+
+
+def test_a_rebuild_recomputes_an_input_that_is_dead_by_then():
+    """p's producer reads s, which nothing reads after p is made: before, p could only be swapped out and
+    back (s is dead when p is needed again); now its rebuild recomputes s first (for that slot only). The plan
+    verifies, copies nothing of p or s, and recomputes both, s before p."""
+    import numpy as np
+
+    from tvm_swap.planner.graphindex import GraphIndex
+    from tvm_swap.planner.swapadvisor.arena import ArenaGenes, plan_arena
+    from tvm_swap.verify import verify_plan
+
+    mb = 1 << 20
+    g = _attention_like(mb)
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    lim = 20 * mb                               # fill2 (16 MiB) beside x and p (5 MiB) does not fit: p leaves
+    rc = np.zeros(gi.n_tensors, dtype=bool)
+    rc[2] = True
+    genes = ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64), recompute=rc)
+    ap = plan_arena(gi, gi.default_schedule(), lim, genes)
+    plan = ap.to_plan(g, "swapadvisor", lim, DEV)
+    assert verify_plan(g, plan) == []
+    copied = {a.tensor for a in plan.actions if a.kind in ("swap_out", "swap_in")}
+    assert not copied & {1, 2}
+    rebuilt = [a.op for a in plan.actions if a.kind == "recompute"]
+    assert rebuilt == [0, 1]
+    # without recompute genes the same limit copies p out and back
+    swap_only = plan_arena(gi, gi.default_schedule(), lim, None).to_plan(g, "swapadvisor", lim, DEV)
+    assert 2 in {a.tensor for a in swap_only.actions if a.kind == "swap_out"}
+
+
+def test_the_depth_gene_bounds_rebuild_chains():
+    """Rebuilding p through its dead input s is a chain of two recomputes: allowed at depth 2, not at depth 1
+    (p is then copied out and back)."""
+    import numpy as np
+
+    from tvm_swap.planner.graphindex import GraphIndex
+    from tvm_swap.planner.swapadvisor.arena import ArenaGenes, plan_arena
+    from tvm_swap.verify import verify_plan
+
+    g = _attention_like()
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    lim = 20 * (1 << 20)
+    rc = np.zeros(gi.n_tensors, dtype=bool)
+    rc[2] = True
+    kinds = {}
+    for depth in (1, 2):
+        genes = ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64), recompute=rc, depth=depth)
+        plan = plan_arena(gi, gi.default_schedule(), lim, genes).to_plan(g, "swapadvisor", lim, DEV)
+        assert verify_plan(g, plan) == []
+        kinds[depth] = {(a.kind, a.tensor) for a in plan.actions if a.kind == "swap_out"}
+    assert ("swap_out", 2) in kinds[1] and ("swap_out", 2) not in kinds[2]

@@ -102,6 +102,8 @@ BY_SIZE_ZONED_MAX_STAYS = 1000  # with kept pairs, greedy by size after every fa
 MAX_KEEP = 2.0           # the keep gene's range (above 1: kept pairs may leave mid-iteration, see choose_pairs)
 CLEAN_FIRST = True       # with op times: also try a clean-first placement (_clean_first), keep the faster
 CLEAN_ROUNDS = 2         # decisions at a lowered capacity a clean-first placement may take to fit
+MAX_DEPTH_GENE = 12      # the depth gene's range (recomputes per rebuild chain): 1 .. this
+DEEP_SEED_DEPTH = 12     # the deep recompute seeds' chain depth (see ArenaSpace.seeds)
 
 
 # ============================================================== the memory-side genome
@@ -127,9 +129,11 @@ class ArenaGenes:
     split: float = -1.0    # share of the capacity protected for params and optimizer state (< 0: shared)
     recompute: np.ndarray | None = None   # bool per tensor: swap (False) or drop + recompute (True) when evicted
     classes: object = None  # an encoding.Allocation: plan with these size classes laid out in the arena
+    depth: int = MAX_CHAIN_DEPTH  # recomputes a rebuild chain may take (with recompute genes; see _ArenaWalk.run)
 
     def key(self) -> bytes:
-        rc = b"" if self.recompute is None else b"|rc|" + np.packbits(self.recompute).tobytes()
+        rc = b"" if self.recompute is None else b"|rc|" + np.packbits(self.recompute).tobytes() \
+            + (b"" if self.depth == MAX_CHAIN_DEPTH else b"|d%d" % self.depth)
         k = (np.float64(self.headroom).tobytes() + np.float64(self.keep).tobytes()
              + np.float64(self.split).tobytes() + self.bias.tobytes() + rc)
         return k if self.classes is None else k + b"|classes|" + b"|".join(self.classes.key())
@@ -145,7 +149,7 @@ class ArenaGenes:
     def copy(self) -> "ArenaGenes":
         return ArenaGenes(float(self.headroom), self.bias.copy(), float(self.keep), float(self.split),
                           None if self.recompute is None else self.recompute.copy(),
-                          None if self.classes is None else self.classes.copy())
+                          None if self.classes is None else self.classes.copy(), int(self.depth))
 
 
 class ArenaSpace:
@@ -197,6 +201,9 @@ class ArenaSpace:
                 cheap = self.zero()
                 cheap.recompute = self.rc_cheap.copy()
                 out.append(("recompute-cheap", cheap))
+                deep = cheap.copy()
+                deep.depth = DEEP_SEED_DEPTH
+                out.append(("recompute-cheap-deep", deep))
         return out + classes[1:]
 
     def class_seeds(self) -> list[tuple[str, ArenaGenes]]:
@@ -221,6 +228,7 @@ class ArenaSpace:
         g.bias[pick] = rng.integers(-self.scale, self.scale + 1, size=int(pick.sum()))
         if self.rc_able is not None:
             g.recompute = self.rc_able & (rng.random(self.n_t) < float(rng.uniform(0.0, 1.0)))
+            g.depth = int(rng.integers(1, MAX_DEPTH_GENE + 1))
         return g
 
     def crossover(self, a: ArenaGenes, b: ArenaGenes, rng: np.random.Generator) -> tuple[ArenaGenes, ArenaGenes]:
@@ -232,6 +240,7 @@ class ArenaSpace:
         if a.recompute is not None and b.recompute is not None:
             k1.recompute = np.concatenate((a.recompute[:cut], b.recompute[cut:]))
             k2.recompute = np.concatenate((b.recompute[:cut], a.recompute[cut:]))
+            k1.depth, k2.depth = a.depth, b.depth
         return k1, k2
 
     def mutate(self, a: ArenaGenes, rng: np.random.Generator, p_bias: float = 0.02, p_head: float = 0.3,
@@ -252,6 +261,8 @@ class ArenaSpace:
         if g.recompute is not None:
             flip = self.rc_able & (rng.random(self.n_t) < p_bias)
             g.recompute = g.recompute ^ flip
+            if rng.random() < p_head / 2:
+                g.depth = int(np.clip(g.depth + rng.choice((-2, -1, 1, 2)), 1, MAX_DEPTH_GENE))
         if g.classes is not None:
             # a class genome also searches its pool, with the paper's CLS/CNT mutation (ga.GASettings' rates)
             g.classes = self._class_space().mutate(g.classes, rng, 0.1, 0.3, 0.25)
@@ -478,7 +489,8 @@ class _ArenaWalk:
                   for op in self.sched]
             self._rc_facts = (g.producer().tolist(), [list(dict.fromkeys(op.inputs)) for op in g.ops],
                               [g.is_persistent(t) for t in range(g.num_tensors)],
-                              update_positions(g, self.sched), last_touch, ws)
+                              update_positions(g, self.sched), last_touch, ws,
+                              recompute_candidates(self.gi).tolist())
         return self._rc_facts
 
     def set_timing(self, op_time, d2h_bandwidth: float) -> None:
@@ -489,14 +501,16 @@ class _ArenaWalk:
         self.d2h = float(d2h_bandwidth)
 
     def run(self, capacity: int, bias: list, pinned_tensors=(), pairs=(), split: float = -1.0,
-            recompute=None) -> _Decisions:
+            recompute=None, depth: int = MAX_CHAIN_DEPTH) -> _Decisions:
         """One walk at `capacity` bytes (see the module docstring).
 
         recompute (bool per tensor, or None): an evicted tensor marked True is dropped without a copy and
         rebuilt by a recompute right before the op that next reads it, when that is sound: its producer's
         inputs are then still available (params not yet updated at that slot; produced inputs still live,
-        so resident, on the host, or themselves rebuildable) and every chain of rebuilds through it stays
-        within planner.recompute.MAX_CHAIN_DEPTH, and the op's working set plus every rebuild chain planned for
+        so resident, on the host, or themselves rebuildable; or dead by then, as attention scores are when
+        the backward pass reads the softmax made from them, and rebuildable from available inputs: those
+        are recomputed for that slot only, unless a host copy exists) and every chain of rebuilds through it stays
+        within `depth` recomputes (the genome's, planner.recompute.MAX_CHAIN_DEPTH by default), and the op's working set plus every rebuild chain planned for
         that slot (inputs and outputs) fits what pinned tensors leave of the capacity, so a rebuild always
         finds room. Otherwise it is copied out as before."""
         from .placement_jit import prefetch_slot
@@ -563,56 +577,89 @@ class _ArenaWalk:
         evicted = 0
         rc = None if recompute is None or not np.any(recompute) else np.asarray(recompute, dtype=bool).tolist()
         if rc is not None:
-            producer, op_inputs, persistent, upd_slot, last_touch, op_ws = self.rc_facts()
+            producer, op_inputs, persistent, upd_slot, last_touch, op_ws, rebuildable = self.rc_facts()
         rb_load: dict = {}                 # slot -> bytes of the rebuild chains planned for it (never lowered)
         chain_rec: dict = {}               # pending tensor -> its chain's bytes as counted in rb_load
         pending: dict = {}                 # dropped for recompute, not rebuilt yet
         dependents: dict = {}              # tensor -> pending tensors whose producer reads it
         recomputes: list = []              # (slot, op, stay)
         rb_extra: list = []                # (tensor, next use): resident for a rebuild at this slot only
+        reads_of: dict = {}                # pending tensor -> what its rebuild chain reads (dependents' keys)
 
-        def chain(t: int, extra: int) -> int:
-            """Recomputes that rebuilding t takes now (`extra` counts as pending)."""
-            d = 1
-            for x in op_inputs[producer[t]]:
-                if x == extra or x in pending:
-                    c = chain(x, extra) + 1
-                    if c > d:
-                        d = c
-            return d
+        def rebuilt(x: int, extra: int, at: int) -> bool:
+            """Whether a rebuild at slot `at` rebuilds input x too: x is pending (or `extra`, about to be),
+            or dead by then (produced, no touch left at `at`: dropped after its last use)."""
+            return x == extra or x in pending or (produced[x] and not persistent[x] and last_touch[x] < at)
 
-        def chain_bytes(t: int, extra: int) -> int:
-            """Bytes a rebuild of t holds at once: its output and its producer's inputs, chains included."""
-            s = size[t]
+        def within(t: int, extra: int, at: int) -> bool:
+            """Whether rebuilding t at slot `at` takes at most `depth` recomputes deep (`extra` counts as
+            pending). Memoised per (tensor, level) and cut at `depth`: linear in the tensors that close."""
+            memo: dict = {}
+
+            def go(u: int, lvl: int) -> bool:
+                if lvl > depth:
+                    return False
+                r = memo.get((u, lvl))
+                if r is None:
+                    r = all(go(x, lvl + 1) for x in op_inputs[producer[u]] if rebuilt(x, extra, at))
+                    memo[(u, lvl)] = r
+                return r
+            return go(t, 1)
+
+        def chain_bytes(t: int, extra: int, at: int, memo=None) -> int:
+            """Bytes a rebuild of t at slot `at` holds at once: its output and its producer's inputs, chains
+            included (a shared input counted once per reader: an upper bound). Call after `within`."""
+            memo = {} if memo is None else memo
+            hit = memo.get(t)
+            if hit is None:
+                hit = size[t]
+                for x in op_inputs[producer[t]]:
+                    hit += chain_bytes(x, extra, at, memo) if rebuilt(x, extra, at) else size[x]
+                memo[t] = hit
+            return hit
+
+        def sound(t: int, at: int, reads: set, lvl: int = 1, ok=None) -> bool:
+            """Whether t's producer can run again at slot `at` (t at level `lvl` of a rebuild chain): no
+            param it reads is updated before, and every produced input is still live then, pending, or dead
+            but rebuildable itself within `depth` levels (a temporary whose producer may be recomputed, whose
+            own inputs are sound at `at`: rebuilt for that slot only). Collects every tensor the rebuild
+            reads, through dead inputs, in `reads`."""
+            ok = set() if ok is None else ok
             for x in op_inputs[producer[t]]:
-                s += chain_bytes(x, extra) if (x == extra or x in pending) else size[x]
-            return s
+                reads.add(x)
+                if persistent[x]:
+                    u = upd_slot.get(x)
+                    if u is not None and u < at:
+                        return False
+                elif produced[x] and last_touch[x] < at and x not in pending:
+                    if (x, lvl) in ok:
+                        continue
+                    if lvl >= depth or not rebuildable[x] or not sound(x, at, reads, lvl + 1, ok):
+                        return False
+                    ok.add((x, lvl))
+            return True
 
         def may_drop(v: int) -> bool:
             if not rc[v]:
                 return False
             nu = nxt[v]
-            for x in op_inputs[producer[v]]:
-                if persistent[x]:
-                    u = upd_slot.get(x)
-                    if u is not None and u < nu:
-                        return False
-                elif produced[x] and last_touch[x] < nu:
-                    return False
-            if chain(v, -1) > MAX_CHAIN_DEPTH:
+            reads: set = set()
+            if not sound(v, nu, reads):
                 return False
-            cb = chain_bytes(v, -1)
+            if not within(v, -1, nu):
+                return False
+            cb = chain_bytes(v, -1, nu)
             grow = {nu: cb}                    # slot -> bytes its rebuild load would grow by
             ancestors = {}
             stack, seen = [v], {v}
             while stack:
                 for z in dependents.get(stack.pop(), ()):
                     if z not in seen:
-                        if chain(z, v) > MAX_CHAIN_DEPTH:
+                        if not within(z, v, nxt[z]):
                             return False
                         seen.add(z)
                         stack.append(z)
-                        ancestors[z] = chain_bytes(z, v)
+                        ancestors[z] = chain_bytes(z, v, nxt[z])
                         grow[nxt[z]] = grow.get(nxt[z], 0) + ancestors[z] - chain_rec[z]
             room = capacity - pin_bytes
             if any(op_ws[s] + rb_load.get(s, 0) + b > room for s, b in grow.items()):
@@ -621,6 +668,7 @@ class _ArenaWalk:
                 rb_load[s] = rb_load.get(s, 0) + b
             chain_rec[v] = cb
             chain_rec.update(ancestors)
+            reads_of[v] = reads
             return True
 
         def top(h, i: int):
@@ -654,7 +702,7 @@ class _ArenaWalk:
             if nxt[v] < _NEVER and host_ready[v] == -2:
                 if rc is not None and may_drop(v):
                     pending[v] = True
-                    for x in op_inputs[producer[v]]:
+                    for x in reads_of[v]:
                         dependents.setdefault(x, set()).add(v)
                 else:
                     swap_outs.append((prod_slot[v], v))
@@ -702,8 +750,9 @@ class _ArenaWalk:
             swap_ins.append((q, t, sid))
 
         def rebuild(t: int, i: int) -> None:
-            """Recompute pending t right before the op at slot i, its producer's inputs made resident first
-            (held for this slot: a rebuild's inputs are never victims while it runs)."""
+            """Recompute t right before the op at slot i, its producer's inputs made resident first (held for
+            this slot: a rebuild's inputs are never victims while it runs). t is pending, or an input of a
+            rebuild that is dead by now without a host copy (rebuilt for this slot only, see `sound`)."""
             nonlocal resident
             p = producer[t]
             for x in op_inputs[p]:
@@ -712,8 +761,8 @@ class _ArenaWalk:
                     if saved == i:
                         continue
                     nxt[x] = i
-                elif x in pending:
-                    rebuild(x, i)
+                elif x in pending or (host_ready[x] == -2 and produced[x]):
+                    rebuild(x, i)              # (dead: saved is _NEVER, so it is dropped after slot i)
                 else:
                     bring(x, i)
                 if saved != i:                 # not read by the op itself: release after this slot
@@ -730,9 +779,10 @@ class _ArenaWalk:
             group_res[group[t]] += need
             prod_slot[t] = i
             recomputes.append((i, p, sid))
-            del pending[t]
-            for x in op_inputs[p]:
-                dependents[x].discard(t)
+            if t in pending:
+                del pending[t]
+                for x in reads_of.pop(t):
+                    dependents[x].discard(t)
 
         sched = self.sched
         heappush = heapq.heappush
@@ -1031,7 +1081,7 @@ def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again
     lower = (capacity - (need - arena_bytes)) // a * a
     if lower >= working_set_floor(walk.gi):
         try:
-            d2 = walk.run(lower, bias, pinned, pairs, genes.split, genes.recompute)
+            d2 = walk.run(lower, bias, pinned, pairs, genes.split, genes.recompute, genes.depth)
         except PlanError:              # the kept pairs do not fit beside the largest op at the lower capacity
             if not pairs:
                 raise                  # (as before kept pairs existed: the caller decides)
@@ -1069,7 +1119,7 @@ def _clean_first(walk, d, first, sizes, arena_bytes, capacity, cool, rounds, aga
         if capacity < floor:
             return None
         try:
-            d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute)
+            d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute, genes.depth)
         except PlanError:          # the kept pairs do not fit beside the largest op at the lower capacity
             return None
         if not d.dirty:
@@ -1100,7 +1150,7 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
         tried.append(capacity)
         # the pairs the capacity affords (fewer when fragmentation lowered it): "keep 1" keeps all it can
         pairs = choose_pairs(walk.gi, sched, capacity, genes.keep)
-        d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute)
+        d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute, genes.depth)
         first = _floored_firsts(d)
         sizes = [walk.size[t] for t in d.stay_t]
         # the sweep fragments near the floor; greedy by size packs tighter (and costs more)
