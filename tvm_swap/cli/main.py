@@ -179,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         _fail(args, str(e), {"error": "infeasible_limit", "mem_limit_bytes": e.mem_limit,
                              "min_feasible_bytes": e.min_feasible, "min_feasible_is_exact": e.exact,
                              **({"no_swap_bytes": ref, "min_feasible_percent": percent_at_least(e.min_feasible, ref)}
-                                if ref else {})})
+                                if ref else {}),
+                             **({"min_feasible_percent": e.min_feasible_percent}     # a lower bound (not exact)
+                                if not ref and getattr(e, "min_feasible_percent", None) else {})})
         return 1
     except TvmSwapError as e:
         _fail(args, str(e), {"error": type(e).__name__})
