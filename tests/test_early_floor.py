@@ -50,7 +50,7 @@ def test_the_bounds_hold_on_the_lowered_graph_and_nothing_feasible_is_refused(na
     assert low["WS"] + low["W"] >= b.op_min                # the largest kernel holds at least one op's need
     assert low["WS"] >= b.boundary_min
     ref, floor = low["ref"], low["floor"]
-    threshold = b.op_min / (b.storage_max - b.boundary_min + b.op_min)      # where refuses() turns
+    threshold = b.floor_share_at_least()                  # where refuses() turns
     grid = sorted(set(np.round(np.concatenate([np.linspace(0.5, 100 * floor / ref + 2, 60),
                                                100 * threshold + np.array([-0.01, 0, 0.01])]), 4)))
     refused = 0
@@ -64,8 +64,10 @@ def test_the_bounds_hold_on_the_lowered_graph_and_nothing_feasible_is_refused(na
         else:
             check_before_lowering(mod, f"{pct}%", "main", "llvm", bounds=b)          # goes on to lowering
     assert refused > 0
-    for limit in (b.op_min - 1, b.op_min, floor - 1, floor):            # byte limits: only below the op's need
-        if limit < b.op_min:
+    need = max(b.op_min, b.boundary_min)
+    assert b.floor_share_at_least() <= floor / ref
+    for limit in (need - 1, need, floor - 1, floor):            # byte limits: only below the op's need
+        if limit < need:
             assert limit < floor
             with pytest.raises(EarlyInfeasibleError):
                 check_before_lowering(mod, limit, "main", "llvm", bounds=b)
@@ -86,13 +88,14 @@ def test_the_first_compile_refuses_a_percent_below_the_floor_without_lowering(tm
     """`tvm-swap compile cnn-train --mem-limit 5%` with an empty cache: refused from the Relax function, lowering
     never runs (it is made to fail), in well under a second of the command's own time (the bound here is generous;
     benchmarks/error_messages.md has the measured seconds)."""
-    import relay_passes.lower  # noqa: F401
+    import importlib
+
     from tvm_swap.cli import main
     from tvm_swap.frontends import mxnet as M
 
     M.converters()
     monkeypatch.setenv("TVM_SWAP_CACHE_DIR", str(tmp_path / "cache"))
-    L = sys.modules["relay_passes.lower"]          # (the package's `lower` attribute is the function)
+    L = importlib.import_module("relay_passes.lower")      # (the package's `lower` attribute is the function)
     monkeypatch.setattr(L, "lower", lambda *a, **k: pytest.fail("lowered"))
     out = tmp_path / "m.so"
     t0 = time.perf_counter()
@@ -103,5 +106,6 @@ def test_the_first_compile_refuses_a_percent_below_the_floor_without_lowering(tm
     assert rc == 1 and not out.exists()
     assert refusal["error"] == "infeasible_limit" and refusal["min_feasible_is_exact"] is False
     assert 5 < refusal["min_feasible_percent"] < 26.68          # a lower bound on the exact floor (26.68%)
+    assert refusal["min_feasible_bytes"] < 1808384              # and on the exact floor's bytes
     assert "known before lowering" in refusal["message"] and "raise --mem-limit" in refusal["message"]
     assert elapsed < 5.0

@@ -29,12 +29,13 @@ for a training step). Two bounds known before lowering decide most limits far be
   skipped (they may be removed).
 - WS >= B, the largest parameter or result (aligned): it is an input or output of some kernel.
 
-A percentage p gives limit = int(p (S + W)) <= p (S + W), refused when below WS + W. Since
-WS + W - p (S + W) = p WS + (1 - p)(WS + W) - p S >= p B + (1 - p) A - p S_up, the limit is surely refused
-when p S_up < p B + (1 - p) A, whatever S, W and WS turn out to be: this is the test, so a refusal here is
-never wrong (a feasible limit is never refused; tests/test_early_floor.py checks the bounds against the
-lowered graphs). The floor as a share of the no-swap need is then at least A / (S_up + A) (the ratio
-(WS + W) / (S + W) grows with W <= WS + W), which the message gives. A byte limit below A is refused too.
+A percentage p gives limit = int(p (S + W)) <= p (S + W), refused when below WS + W. With M = max(A, B)
+(WS + W >= both), WS + W - p (S + W) = p WS + (1 - p)(WS + W) - p S >= p B + (1 - p) M - p S_up, so the
+limit is surely refused when p S_up < p B + (1 - p) M, i.e. p < M / (S_up - B + M), whatever S, W and WS
+turn out to be: this is the test, so a refusal here is never wrong (a feasible limit is never refused;
+tests/test_early_floor.py checks the bounds against the lowered graphs). The same fraction is a lower bound
+on the floor as a share of the no-swap need (FloorBounds.floor_share_at_least), which the message gives.
+A byte limit below M is refused too.
 Everything else (and any module with a construct not covered: calls of other Relax functions, control
 flow, dynamic shapes, non-llvm targets) goes on to lowering and the exact check, as before.
 """
@@ -59,12 +60,16 @@ class FloorBounds:
     op_buffers: int           # of A: the buffers its kernel allocates
     boundary_min: int         # B: the largest parameter or result, aligned
 
-    def refuses(self, frac: float) -> bool:
-        """Whether a limit of `frac` x the no-swap need is surely below the floor (see the module docstring)."""
-        return 0 < frac < 1 and frac * self.storage_max < frac * self.boundary_min + (1 - frac) * self.op_min
-
     def floor_share_at_least(self) -> float:
-        return self.op_min / (self.storage_max + self.op_min) if self.op_min else 0.0
+        """A lower bound on floor / no-swap need: with X = WS + W >= M = max(A, B) and W <= X - B, the ratio
+        (WS + W) / (S + W) >= X / (S_up + X - B) >= M / (S_up + M - B)."""
+        m = max(self.op_min, self.boundary_min)
+        return m / (self.storage_max + m - self.boundary_min) if m else 0.0
+
+    def refuses(self, frac: float) -> bool:
+        """Whether a limit of `frac` x the no-swap need is surely below the floor: frac S_up < frac B + (1 - frac) M
+        (the module docstring), i.e. frac below floor_share_at_least()."""
+        return 0 < frac < 1 and frac < self.floor_share_at_least()
 
 
 class EarlyInfeasibleError(InfeasibleLimitError):
@@ -74,7 +79,7 @@ class EarlyInfeasibleError(InfeasibleLimitError):
 
     def __init__(self, text: str, limit_bytes, bounds: FloorBounds, hint: str):
         self.mem_limit = limit_bytes
-        self.min_feasible = int(bounds.op_min)
+        self.min_feasible = int(max(bounds.op_min, bounds.boundary_min))
         self.exact = False
         self.reference_bytes = None
         self.min_feasible_percent = _percent_floor(bounds.floor_share_at_least())
@@ -90,7 +95,7 @@ class EarlyInfeasibleError(InfeasibleLimitError):
             self.reason = f"known before lowering: {what}; {hint}"
             head = f"memory limit {format_bytes(limit_bytes)} ({limit_bytes} bytes)"
         Exception.__init__(self, f"{head} cannot be met ({self.reason}); the smallest feasible limit is at least "
-                                 f"{format_bytes(b.op_min)}, {self.min_feasible_percent}% of the no-swap need (the "
+                                 f"{format_bytes(self.min_feasible)}, {self.min_feasible_percent}% of the no-swap need (the "
                                  f"exact floor, found after lowering, may be higher): raise mem_limit above that")
 
 
@@ -454,7 +459,7 @@ def check_before_lowering(mod, mem_limit, func_name: str = "main", target="llvm"
     except (TypeError, ValueError):
         return None
     b = bounds or floor_bounds(mod, func_name, target)
-    if b is not None and limit < b.op_min:
+    if b is not None and limit < max(b.op_min, b.boundary_min):
         raise EarlyInfeasibleError(str(mem_limit), limit, b, HINT)
     return b
 
