@@ -161,11 +161,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The program (argv None: sys.argv) or one command from Python (main([...]))."""
     ap = build_parser()
     args = ap.parse_args(argv)  # exits 2 on usage errors
     if args.command is None:
         ap.print_help()
         return 2
+    if argv is None:
+        from .startup import command_needs_torch, tvm_without_torch
+
+        if not command_needs_torch(args):
+            tvm_without_torch()          # TVM, if the command imports it, without PyTorch (seconds less)
     try:
         from . import commands
         from ..tvm_logs import tvm_logs_filtered
