@@ -14,10 +14,32 @@ tvm = pytest.importorskip("tvm")
 from tvm_swap.early_floor import EarlyInfeasibleError, check_before_lowering, floor_bounds  # noqa: E402
 
 
+def _views_and_constants():
+    """Inputs that lowering turns into something else: views of one tensor (reshape there and back) and a
+    zeros_like, which FoldConstant makes a constant; counting them as tensors would overstate the floor."""
+    from tvm import relax
+
+    x = relax.Var("x", relax.TensorType([256, 256], "float32"))
+    w = relax.Var("w", relax.TensorType([256, 16], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            flat = bb.emit(relax.op.reshape(x, [65536]))
+            back = bb.emit(relax.op.reshape(flat, [256, 256]))
+            z = bb.emit(relax.op.zeros_like(x))
+            a = bb.emit(relax.op.add(x, back))          # reads one tensor twice
+            b = bb.emit(relax.op.multiply(a, z))        # reads a constant
+            out = bb.emit_output(relax.op.matmul(b, w))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
 def _module(name):
     from tvm_swap.examples import get_example
     from tvm_swap.examples.large import TINY, transformer_train
 
+    if name == "views-and-constants":
+        return _views_and_constants()
     if name == "transformer":          # embedding, layer norm, softmax, gelu, permutes and reshapes
         return transformer_train(**{**TINY["transformer-train"], "layers": 2}).mod
     return get_example(name).mod
@@ -40,7 +62,8 @@ def _lowered_facts(mod, fuse_max_depth):
 
 
 @pytest.mark.parametrize("name,fuse_max_depth", [("cnn-train", None), ("cnn-train", 1), ("mlp-train", None),
-                                                 ("cnn", 2), ("transformer", None)])
+                                                 ("cnn", 2), ("transformer", None),
+                                                 ("views-and-constants", None), ("views-and-constants", 1)])
 def test_the_bounds_hold_on_the_lowered_graph_and_nothing_feasible_is_refused(name, fuse_max_depth):
     mod = _module(name)
     b = floor_bounds(mod, "main", "llvm")
@@ -63,7 +86,11 @@ def test_the_bounds_hold_on_the_lowered_graph_and_nothing_feasible_is_refused(na
             assert e.value.min_feasible_percent <= 100 * floor / ref       # the bound it names is one
         else:
             check_before_lowering(mod, f"{pct}%", "main", "llvm", bounds=b)          # goes on to lowering
-    assert refused > 0
+    assert refused > 0 or name == "views-and-constants"
+    if name == "views-and-constants":
+        # x and its reshaped copy are one tensor; zeros_like(x) may become a constant (TVM 0.27 happens to keep it
+        # a kernel): counted as separate tensors, add or multiply would need 768 KiB, which a folding TVM breaks
+        assert b.op_min == 512 * 1024
     need = max(b.op_min, b.boundary_min)
     assert b.floor_share_at_least() <= floor / ref
     for limit in (need - 1, need, floor - 1, floor):            # byte limits: only below the op's need

@@ -24,9 +24,11 @@ for a training step). Two bounds known before lowering decide most limits far be
   llvm, which is why only llvm targets are checked; GPU schedules inline them), and the same holds for its
   outputs and its own buffers. Only ops whose legalization is exactly one call_tir of a kernel that is not a
   reshape (which could become a view) count, their inputs deduplicated up to views (any other op's result
-  is taken to be possibly a view of an input of its size), inputs computed from constants alone skipped
-  (FoldConstant makes them constants, which are not tensors), and ops whose results the function never uses
-  skipped (they may be removed).
+  is taken to be possibly a view of an input of its size). Only inputs that are surely data count: the
+  parameters, and results of single kernels that read such data, through views and tuples (anything else
+  may be folded into a constant by FoldConstant, e.g. a zeros_like, and constants are not tensors); an op
+  reading no such input may itself be folded, and ops whose results the function never uses may be removed:
+  neither counts.
 - WS >= B, the largest parameter or result (aligned): it is an input or output of some kernel.
 
 A percentage p gives limit = int(p (S + W)) <= p (S + W), refused when below WS + W. With M = max(A, B)
@@ -199,10 +201,16 @@ def _function(call, params, name: str):
     return bb.get()[name]
 
 
-def _legalized_facts(mod_legal, name: str):
-    """(bytes of every tensor the function's calls write, the single kernel or None) of a legalized one-op
-    function. The kernel: (indices of the parameters it reads, raw output bytes, raw buffer bytes) when the
-    function is exactly one call_tir of a PrimFunc that is not a reshape."""
+@dataclass
+class _Legal:
+    """What one call becomes when legalized alone."""
+    written: list             # bytes of every tensor its calls write
+    kernel: tuple | None      # one call_tir and nothing else: (parameter indices it reads, raw output bytes,
+                              # raw bytes of the buffers it allocates, whether it is a reshape)
+    identity: int | None      # no call at all, the result is this parameter
+
+
+def _legalized_facts(mod_legal, name: str) -> _Legal:
     import tvm
     from tvm import relax
 
@@ -211,8 +219,7 @@ def _legalized_facts(mod_legal, name: str):
     func = mod_legal[name]
     params = {p: i for i, p in enumerate(func.params)}
     written: list[int] = []
-    tirs = []
-    others = 0
+    tirs, others = [], 0
     for block in func.body.blocks:
         for b in block.bindings:
             v = b.value
@@ -220,34 +227,28 @@ def _legalized_facts(mod_legal, name: str):
                 opn = v.op.name if isinstance(v.op, tvm.ir.Op) else None
                 if opn == "relax.call_tir":
                     tirs.append((b, v))
-                    written += _leaf_bytes(b.var.ty)
-                elif opn is not None and opn.startswith("relax.") and b.var.ty is not None:
-                    others += 1
-                    written += _leaf_bytes(b.var.ty)
-                else:
+                elif opn is None or not opn.startswith("relax."):
                     raise _Unsupported(f"call of {v.op}")
-            elif isinstance(v, (relax.Var, relax.Tuple, relax.TupleGetItem)) or _is_const(v):
-                continue
-            else:
+                else:
+                    others += 1
+                written += _leaf_bytes(b.var.ty)
+            elif not (isinstance(v, (relax.Var, relax.Tuple, relax.TupleGetItem)) or _is_const(v)):
                 raise _Unsupported(type(v).__name__)
-    kernel = None
+    kernel = identity = None
+    result = func.body.body
+    if not tirs and not others and isinstance(result, relax.Var) and result in params:
+        identity = params[result]
     if len(tirs) == 1 and others == 0:
         b, v = tirs[0]
-        gv, targs = v.args[0], v.args[1]
-        pf = mod_legal[gv]
+        pf = mod_legal[v.args[0]]
+        targs = v.args[1]
         fields = targs.fields if isinstance(targs, relax.Tuple) else [targs]
-        reads = []
-        ok = isinstance(pf, tvm.tirx.PrimFunc) and not relax.analysis.has_reshape_pattern(pf)
-        for f in fields:
-            if isinstance(f, relax.Var) and f in params:
-                reads.append(params[f])
-            elif _is_const(f):
-                continue
-            else:
-                ok = False
-        if ok:
-            kernel = (reads, sum(_leaf_bytes(b.var.ty)), int(kernel_workspace(pf)))
-    return written, kernel
+        if isinstance(pf, tvm.tirx.PrimFunc) and all((isinstance(f, relax.Var) and f in params) or _is_const(f)
+                                                     for f in fields):
+            reads = [params[f] for f in fields if not _is_const(f)]
+            kernel = (reads, sum(_leaf_bytes(b.var.ty)), int(kernel_workspace(pf)),
+                      bool(relax.analysis.has_reshape_pattern(pf)))
+    return _Legal(written, kernel, identity)
 
 
 # ---------------------------------------------------------------- the bounds
@@ -366,7 +367,10 @@ def _floor_bounds(mod, func_name, target):
 
     legal = iter(_legalize_calls([v for _, v in bindings if isinstance(v, relax.Call)], target))
 
-    # in program order: views (union-find over Vars), constant-derived vars, each sure kernel's need
+    # In program order. `sure`: vars that are surely data in the lowered graph (not constants FoldConstant
+    # made): parameters, and the results of single-kernel calls reading one of them (a kernel reading only
+    # constants, e.g. zeros_like's, is folded); anything else counts as possibly constant. Views: union-find
+    # over vars, a reshape kernel's result (or any result not surely a new tensor) joined to inputs of its size.
     parent: dict = {}
 
     def find(v):
@@ -379,52 +383,55 @@ def _floor_bounds(mod, func_name, target):
         if ra is not rb:
             parent[ra] = rb
 
-    const, tuple_fields, maybe_views = set(), {}, {}
+    sure = set(func.params)
+    tuple_fields: dict = {}
     best = (0, "", 0, 0)
     for var, v in bindings:
         if isinstance(v, relax.Var):
             union(var, v)
-            if v in const:
-                const.add(var)
-        elif _is_const(v):
-            const.add(var)
+            if v in sure:
+                sure.add(var)
         elif isinstance(v, relax.Tuple):
             tuple_fields[var] = list(v.fields)
-            if all(_is_const(f) or f in const for f in v.fields):
-                const.add(var)
         elif isinstance(v, relax.TupleGetItem):
             tv = v.tuple_value
             fields = tuple_fields.get(tv)
-            if fields is not None and isinstance(fields[v.index], relax.Var):
-                union(var, fields[v.index])
-            for a in maybe_views.get(tv, ()):         # a field of a result that may be a view
-                if _leaf_bytes(a.ty) == _leaf_bytes(var.ty):
-                    union(var, a)
-            if tv in const or (fields is not None and fields[v.index] in const):
-                const.add(var)
+            if fields is not None:
+                f = fields[v.index]
+                if isinstance(f, relax.Var):
+                    union(var, f)
+                    if f in sure:
+                        sure.add(var)
+            elif tv in sure:                       # a field of a kernel's tuple result: a tensor of its own
+                sure.add(var)
         elif isinstance(v, relax.Call):
-            args = _vars_in(v)
-            if all(a in const for a in args):
-                const.add(var)
-            (written, kernel), originals = next(legal)
-            storage += sum(_aligned(x) for x in written)
-            if kernel is None:
-                # not surely a kernel writing new tensors: its result may be a view of an input of its size
-                sizes = _leaf_bytes(var.ty)
-                maybe_views[var] = args
-                for a in args:
+            facts, originals = next(legal)
+            storage += sum(_aligned(x) for x in facts.written)
+            sizes = _leaf_bytes(var.ty)
+            if facts.identity is not None:
+                union(var, originals[facts.identity])
+                if originals[facts.identity] in sure:
+                    sure.add(var)
+                continue
+            if facts.kernel is None or facts.kernel[3]:
+                # not surely a new tensor (a reshape may become a view): possibly a view of an input of its size
+                for a in _vars_in(v):
                     if len(sizes) == 1 and _leaf_bytes(a.ty) == sizes:
                         union(var, a)
+                if facts.kernel is not None and any(originals[i] in sure for i in facts.kernel[0]):
+                    sure.add(var)              # a view of a tensor, or a tensor: data either way
                 continue
-            if var not in live or var in const:
+            reads, out_bytes, buffers, _ = facts.kernel
+            ins = [originals[i] for i in reads if originals[i] in sure]
+            if not ins:
+                continue                       # may be folded into a constant
+            sure.add(var)
+            if var not in live:
                 continue
-            reads, out_bytes, buffers = kernel
             classes: dict = {}
-            for i in reads:
-                a = originals[i]
-                if a not in const:
-                    r = find(a)
-                    classes[r] = max(classes.get(r, 0), sum(_leaf_bytes(a.ty)))
+            for a in ins:
+                r = find(a)
+                classes[r] = max(classes.get(r, 0), sum(_leaf_bytes(a.ty)))
             io = sum(classes.values()) + out_bytes
             if io + buffers > best[0]:
                 best = (io + buffers, f"op {v.op.name.removeprefix('relax.')!r} (binding {var.name!r})", io, buffers)
