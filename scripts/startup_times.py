@@ -32,6 +32,18 @@ def _mx() -> Path:
     raise SystemExit("the MXNet fixtures were not found")
 
 
+def _odd_symbol(tmp: Path) -> Path:
+    """A symbol with two operators the MXNet importer lacks (as scripts/error_messages.py makes it)."""
+    path = tmp / "odd-symbol.json"
+    path.write_text(json.dumps({
+        "nodes": [{"op": "null", "name": "data", "inputs": []},
+                  {"op": "FancyOp", "name": "f1", "inputs": [[0, 0, 0]]},
+                  {"op": "relu", "name": "r1", "inputs": [[1, 0, 0]]},
+                  {"op": "OtherOp", "name": "o1", "inputs": [[2, 0, 0]]}],
+        "arg_nodes": [0], "heads": [[3, 0, 0]], "attrs": {"mxnet_version": ["int", 10901]}}))
+    return path
+
+
 def cases(tmp: Path) -> list[tuple[str, list[str]]]:
     import numpy
 
@@ -44,6 +56,8 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
         ("compile --help", ["compile", "--help"]),
         ("zoo", ["zoo"]),
         ("run: not a tvm_swap library", ["run", foreign]),
+        ("compile: unknown operators", ["compile", str(_odd_symbol(tmp)), "--shape", "data=2,3", "--mem-limit", "60%",
+                                        *out]),
         ("compile: missing params", ["compile", r18, "--shape", "data=1,3,224,224", "--mem-limit", "60%", *out]),
         ("compile cnn-train --mem-limit 5% (first)", ["compile", "cnn-train", "--mem-limit", "5%", *out]),
     ]
