@@ -126,3 +126,16 @@ def test_unknown_mxnet_operators_are_refused_without_importing_tvm(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "'FancyOp' (node 'f1'), 'OtherOp' (node 'o1') are not supported" in r.stdout
     assert r.stdout.split()[-1] == "False"
+
+
+def test_parsing_imports_no_planner_until_a_planner_is_named():
+    code = ("import sys\n"
+            "from tvm_swap.cli.main import build_parser\n"
+            "p = build_parser()\n"
+            "p.parse_args(['zoo']); p.parse_args(['run', 'm.so'])\n"
+            "print('tvm_swap.planner' in sys.modules)\n"
+            "a = p.parse_args(['plan', 'g.json', '--mem-limit', '1GB', '--planner', 'odswap'])\n"
+            "print(a.planner, 'tvm_swap.planner' in sys.modules)\n")
+    r = _py(code)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["False", "odswap", "True"]

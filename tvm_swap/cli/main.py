@@ -10,8 +10,24 @@ import json
 import sys
 
 from ..errors import InfeasibleLimitError, TvmSwapError
-from ..planner.registry import PlannerName
 from .train_args import add_model_build_args
+
+
+class _PlannerNames:
+    """The planners' names for argparse's `choices`, read from the registry only when a --planner value is
+    checked or a command's help lists them: parsing `--help`, `zoo` or `run` imports no planner (0.2 s)."""
+
+    @staticmethod
+    def _names() -> list[str]:
+        from ..planner.registry import PlannerName
+
+        return [str(n) for n in PlannerName]
+
+    def __contains__(self, value) -> bool:
+        return value in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
 
 
 EPILOG_PLAN = """examples:
@@ -49,7 +65,8 @@ def _add_planner_args(p: argparse.ArgumentParser) -> None:
                         "swapping, TVM's own static plan (25%%; 100%% = no swapping)")
     p.add_argument("--device", default=None, metavar="NAME",
                    help="device spec for the cost model and the simulator (v100-16gb, h200, h100, cpu)")
-    p.add_argument("--planner", default="swapadvisor", choices=[str(n) for n in PlannerName])
+    p.add_argument("--planner", default="swapadvisor", choices=_PlannerNames(), metavar="PLANNER",
+                   help="one of %(choices)s")
     p.add_argument("--pool", default=None, choices=("arena", "size-classes"),
                    help="device memory model: one arena with a byte offset per stay (default for swapadvisor) or "
                         "the paper's size classes (the baselines' only model)")
