@@ -82,6 +82,8 @@ def check_before_load(path: str) -> None:
             raise LibraryError(f"{path} was built with TVM {built_tvm}, but this is TVM {here}: rebuild it "
                                f"with this TVM (`tvm-swap compile` or tvm_swap.build(...).export_library)")
     end = check_elf(path, size)
+    if end is not None and not holds_tvm_blob(path):
+        raise not_ours(path)
     if end is not None and size > end:        # bytes after the ELF: the params trailer, which must be whole
         from .params_bundle import trailer_problem
 
@@ -148,12 +150,60 @@ def _damaged(path: str, size: int, why: str) -> LibraryError:
                         f"copy or export it again")
 
 
+def not_ours(path: str) -> LibraryError:
+    return LibraryError(f"{path} is a shared library but not a tvm_swap module (it holds no TVM Relax "
+                        f"program); load a library written by tvm_swap.build(...).export_library or "
+                        f"`tvm-swap compile`")
+
+
 def require_program(lib, path: str) -> None:
     """The loaded module must hold a TVM Relax program, as every tvm_swap library does."""
     if not lib.implements_function("vm_load_executable"):
-        raise LibraryError(f"{path} is a shared library but not a tvm_swap module (it holds no TVM Relax "
-                           f"program); load a library written by tvm_swap.build(...).export_library or "
-                           f"`tvm-swap compile`")
+        raise not_ours(path)
+
+
+# TVM packs a library's modules (the Relax VM executable among them) into a blob the loader finds by this
+# exported symbol (tvm_ffi; older TVMs named it __tvm_dev_mblob): a shared library without either holds no
+# TVM program, which is known from its dynamic string table without importing TVM.
+_BLOB_SYMBOLS = (b"__tvm_ffi__library_bin", b"__tvm_dev_mblob")
+_SHT_DYNSYM = 11
+
+
+def holds_tvm_blob(path: str) -> bool:
+    """False only for an ELF file whose dynamic symbols are readable and name no TVM module blob (a Python
+    extension, a system library); True otherwise (the loader then decides, as require_program does)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+                return True
+            bits, e = head[4], "<" if head[5] == 1 else ">"
+            if bits == 2:
+                shoff, = struct.unpack_from(e + "Q", head, 40)
+                shentsize, shnum = struct.unpack_from(e + "HH", head, 58)
+            else:
+                shoff, = struct.unpack_from(e + "I", head, 32)
+                shentsize, shnum = struct.unpack_from(e + "HH", head, 46)
+            sections = []
+            for k in range(shnum):
+                f.seek(shoff + k * shentsize)
+                sh = f.read(shentsize)
+                if bits == 2:
+                    sh_type, = struct.unpack_from(e + "I", sh, 4)
+                    sh_offset, sh_size, sh_link = struct.unpack_from(e + "QQI", sh, 24)
+                else:
+                    sh_type, = struct.unpack_from(e + "I", sh, 4)
+                    sh_offset, sh_size, sh_link = struct.unpack_from(e + "III", sh, 16)
+                sections.append((sh_type, sh_offset, sh_size, sh_link))
+            dynsym = [sec for sec in sections if sec[0] == _SHT_DYNSYM]
+            if not dynsym or not 0 < dynsym[0][3] < len(sections):
+                return True
+            _, off, n, _ = sections[dynsym[0][3]]
+            f.seek(off)
+            names = f.read(n)
+    except (OSError, struct.error):
+        return True
+    return any(b"\0" + sym + b"\0" in names for sym in _BLOB_SYMBOLS)
 
 
 def check_embedded(plan, manifest, path: str):

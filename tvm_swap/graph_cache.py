@@ -5,12 +5,11 @@
     store_graph(key, graph)             # after lowering: for the next compile
     FloorMemo(key)                      # its smallest feasible limit per memory model, once found
 
-Why a cache and not a bound: a percentage limit is a share of TVM's static plan of the *lowered* graph
-(tvm_swap.limits.no_swap_bytes), and no sound upper bound on that plan exists before lowering (legalization
-adds scratch buffers of its own: a padded copy of a convolution's input, a loss's intermediates), so before
-lowering a percentage cannot be proven below the floor (a lower bound, the largest tensor, is known, but
-comparing it with "5%" needs an upper bound on what 5% is of). The exact check runs right after lowering,
-before any profiling (tvm_swap.pipeline.compile_model); with this cache it runs on the very graph lowering
+Why a cache beside the bounds: a percentage limit is a share of TVM's static plan of the *lowered* graph
+(tvm_swap.limits.no_swap_bytes). Before lowering, tvm_swap.early_floor bounds that plan from above and the
+floor from below, which proves limits far below the floor infeasible on the first compile; a limit between
+its bound and the exact floor needs the lowered graph. The exact check runs right after lowering, before
+any profiling (tvm_swap.pipeline.compile_model); with this cache it runs on the very graph lowering
 would produce, before lowering, whenever this module was lowered before (a user retrying at another limit,
 a second compile). It never refuses what lowering would accept: the graph is exactly the one lowering made.
 

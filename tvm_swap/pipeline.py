@@ -112,6 +112,12 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
         if early is not None:
             _check_limit(early, mem_limit, planner, spec, planner_options, key)
             checked = True             # (on the very graph lowering makes again: no second check below)
+    if mem_limit is not None and not checked:
+        # first compile of this module: refused now where bounds from the Relax function prove it
+        # (tvm_swap.early_floor: never a feasible limit; the rest gets the exact check after lowering)
+        from .early_floor import check_before_lowering
+
+        check_before_lowering(mod, mem_limit, func_name, target)
     lowered = lower(mod, target, fuse_max_depth=fuse_max_depth, func_name=func_name)
     graph = graph_from_relax(lowered, func_name, target=str(target))
     if key is not None:

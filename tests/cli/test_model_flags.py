@@ -95,27 +95,32 @@ def test_a_limit_below_the_largest_tensor_is_refused_before_lowering(tmp_path):
     assert "resnetv10_stage4_conv1_weight" in out["message"] and "raise --mem-limit" in out["message"]
 
 
-@pytest.mark.slow        # three fresh processes importing TVM: 50-75 s on a busy machine
-def test_a_percent_limit_below_the_floor_is_refused_before_lowering_once_the_model_was_lowered(tmp_path):
-    """A percentage is of the lowered graph's no-swap need, unknown before lowering (tvm_swap.graph_cache says
-    why no bound can stand in): the first compile lowers and refuses before profiling; from then on the kept
-    graph and floor refuse before lowering, with the very same answer, and only for the module they were
-    made from."""
+@pytest.mark.slow        # four fresh processes importing TVM: about a minute on a busy machine
+def test_a_percent_limit_below_the_floor_is_refused_before_lowering(tmp_path):
+    """The first compile at 5%: refused from the Relax function's bounds (tvm_swap.early_floor), nothing lowered,
+    with a lower bound on the floor. A percentage above that bound but below the exact floor goes on to lowering
+    and is refused exactly (before profiling); from then on the kept graph and floor refuse any percentage
+    below the floor before lowering, with the exact answer (tvm_swap.graph_cache)."""
     pytest.importorskip("tvm")
     env = {"TVM_SWAP_CACHE_DIR": str(tmp_path / "cache")}
     out = str(tmp_path / "m.so")
-    first = cli("compile", "cnn-train", "--mem-limit", "5%", "-o", out, "--json", "-q", env=env)
-    assert first.returncode == 1, first.stderr[-2000:]
-    refusal = json.loads(first.stdout.strip().splitlines()[-1])
-    assert refusal["error"] == "infeasible_limit" and refusal["min_feasible_percent"] > 5
     r, elapsed = timed_cli("compile", "cnn-train", "--mem-limit", "5%", "-o", out, "--json", "-q", env=env)
     assert r.returncode == 1 and elapsed < BOUND_S
-    assert json.loads(r.stdout.strip().splitlines()[-1]) == refusal          # the same graph, the same answer
-    assert not Path(out).exists()
-    # the limit the refusal names is not refused early: it goes on to lowering
-    r, elapsed = timed_cli("compile", "cnn-train", "--mem-limit", f"{refusal['min_feasible_percent']}%", "-o", out,
-                           "-q", env=env, may_lower=True)
+    early = json.loads(r.stdout.strip().splitlines()[-1])
+    assert early["error"] == "infeasible_limit" and early["min_feasible_is_exact"] is False
+    assert early["min_feasible_percent"] > 5 and early["mem_limit_bytes"] is None
+    above = f"{early['min_feasible_percent'] + 0.5}%"            # not provable early: lowered, then refused
+    r, elapsed = timed_cli("compile", "cnn-train", "--mem-limit", above, "-o", out, "-q", env=env, may_lower=True)
     assert elapsed is None, r.stderr[-2000:]
+    exact = cli("compile", "cnn-train", "--mem-limit", above, "-o", out, "--json", "-q", env=env)
+    assert exact.returncode == 1, exact.stderr[-2000:]
+    refusal = json.loads(exact.stdout.strip().splitlines()[-1])
+    assert refusal["min_feasible_is_exact"] is True
+    assert refusal["min_feasible_percent"] >= early["min_feasible_percent"]      # the early bound was one
+    r, elapsed = timed_cli("compile", "cnn-train", "--mem-limit", above, "-o", out, "--json", "-q", env=env)
+    assert r.returncode == 1 and elapsed < BOUND_S
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == refusal          # the kept graph, the same answer
+    assert not Path(out).exists()
     # (another module, e.g. another fusion cap, has another key: tests/test_graph_cache.py)
 
 

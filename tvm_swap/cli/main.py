@@ -10,8 +10,24 @@ import json
 import sys
 
 from ..errors import InfeasibleLimitError, TvmSwapError
-from ..planner.registry import PlannerName
 from .train_args import add_model_build_args
+
+
+class _PlannerNames:
+    """The planners' names for argparse's `choices`, read from the registry only when a --planner value is
+    checked or a command's help lists them: parsing `--help`, `zoo` or `run` imports no planner (0.2 s)."""
+
+    @staticmethod
+    def _names() -> list[str]:
+        from ..planner.registry import PlannerName
+
+        return [str(n) for n in PlannerName]
+
+    def __contains__(self, value) -> bool:
+        return value in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
 
 
 EPILOG_PLAN = """examples:
@@ -49,7 +65,8 @@ def _add_planner_args(p: argparse.ArgumentParser) -> None:
                         "swapping, TVM's own static plan (25%%; 100%% = no swapping)")
     p.add_argument("--device", default=None, metavar="NAME",
                    help="device spec for the cost model and the simulator (v100-16gb, h200, h100, cpu)")
-    p.add_argument("--planner", default="swapadvisor", choices=[str(n) for n in PlannerName])
+    p.add_argument("--planner", default="swapadvisor", choices=_PlannerNames(), metavar="PLANNER",
+                   help="one of %(choices)s")
     p.add_argument("--pool", default=None, choices=("arena", "size-classes"),
                    help="device memory model: one arena with a byte offset per stay (default for swapadvisor) or "
                         "the paper's size classes (the baselines' only model)")
@@ -161,11 +178,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The program (argv None: sys.argv) or one command from Python (main([...]))."""
     ap = build_parser()
     args = ap.parse_args(argv)  # exits 2 on usage errors
     if args.command is None:
         ap.print_help()
         return 2
+    if argv is None:
+        from .startup import command_needs_torch, tvm_without_torch
+
+        if not command_needs_torch(args):
+            tvm_without_torch()          # TVM, if the command imports it, without PyTorch (seconds less)
     try:
         from . import commands
         from ..tvm_logs import tvm_logs_filtered
@@ -179,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
         _fail(args, str(e), {"error": "infeasible_limit", "mem_limit_bytes": e.mem_limit,
                              "min_feasible_bytes": e.min_feasible, "min_feasible_is_exact": e.exact,
                              **({"no_swap_bytes": ref, "min_feasible_percent": percent_at_least(e.min_feasible, ref)}
-                                if ref else {})})
+                                if ref else {}),
+                             **({"min_feasible_percent": e.min_feasible_percent}     # a lower bound (not exact)
+                                if not ref and getattr(e, "min_feasible_percent", None) else {})})
         return 1
     except TvmSwapError as e:
         _fail(args, str(e), {"error": type(e).__name__})

@@ -179,17 +179,7 @@ class MXNetImporter:
     def convert(self):
         relax = self.relax
         needed = self._needed_nodes()
-        table = converters()
-        first: dict[str, str] = {}
-        for n in self.graph.nodes:
-            if n.index in needed and n.op != "null" and n.op not in table:
-                first.setdefault(n.op, n.name)
-        if first:      # all of them at once, before converting anything
-            named = ", ".join(f"{op!r} (node {name!r})" for op, name in sorted(first.items()))
-            verb = "is" if len(first) == 1 else "are"
-            raise UnsupportedModelError(f"operator{'s' if len(first) > 1 else ''} {named} {verb} not supported by the "
-                                        f"MXNet importer (tvm_swap.frontends.mxnet.supported_operators() lists those "
-                                        f"that are)")
+        check_supported(self.graph, needed)
         try:
             params = self._build_main(needed, converters())
         except Exception:
@@ -249,19 +239,40 @@ class MXNetImporter:
         return v
 
     def _needed_nodes(self) -> set[int]:
-        """Nodes the heads depend on: dead branches are not converted (and cannot fail)."""
-        needed, stack = set(), [h[0] for h in self.graph.heads]
-        while stack:
-            i = stack.pop()
-            if i in needed:
-                continue
-            needed.add(i)
-            stack.extend(src for src, _ in self.graph.nodes[i].inputs)
-        return needed
+        return needed_nodes(self.graph)
 
     def _ordered_params(self):
         names = sorted(self.vars, key=lambda n: (n not in self.data_names, self.var_node[n]))
         return [self.vars[n] for n in names]
+
+
+def needed_nodes(graph: Graph) -> set[int]:
+    """Nodes the heads depend on: dead branches are not converted (and cannot fail)."""
+    needed, stack = set(), [h[0] for h in graph.heads]
+    while stack:
+        i = stack.pop()
+        if i in needed:
+            continue
+        needed.add(i)
+        stack.extend(src for src, _ in graph.nodes[i].inputs)
+    return needed
+
+
+def check_supported(graph: Graph, needed: set[int] | None = None) -> None:
+    """Every operator the heads need has a converter, or one error naming all that have none (the converter
+    table imports no TVM: this runs before TVM is imported)."""
+    needed = needed_nodes(graph) if needed is None else needed
+    table = converters()
+    first: dict[str, str] = {}
+    for n in graph.nodes:
+        if n.index in needed and n.op != "null" and n.op not in table:
+            first.setdefault(n.op, n.name)
+    if first:      # all of them at once, before converting anything
+        named = ", ".join(f"{op!r} (node {name!r})" for op, name in sorted(first.items()))
+        verb = "is" if len(first) == 1 else "are"
+        raise UnsupportedModelError(f"operator{'s' if len(first) > 1 else ''} {named} {verb} not supported by the "
+                                    f"MXNet importer (tvm_swap.frontends.mxnet.supported_operators() lists those "
+                                    f"that are)")
 
 
 _PARAM_NAME = re.compile(r"_(weight|bias|gamma|beta|running_mean|running_var|moving_mean|moving_var)$")
@@ -317,6 +328,7 @@ def from_mxnet(symbol, params=None, shapes=None, dtype="float32"):
     graph = parse_symbol(symbol)
     shapes = _check_shapes(shapes, graph)
     params = _check_params(params)
+    check_supported(graph)                 # before the importer imports TVM
     importer = MXNetImporter(graph, params, shapes, dtype)
     mod = importer.convert()
     used = {} if params is None else {

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import math
 
-from tvm import relax
-
+from .lazy_tvm import LazyModule
 from .mxnet_registry import Fill, register
 
-R = relax.op
+relax = LazyModule("tvm.relax")           # TVM on the first conversion, not on import
+R = LazyModule("tvm.relax.op")
 
 
 def _norm_axis(ctx, node, axis: int, ndim: int, key: str = "axis") -> int:

@@ -6,11 +6,11 @@ Gate order: LSTM input, forget, cell, output; GRU reset, update, new (cuDNN's). 
 """
 from __future__ import annotations
 
-from tvm import relax
-
+from .lazy_tvm import LazyModule
 from .mxnet_registry import register
 
-R = relax.op
+relax = LazyModule("tvm.relax")           # TVM on the first conversion, not on import
+R = LazyModule("tvm.relax.op")
 GATES = {"lstm": 4, "gru": 3, "rnn_relu": 1, "rnn_tanh": 1}
 
 

@@ -1,0 +1,116 @@
+#!/usr/bin/env python
+"""Seconds `tvm-swap ...` takes as a user runs it (`python -m tvm_swap.cli ...`, imports and all), this tree
+beside an older one, median of N runs, the two trees' runs interleaved so both see the same machine load.
+
+    python scripts/startup_times.py --before /tmp/base [--repeat 3] [--out benchmarks/startup_times.json]
+
+--before: a checkout of the commit to compare with (e.g. `git archive BASE | tar -x -C /tmp/base`). Each
+command runs with an empty kernel/graph cache of its own. Prints a markdown table; writes JSON with the
+commit measured (tvm_swap.provenance.git_commit) and the load average before and after.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _mx() -> Path:
+    for d in (ROOT.parent / "shared" / "fixtures" / "mxnet", Path("/work/shared/fixtures/mxnet")):
+        if (d / "resnet18_v1-symbol.json").exists():
+            return d
+    raise SystemExit("the MXNet fixtures were not found")
+
+
+def _odd_symbol(tmp: Path) -> Path:
+    """A symbol with two operators the MXNet importer lacks (as scripts/error_messages.py makes it)."""
+    path = tmp / "odd-symbol.json"
+    path.write_text(json.dumps({
+        "nodes": [{"op": "null", "name": "data", "inputs": []},
+                  {"op": "FancyOp", "name": "f1", "inputs": [[0, 0, 0]]},
+                  {"op": "relu", "name": "r1", "inputs": [[1, 0, 0]]},
+                  {"op": "OtherOp", "name": "o1", "inputs": [[2, 0, 0]]}],
+        "arg_nodes": [0], "heads": [[3, 0, 0]], "attrs": {"mxnet_version": ["int", 10901]}}))
+    return path
+
+
+def cases(tmp: Path) -> list[tuple[str, list[str]]]:
+    import numpy
+
+    foreign = sorted(glob.glob(os.path.join(os.path.dirname(numpy.__file__), "**", "*.so"), recursive=True),
+                     key=os.path.getsize)[0]
+    r18 = str(_mx() / "resnet18_v1-symbol.json")
+    out = ["-o", str(tmp / "never.so")]
+    return [
+        ("--help", ["--help"]),
+        ("compile --help", ["compile", "--help"]),
+        ("zoo", ["zoo"]),
+        ("run: not a tvm_swap library", ["run", foreign]),
+        ("compile: unknown operators", ["compile", str(_odd_symbol(tmp)), "--shape", "data=2,3", "--mem-limit", "60%",
+                                        *out]),
+        ("compile: missing params", ["compile", r18, "--shape", "data=1,3,224,224", "--mem-limit", "60%", *out]),
+        ("compile cnn-train --mem-limit 5% (first)", ["compile", "cnn-train", "--mem-limit", "5%", *out]),
+    ]
+
+
+def once(tree: Path, argv: list[str], tmp: Path) -> tuple[float, int, str]:
+    env = {**os.environ, "PYTHONPATH": str(tree),
+           "TVM_SWAP_CACHE_DIR": tempfile.mkdtemp(prefix="cache-", dir=tmp)}
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "tvm_swap.cli", *argv], capture_output=True, text=True, env=env,
+                       timeout=900, cwd=tmp)
+    last = (r.stderr.strip().splitlines() or [""])[-1]
+    return time.perf_counter() - t0, r.returncode, last
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", required=True, help="a checkout of the commit to compare with")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", default="startup_times.json")
+    args = ap.parse_args()
+    from tvm_swap.provenance import git_commit
+
+    before = Path(args.before).resolve()
+    load0 = os.getloadavg()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tvm_swap_startup_") as d:
+        tmp = Path(d)
+        for name, argv in cases(tmp):
+            times = {"before": [], "after": []}
+            codes = {}
+            for _ in range(args.repeat):
+                for which, tree in (("before", before), ("after", ROOT)):
+                    s, rc, last = once(tree, argv, tmp)
+                    times[which].append(round(s, 3))
+                    codes[which] = (rc, last[:160])
+            row = {"command": name, "argv": argv, "before_s": times["before"], "after_s": times["after"],
+                   "before_median_s": statistics.median(times["before"]),
+                   "after_median_s": statistics.median(times["after"]),
+                   "before_exit": codes["before"], "after_exit": codes["after"]}
+            rows.append(row)
+            print(f"{name:<45} before {row['before_median_s']:6.2f} s  after {row['after_median_s']:6.2f} s  "
+                  f"(exit {codes['before'][0]} / {codes['after'][0]})", flush=True)
+    doc = {"commit": git_commit(short=False), "before": str(before), "repeat": args.repeat,
+           "load_avg_start": load0, "load_avg_end": os.getloadavg(), "rows": rows}
+    Path(args.out).write_text(json.dumps(doc, indent=1))
+    print(f"\n| `tvm-swap ...` | before s (median of {args.repeat}) | after s | runs before | runs after |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['command']} | {r['before_median_s']:.2f} | {r['after_median_s']:.2f} | "
+              f"{', '.join(f'{x:.2f}' for x in r['before_s'])} | {', '.join(f'{x:.2f}' for x in r['after_s'])} |")
+    print(f"\nwrote {args.out} (commit {doc['commit'][:10]}, load average {load0[0]:.1f} -> {os.getloadavg()[0]:.1f})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""A short start for `tvm-swap` (issue 16): TVM without PyTorch for commands that import no PyTorch model
+(tvm_swap.cli.startup), and a shared library that holds no TVM program refused without importing TVM
+(runtime_ext.library_check.holds_tvm_blob)."""
+import glob
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _py(code, timeout=600):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_which_commands_may_need_torch():
+    from tvm_swap.cli.main import build_parser
+    from tvm_swap.cli.startup import command_needs_torch
+
+    p = build_parser()
+
+    def needs(*argv):
+        return command_needs_torch(p.parse_args(list(argv)))
+
+    assert needs("compile", "torchvision.models:resnet18", "--mem-limit", "50%", "-o", "m.so")
+    assert needs("graph", "my_model.py", "-o", "g.json")
+    assert needs("plan", "pkg.mod:make", "--mem-limit", "1GB")
+    assert not needs("compile", "cnn-train", "--mem-limit", "5%", "-o", "m.so")
+    assert not needs("compile", "resnet18_v1-symbol.json", "--mem-limit", "5%", "-o", "m.so")
+    assert not needs("plan", "zoo:bert-large", "--mem-limit", "25%")
+    assert not needs("run", "m.so")
+    assert not needs("zoo")
+
+
+def test_tvm_imported_by_a_command_leaves_torch_out_and_importable():
+    pytest.importorskip("torch")
+    pytest.importorskip("tvm")
+    r = _py("import sys\n"
+            "from tvm_swap.cli.startup import tvm_without_torch\n"
+            "tvm_without_torch()\n"
+            "import tvm\n"
+            "from tvm import relax\n"
+            "assert 'torch' not in sys.modules, 'TVM imported torch'\n"
+            "x = relax.Var('x', relax.TensorType([2, 3], 'float32'))\n"      # TVM works as usual
+            "bb = relax.BlockBuilder()\n"
+            "with bb.function('main', [x]):\n"
+            "    bb.emit_func_output(bb.emit(relax.op.add(x, x)))\n"
+            "import numpy as np\n"
+            "ex = relax.build(bb.get(), 'llvm')\n"
+            "vm = relax.VirtualMachine(ex, tvm.cpu())\n"
+            "out = vm['main'](tvm.runtime.tensor(np.ones((2, 3), 'float32'))).numpy()\n"
+            "assert (out == 2).all()\n"
+            "import torch\n"                                                 # and torch comes when asked for
+            "print('torch', torch.__version__)\n")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.startswith("torch ")
+
+
+def test_the_program_imports_tvm_without_torch_and_main_from_python_leaves_the_process_alone():
+    pytest.importorskip("torch")
+    pytest.importorskip("tvm")
+    code = ("import sys, tempfile, os\n"
+            "os.environ['TVM_SWAP_CACHE_DIR'] = tempfile.mkdtemp()\n"
+            "from tvm_swap.cli import main\n"
+            "sys.argv = ['tvm-swap', 'compile', 'cnn-train', '--mem-limit', '5%', '-o', 'never.so', '-q']\n"
+            "rc = main({argv})\n"
+            "print(rc, 'tvm' in sys.modules, 'torch' in sys.modules)\n")
+    program = _py(code.format(argv=""))                              # as `tvm-swap` runs it: argv None
+    assert program.returncode == 0, program.stderr[-3000:]
+    assert program.stdout.split() == ["1", "True", "False"], program.stdout + program.stderr[-2000:]
+    called = _py(code.format(argv="sys.argv[1:]"))                     # main([...]) from Python: as before
+    assert called.stdout.split() == ["1", "True", "True"], called.stdout + called.stderr[-2000:]
+
+
+def test_a_foreign_shared_library_is_refused_without_importing_tvm():
+    import numpy
+
+    from runtime_ext.library_check import holds_tvm_blob
+
+    foreign = sorted(glob.glob(os.path.join(os.path.dirname(numpy.__file__), "**", "*.so"), recursive=True),
+                     key=os.path.getsize)[0]
+    assert not holds_tvm_blob(foreign)
+    assert holds_tvm_blob(__file__)                  # not ELF: left to the loader, as before
+    r = _py("import sys, tvm_swap\n"
+            f"try:\n    tvm_swap.load({foreign!r})\n"
+            "except tvm_swap.TvmSwapError as e:\n    print(e)\n"
+            "print('tvm' in sys.modules)\n")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "not a tvm_swap module" in r.stdout and r.stdout.split()[-1] == "False"
+
+
+def test_a_tvm_swap_library_names_its_program_blob(tmp_path):
+    pytest.importorskip("tvm")
+    from runtime_ext.library_check import holds_tvm_blob
+    from tvm_swap.examples import mlp
+
+    import tvm_swap
+
+    ex = mlp()
+    m = tvm_swap.build(ex.mod, mem_limit="60%", params=ex.params, generations=1, workers=1, profile=False)
+    path = tmp_path / "m.so"
+    m.export_library(str(path))
+    assert holds_tvm_blob(str(path))
+
+
+def test_unknown_mxnet_operators_are_refused_without_importing_tvm(tmp_path):
+    import json
+
+    sym = {"nodes": [{"op": "null", "name": "data", "inputs": []},
+                     {"op": "FancyOp", "name": "f1", "inputs": [[0, 0, 0]]},
+                     {"op": "relu", "name": "r1", "inputs": [[1, 0, 0]]},
+                     {"op": "OtherOp", "name": "o1", "inputs": [[2, 0, 0]]}],
+           "arg_nodes": [0], "heads": [[3, 0, 0]], "attrs": {"mxnet_version": ["int", 10901]}}
+    path = tmp_path / "odd-symbol.json"
+    path.write_text(json.dumps(sym))
+    r = _py("import sys\n"
+            "from tvm_swap.errors import UnsupportedModelError\n"
+            "from tvm_swap.frontends.model_io import load_model_for_build\n"
+            f"try:\n    load_model_for_build({str(path)!r}, shapes={{'data': (2, 3)}})\n"
+            "except UnsupportedModelError as e:\n    print(e)\n"
+            "print('tvm' in sys.modules)\n")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "'FancyOp' (node 'f1'), 'OtherOp' (node 'o1') are not supported" in r.stdout
+    assert r.stdout.split()[-1] == "False"
+
+
+def test_parsing_imports_no_planner_until_a_planner_is_named():
+    code = ("import sys\n"
+            "from tvm_swap.cli.main import build_parser\n"
+            "p = build_parser()\n"
+            "p.parse_args(['zoo']); p.parse_args(['run', 'm.so'])\n"
+            "print('tvm_swap.planner' in sys.modules)\n"
+            "a = p.parse_args(['plan', 'g.json', '--mem-limit', '1GB', '--planner', 'odswap'])\n"
+            "print(a.planner, 'tvm_swap.planner' in sys.modules)\n")
+    r = _py(code)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["False", "odswap", "True"]
