@@ -10,8 +10,10 @@ executor turns the plan's deps into backend events once, at load:
 - only actions some other stream waits on record an event.
 
 It also checks, once at load, what the plan must do for the program to repeat: every tensor swapped in has a
-host copy by then, the iteration ends with the initial residents (updated params in their old objects), and
-every update and result is on the device or the host at the end. Breaking any of these is a PlanError with the
+host copy by then (for a param kept on the device, a current one: its update copied out in the last call, or
+the param copied out in this one), the iteration ends with the initial residents (updated params in their old
+objects), and every update and result is on the device or the host at the end. The only copies it makes are
+the plan's (no host copy is refreshed behind the plan's back). Breaking any of these is a PlanError with the
 tensor's name, never a wrong number.
 """
 from __future__ import annotations
@@ -64,8 +66,7 @@ class PlanExecutor:
         self.in_call = False
         self.calls = 0
         self.last: dict = {}
-        self.totals = {"swap_out_count": 0, "swap_in_count": 0, "swap_out_bytes": 0, "swap_in_bytes": 0,
-                       "unplanned_d2h_bytes": 0}
+        self.totals = {"swap_out_count": 0, "swap_in_count": 0, "swap_out_bytes": 0, "swap_in_bytes": 0}
         self._inputs_seen: dict = {}
         self.trace = False          # stamp every call site and copy (runtime_ext.trace reads the stamps)
         self.traces: list = []      # per call: [(action, phase, seconds since begin)], the last few calls
@@ -161,16 +162,21 @@ class PlanExecutor:
         self.needs_host = {p for p in self.persistent if first_host_use.get(p) == "in"}
         resident_at_start = {t for t, _ in self.initial}
         out_set = set(self.swapped_out)
-        self.end_updates = []                        # (new, old, how): rename | refresh
+        # An update copied out is renamed on the host into its param's copy at the end of the call. One kept on
+        # the device and never copied out leaves the param's host copy as it was: reading it from the host
+        # later (a swap-in before any swap-out of it) would read an old value. The verifier refuses such plans
+        # (tvm_swap.verify: a stale host copy), so no copy nobody planned is needed here.
+        self.end_updates = []                        # (new, old): the host copy of `new` becomes `old`'s
         for new, old in updates.items():
             if new in out_set:
-                self.end_updates.append((new, old, "rename"))
-            elif old in resident_at_start:
-                if old in self.needs_host:
-                    self.end_updates.append((new, old, "refresh"))
-            else:
+                self.end_updates.append((new, old))
+            elif old not in resident_at_start:
                 raise PlanError(f"the update {self._name(new)} of {self._name(old)} is lost: the plan neither "
                                 f"keeps it on the device nor copies it to the host")
+            elif old in self.needs_host:
+                raise PlanError(f"the plan reads {self._name(old)} from a stale host copy: it stays on the device "
+                                f"between calls, its update {self._name(new)} is never copied out, and it is "
+                                f"swapped in before any swap-out of it; re-plan (the verifier refuses this plan)")
         self.end_where = {t: o for o, t in tenant.items()}
         self.output_source = []
         for k, o in enumerate(man.outputs):
@@ -233,8 +239,7 @@ class PlanExecutor:
         self._inputs_seen = {spec.tensor: x for spec, x in zip(self.man.inputs, inputs) if spec.tensor >= 0}
         if self.trace:
             self._trace = [(-1, "begin", 0.0)]
-        self._count = {"swap_out_count": 0, "swap_in_count": 0, "swap_out_bytes": 0, "swap_in_bytes": 0,
-                       "unplanned_d2h_bytes": 0}
+        self._count = {"swap_out_count": 0, "swap_in_count": 0, "swap_out_bytes": 0, "swap_in_bytes": 0}
         early = bool(getattr(self.be, "early_issue", False))
         self._early = early and len(self._inputs_seen) == len(self.input_tensors)
         if self._early:
@@ -365,13 +370,8 @@ class PlanExecutor:
                 if tuple(v.shape) != tuple(o.shape):
                     v = v._create_view(tuple(o.shape), o.dtype, 0)
                 results.append(v)
-            for new, old, how in self.end_updates:
-                if how == "rename":
-                    self.host.rename(new, old)
-                else:   # the plan keeps the update on the device but later reads the param from the host
-                    s = self._spec(old)
-                    self.be.copy_sync(self.host.get(old), self._view(where[new], new))
-                    self._count["unplanned_d2h_bytes"] += s.nbytes
+            for new, old in self.end_updates:
+                self.host.rename(new, old)
             self.pool.rename(self.next_backing)      # the successors' buffers play the initial objects next call
             self.calls += 1
             if self.trace:

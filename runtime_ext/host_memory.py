@@ -33,7 +33,7 @@ def host_bytes_needed(swapped_out, persistent, initial, needs_host, end_updates,
     """Bytes of host buffers a PlanExecutor allocates (see the module docstring); `nbytes(t)` sizes tensor t."""
     resident = {t for t, _ in initial}
     held = set(swapped_out) | {p for p in persistent if p not in resident or p in needs_host}
-    spare = {new for new, old, how in end_updates if how == "rename" and old not in held}
+    spare = {new for new, old in end_updates if old not in held}
     return int(sum(nbytes(t) for t in held | spare))
 
 

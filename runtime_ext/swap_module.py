@@ -237,7 +237,6 @@ class SwapModule:
             "host_bytes": ex["host_bytes"],
             "swap_out_count": ex.get("swap_out_count", 0), "swap_in_count": ex.get("swap_in_count", 0),
             "swap_out_bytes": ex.get("swap_out_bytes", 0), "swap_in_bytes": ex.get("swap_in_bytes", 0),
-            "unplanned_d2h_bytes": ex.get("unplanned_d2h_bytes", 0),
             "calls": len(times), "time_s": float(np.median(times[1:] or times)) if times else None,
             "last_time_s": times[-1] if times else None,
             "mean_time_s": float(np.mean(times)) if times else None,

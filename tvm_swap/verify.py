@@ -18,7 +18,10 @@ Invariants checked (DESIGN.md):
   arrival happens after the previous tenant's drop, which happens after that tenant's arrival,
   readers and swap-outs);
 - a swap_out copies a resident tensor after it arrived; a swap_in brings a tensor that has a host copy
-  made before it (a param, optimizer state or input, or a completed swap_out of it);
+  made before it (a param, optimizer state or input, or a completed swap_out of it) and that copy is current:
+  an updated param kept on the device between iterations (an initial resident) has a stale host copy at the
+  start unless the plan copies its update out (the runtime renames that copy to the param's between
+  iterations), so it is swapped in only after a completed swap_out of it in this iteration;
 - graph outputs reach the host; updates end resident or swapped out;
 - arena pools: every object is an aligned byte range inside the arena; a tenant arriving in a range
   finds no live tenant in any overlapping range, and waits for the drops that last freed each of its
@@ -443,6 +446,13 @@ class _Replay:
         producer = g.producer().tolist()   # list: scalar access to numpy arrays is slow
         update_of = {old: new for new, old in g.updates.items()}   # param -> the tensor that replaces it
         computed: set[int] = set()          # ops whose compute action came before (list order)
+        # An updated param (or optimizer state) kept on the device between iterations has a host copy that is
+        # current when the iteration starts only if the previous iteration copied its update out (the runtime
+        # renames that copy to the param's); otherwise the host holds an older value (from before the first
+        # iteration), and only a swap-out of the param this iteration, completed before the read, makes it current.
+        copied_out = {a.tensor for a in self.plan.actions if a.kind == "swap_out"}
+        stale_at_start = {t for t, _ in self.plan.initial_residents
+                          if t in update_of and update_of[t] not in copied_out}
         for t, o in self.plan.initial_residents:
             self.place(-1, t, o, "starts with")
         for i, a in enumerate(self.plan.actions):
@@ -481,6 +491,16 @@ class _Replay:
                         why = ("none of its swap-outs (actions " + ", ".join(map(str, outs)) + ") completes before it"
                                if outs else "it was never swapped out")
                         r.add(f"{self.what(i)} brings in tensor {self.name(t)} that has no host copy: {why}")
+                elif t in stale_at_start:
+                    outs = self.swap_outs.get(t, [])
+                    if not any(self.hb(s, i) for s in outs):
+                        new = update_of[t]
+                        why = (f"its swap-outs this iteration (actions {', '.join(map(str, outs))}) do not complete "
+                               f"before it" if outs else "it is not swapped out before it")
+                        r.add(f"{self.what(i)} reads a stale host copy of {self.name(t)}: {self.name(t)} stays on the "
+                              f"device between iterations and its update {self.name(new)} is never copied out, so "
+                              f"the host holds an older value, and {why}; swap out {self.name(new)} (or "
+                              f"{self.name(t)} before this swap-in), or keep {self.name(t)} resident")
                 self.place(i, t, a.obj, "swaps")
             else:  # drop
                 t = a.tensor

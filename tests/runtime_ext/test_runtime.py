@@ -292,9 +292,11 @@ def test_executor_refuses_two_live_tensors_in_one_object_at_load(mlp_build):
 
 
 # ---------------------------------------------------------------- objects renamed between calls
-def _kept_updates_plan(g):
+def _kept_updates_plan(g, reread=None, copy_out=False):
     """Every tensor in its own exact-size object; params start resident and their updates STAY resident in
-    the objects they were written to (same size class), so the pool must rename objects between calls."""
+    the objects they were written to (same size class), so the pool must rename objects between calls.
+    `reread`: a param dropped after its first reader and swapped in again for the next one (copied out first
+    with `copy_out`, else read back from a host copy that is stale from the second call on)."""
     from tvm_swap.planner.builder import ActionBuilder
 
     used = g.used_tensors()
@@ -328,6 +330,11 @@ def _kept_updates_plan(g):
         for t in dict.fromkeys((*op.inputs, *op.outputs)):
             if last.get(t, -1) <= o and b.is_resident(t) and t not in g.updates:
                 b.drop(t)
+            elif t == reread and b.is_resident(t):
+                if copy_out:
+                    b.swap_out(t)
+                b.drop(t)
+                reread = None
     tensor_class = [cls.get(t, -1) for t in range(g.num_tensors)]
     ws = max((op.workspace for op in g.ops), default=0)
     pool = Pool(sizes, counts, 256, (ws + 255) // 256 * 256)
@@ -362,7 +369,55 @@ def test_updated_weights_stay_on_the_device_across_calls():
         assert bitwise_equal(list(m.params().values()), params)
     s = m.stats()
     assert s["swap_in_count"] == len(ex.inputs) and s["swap_out_count"] == 1   # only inputs in, loss out
-    assert s["unplanned_d2h_bytes"] == 0
+
+
+def _reread_param(g):
+    """An updated param with two readers before its update (so it can leave the device between them)."""
+    readers = {}
+    for o, op in enumerate(g.ops):
+        for t in dict.fromkeys(op.inputs):
+            readers.setdefault(t, []).append(o)
+    return next(old for new, old in sorted(g.updates.items()) if len(readers.get(old, ())) >= 2)
+
+
+@pytest.mark.parametrize("copy_out", [False, True])
+def test_a_kept_param_read_back_from_the_host_needs_a_current_host_copy(copy_out):
+    """A param kept on the device whose update is never copied out has an old host copy from the second call
+    on: reading it back is refused by the verifier and by the executor at load (no copy nobody planned covers
+    it); copied out before it leaves, the plan verifies and three calls match the unlimited build bitwise."""
+    from relay_passes.apply import apply_plan
+    from relay_passes.lower import build_lowered, lower
+    from runtime_ext.swap_module import SwapModule
+    from tvm_swap.devices import get_device
+    from tvm_swap.errors import VerificationError
+    from tvm_swap.graph.extract import graph_from_relax
+    from tvm_swap.verify import check_plan
+
+    ex = mlp(train=True)
+    low = lower(ex.mod, "llvm")
+    g = graph_from_relax(low)
+    p = _reread_param(g)
+    plan = _kept_updates_plan(g, reread=p, copy_out=copy_out)
+    plan.device = get_device("cpu").to_dict()
+    assert any(a.kind == "swap_in" and a.tensor == p for a in plan.actions)
+    exe = build_lowered(apply_plan(low, g, plan), "llvm")
+    if not copy_out:
+        with pytest.raises(VerificationError, match="stale host copy"):
+            check_plan(g, plan)
+        with pytest.raises(PlanError, match="stale host copy"):
+            SwapModule(exe, ex.params, plan=plan)
+        return
+    check_plan(g, plan)
+    m = SwapModule(exe, ex.params, plan=plan)
+    ref = Unlimited(ex.mod)
+    inputs, params = list(ex.inputs.values()), list(ex.params.values())
+    for step in range(3):
+        want = ref(inputs, params)
+        assert bitwise_equal(flat(m(*inputs)), want), f"step {step} differs"
+        params = want[1:]
+    nbytes = g.tensors[p].nbytes
+    s = m.stats()
+    assert s["swap_out_count"] == 2 and s["swap_out_bytes"] - nbytes == g.tensors[g.outputs[0]].nbytes
 
 
 def test_host_store_rename_gives_new_a_fresh_buffer_when_old_had_none():
