@@ -145,3 +145,24 @@ def test_a_kept_param_read_back_from_the_host_has_its_update_copied_out(spec):
     for new, old in g.updates.items():
         if old in kept and old in ins:
             assert new in outs, f"{g.tensors[old].name} is read from a stale host copy"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_dominance_rows_and_first_copy_cuts_keep_the_optimum(seed):
+    # they remove only dominated or non-integer solutions: with and without them the stage optimum is the same
+    # (limits that force copies; training graphs exercise kept params, updates and the end state)
+    g = random_dag(10 + seed, n_ops=6, update_prob=0.4) if seed % 2 == 0 else \
+        random_training_graph(seed, n_layers=1, momentum=seed == 3)
+    t = random_op_times(g, seed)
+    lo, hi = min_feasible_limit(g), noswap_peak(g)
+    for frac in (0.2, 0.5):
+        limit = int(lo + frac * (hi - lo))
+        a = solve_exact(g, t, DEV, limit, time_limit_s=20, backend="cpsat", workers=1)
+        b = solve_exact(g, t, DEV, limit, time_limit_s=20, backend="cpsat", workers=1, dominance=False,
+                        copy_cuts=False)
+        assert a.status == b.status
+        if a.status == "infeasible":
+            continue
+        assert a.status == "optimal"
+        assert a.objective_s == pytest.approx(b.objective_s, rel=2e-3)
+        assert verify_plan(g, a.plan, limit) == []
