@@ -166,3 +166,14 @@ def test_dominance_rows_and_first_copy_cuts_keep_the_optimum(seed):
         assert a.status == "optimal"
         assert a.objective_s == pytest.approx(b.objective_s, rel=2e-3)
         assert verify_plan(g, a.plan, limit) == []
+
+
+def test_a_deterministic_limit_stops_the_solve_with_its_best_plan():
+    g = random_dag(3, n_ops=9, update_prob=0.4)
+    t = random_op_times(g, 3)
+    limit = int(min_feasible_limit(g) + 0.4 * (noswap_peak(g) - min_feasible_limit(g)))
+    fixed = solve_exact(g, t, DEV, limit, time_limit_s=20, schedule=list(range(g.num_ops)), backend="cpsat")
+    free = solve_exact(g, t, DEV, limit, time_limit_s=60, backend="cpsat", warm_start=fixed, det_limit=1e-4,
+                       workers=1)
+    assert free.status == "time_limit" and free.solve_s < 30
+    assert free.plan is not None and verify_plan(g, free.plan, limit) == []

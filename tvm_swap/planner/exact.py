@@ -235,7 +235,7 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
                 time_limit_s: float = 60.0, planner_name: str = "exact-stages", schedule=None,
                 class_choice: bool = True, backend: str = "auto", warm_schedule=None,
                 warm_start: ExactResult | None = None, workers: int = 2, live_cuts: bool = True,
-                dominance: bool = True, copy_cuts: bool = True) -> ExactResult:
+                dominance: bool = True, copy_cuts: bool = True, det_limit: float | None = None) -> ExactResult:
     """Solve the stage model (module docstring) and build its plan. Raises TvmSwapError past MAX_OPS ops.
 
     `schedule`, if given, fixes the op order (the model then optimises memory and copies only).
@@ -245,7 +245,8 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
     (a fraction of the time limit) and its solution is the free solve's starting incumbent (a hint), so the
     free solve never ends worse than the best stage plan for that order. `warm_start`: such a result, already
     solved (same graph, limit and class_choice), used the same way. `live_cuts` adds valid inequalities that
-    tighten the relaxation (_add_live_cuts); they remove no integer solution."""
+    tighten the relaxation (_add_live_cuts); they remove no integer solution. `det_limit` (CP-SAT only): also stop
+    at this much deterministic time (CP-SAT's work units: the same result whatever the machine's load)."""
     if backend == "auto":
         backend = "cpsat" if _have_cpsat() else "highs"
     if backend not in ("cpsat", "highs"):
@@ -430,7 +431,7 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
         copy_cols[xin.ravel()] = copy_cols[xout.ravel()] = True
         status, sol, objective_s, gap, solve_s = _solve_cpsat(
             V, C, lo, hi, stage_cols, copy_cols, float(op_time.sum()), max(1e-3, time_limit_s - warm_s), workers,
-            hint)
+            hint, det_limit)
         solve_s += warm_s
         if hint is not None and (sol is None or objective_s > warm.objective_s):   # the hint was not taken up
             status, sol, objective_s, gap = "time_limit", hint, warm.objective_s, None
@@ -482,7 +483,7 @@ GAP_LIMIT = 1e-3       # CP-SAT stops (and reports "optimal") once proven within
 TIME_TICKS = 10**6     # CP-SAT's integer time unit: the total op time / TIME_TICKS
 
 
-def _solve_cpsat(V, C, lo, hi, stage_cols, copy_cols, total_op_s, time_limit_s, workers, hint):
+def _solve_cpsat(V, C, lo, hi, stage_cols, copy_cols, total_op_s, time_limit_s, workers, hint, det_limit=None):
     """The same rows in CP-SAT. Its coefficients must be integers: the 0/1 and byte coefficients are; the stage
     times s_k count ticks of total_op_s / TIME_TICKS, and in their rows (s_k - sum c_i v_i >= 0, c_i >= 0) each
     c_i is rounded UP to whole ticks, so a stage never lasts less than in the float model (the objective may
@@ -541,13 +542,17 @@ def _solve_cpsat(V, C, lo, hi, stage_cols, copy_cols, total_op_s, time_limit_s, 
     solver.parameters.max_time_in_seconds = float(time_limit_s)
     solver.parameters.num_workers = int(workers)
     solver.parameters.relative_gap_limit = GAP_LIMIT
+    if det_limit is not None:
+        solver.parameters.max_deterministic_time = float(det_limit)
     t0 = time.perf_counter()
     st = solver.solve(m)
     if st == cp_model.MODEL_INVALID:
         raise TvmSwapError(f"CP-SAT model invalid: {m.validate()}")
     solve_s = time.perf_counter() - t0
+    hit = solve_s >= time_limit_s * 0.99 or (det_limit is not None
+                                              and solver.response_proto.deterministic_time >= det_limit * 0.99)
     status = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "time_limit", cp_model.INFEASIBLE: "infeasible",
-              cp_model.UNKNOWN: "time_limit" if solve_s >= time_limit_s * 0.99 else "unknown"}.get(st, "other")
+              cp_model.UNKNOWN: "time_limit" if hit else "unknown"}.get(st, "other")
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return status, None, None, None, solve_s
     sol = np.array([solver.value(v) for v in xs], dtype=np.int64)
