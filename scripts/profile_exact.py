@@ -53,11 +53,11 @@ def profile(i: int, frac: float, limit_s: float, workers: int, lp: bool, **kw) -
     seen = {}
     real = exact._solve_cpsat
 
-    def spy(V, C, lo_, hi_, stage_cols, copy_cols, total, tl, w, hint, **more):
+    def spy(V, C, lo_, hi_, stage_cols, copy_cols, total, tl, w, hint, *more):
         seen["build_s"] = time.perf_counter() - t0
         seen.update(V=V, C=C, lo=lo_.copy(), hi=hi_.copy(), stage_cols=stage_cols)
         t1 = time.perf_counter()
-        out = real(V, C, lo_, hi_, stage_cols, copy_cols, total, tl, w, hint, **more)
+        out = real(V, C, lo_, hi_, stage_cols, copy_cols, total, tl, w, hint, *more)
         seen["cpsat_total_s"] = time.perf_counter() - t1
         return out
 
