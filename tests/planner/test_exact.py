@@ -157,7 +157,8 @@ def test_dominance_rows_and_first_copy_cuts_keep_the_optimum(seed):
     lo, hi = min_feasible_limit(g), noswap_peak(g)
     for frac in (0.2, 0.5):
         limit = int(lo + frac * (hi - lo))
-        a = solve_exact(g, t, DEV, limit, time_limit_s=20, backend="cpsat", workers=1)
+        a = solve_exact(g, t, DEV, limit, time_limit_s=20, backend="cpsat", workers=1, dominance=True,
+                        copy_cuts=True)
         b = solve_exact(g, t, DEV, limit, time_limit_s=20, backend="cpsat", workers=1, dominance=False,
                         copy_cuts=False)
         assert a.status == b.status

@@ -21,8 +21,9 @@ Stage k lasts s_k >= its op's time, and >= the time of its copies on the simulat
 direction alone, and both sharing the duplex rate: the two linear pieces of the simulator's rate model).
 Objective: sum of s_k.
 Added rows that change no optimum (each function's docstring has the argument): live-across cuts and first-copy
-cuts (valid for every integer solution; they tighten the relaxation), and dominance rows (a plain activation or
-input is resident only until its last reader, and copied only when that buys something).
+cuts (valid for every integer solution; they tighten the relaxation), and, off by default, dominance rows (a plain
+activation or input is resident only until its last reader, and copied only when that buys something): at CP-SAT
+deterministic time 10 on two 21-op graphs they slowed the search (benchmarks/exact_reach.md).
 
 Solvers. CP-SAT (OR-Tools, optional extra `exact`; the default where installed) or HiGHS (scipy.optimize.milp)
 over the same rows; CP-SAT needs integer coefficients, so its stage times count ticks (see _solve_cpsat).
@@ -235,7 +236,7 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
                 time_limit_s: float = 60.0, planner_name: str = "exact-stages", schedule=None,
                 class_choice: bool = True, backend: str = "auto", warm_schedule=None,
                 warm_start: ExactResult | None = None, workers: int = 2, live_cuts: bool = True,
-                dominance: bool = True, copy_cuts: bool = True, det_limit: float | None = None) -> ExactResult:
+                dominance: bool = False, copy_cuts: bool = True, det_limit: float | None = None) -> ExactResult:
     """Solve the stage model (module docstring) and build its plan. Raises TvmSwapError past MAX_OPS ops.
 
     `schedule`, if given, fixes the op order (the model then optimises memory and copies only).
