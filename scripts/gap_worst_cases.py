@@ -6,6 +6,9 @@ the exact stage model's best plan for the GA's own schedule (so the schedule is 
 bytes copied in and out, the tensors resident at the start, and what a cheap local search on the GA's best
 memory genes (a keep x split grid, then a +-bias hill climb per tensor) would gain. A stage plan much faster
 on the same schedule means the loss is in the swap planning / memory model, not in the schedule.
+Then the schedule-free stage model's best plan, and the GA rerun (same seed and generations) with that plan's
+schedule added to its first generation (every memory seed): if the seeded GA stays well above the stage plan,
+a better schedule alone does not close the gap.
 
     python scripts/gap_worst_cases.py 17:0.4 59:0.4 31:0.4 23:0.4
 """
@@ -27,7 +30,7 @@ from tvm_swap.planner.exact import solve_exact  # noqa: E402
 from tvm_swap.planner.feasibility import min_feasible_limit  # noqa: E402
 from tvm_swap.planner.simulator import simulate  # noqa: E402
 from tvm_swap.planner.swapadvisor.arena import plan_arena  # noqa: E402
-from tvm_swap.planner.swapadvisor.ga import Evaluator, GeneticSearch  # noqa: E402
+from tvm_swap.planner.swapadvisor.ga import Evaluator, GeneticSearch, Genome  # noqa: E402
 from tvm_swap.testing import random_op_times  # noqa: E402
 from tvm_swap.verify import verify_plan  # noqa: E402
 
@@ -50,6 +53,18 @@ def local_search(ev: Evaluator, schedule, alloc, t_best: float) -> float:
             if t < cur_t:
                 cur, cur_t = a, t
     return cur_t
+
+
+class SeededSearch(GeneticSearch):
+    """The GA with one more schedule (e.g. the stage model's) in its first generation, with every memory seed."""
+
+    def __init__(self, *a, extra_schedule=None, **kw):
+        super().__init__(*a, **kw)
+        self.extra = np.asarray(extra_schedule, dtype=np.int64)
+
+    def seed_genomes(self):
+        return super().seed_genomes() + [(f"extra+{n}", Genome(self.extra.copy(), al.copy()))
+                                         for n, al in self.space.seeds()]
 
 
 def main(argv) -> int:
@@ -76,6 +91,15 @@ def main(argv) -> int:
             kept = sorted(g.tensors[x].name for x, _ in p.initial_residents)
             print(f"  {name}: {simulate(g, p, t, dev).time_s * 1e3:.3f} ms, in {mb('swap_in'):.1f} MB, "
                   f"out {mb('swap_out'):.1f} MB, resident at the start: {kept}")
+        free = solve_exact(g, t, dev, limit, time_limit_s=20, workers=1)
+        if free.plan is None or verify_plan(g, free.plan, limit):
+            print(f"  stage plan, schedule free: none ({free.status})")
+            continue
+        seeded = SeededSearch(g, t, dev, limit, 256, 0, evaluator=ev, extra_schedule=free.plan.schedule)
+        sb = seeded.run(generations=30, workers=1).best
+        print(f"  stage plan, schedule free ({free.status}): {simulate(g, free.plan, t, dev).time_s * 1e3:.3f} ms, "
+              f"schedule {free.plan.schedule}; GA seeded with that schedule: {sb.time_s * 1e3:.3f} ms "
+              f"(GA alone {best.time_s * 1e3:.3f} ms)")
     return 0
 
 

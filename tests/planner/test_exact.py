@@ -145,3 +145,36 @@ def test_a_kept_param_read_back_from_the_host_has_its_update_copied_out(spec):
     for new, old in g.updates.items():
         if old in kept and old in ins:
             assert new in outs, f"{g.tensors[old].name} is read from a stale host copy"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_dominance_rows_and_first_copy_cuts_keep_the_optimum(seed):
+    # they remove only dominated or non-integer solutions: with and without them the stage optimum is the same
+    # (limits that force copies; training graphs exercise kept params, updates and the end state)
+    g = random_dag(10 + seed, n_ops=6, update_prob=0.4) if seed % 2 == 0 else \
+        random_training_graph(seed, n_layers=1, momentum=seed == 3)
+    t = random_op_times(g, seed)
+    lo, hi = min_feasible_limit(g), noswap_peak(g)
+    for frac in (0.2, 0.5):
+        limit = int(lo + frac * (hi - lo))
+        a = solve_exact(g, t, DEV, limit, time_limit_s=20, backend="cpsat", workers=1, dominance=True,
+                        copy_cuts=True)
+        b = solve_exact(g, t, DEV, limit, time_limit_s=20, backend="cpsat", workers=1, dominance=False,
+                        copy_cuts=False)
+        assert a.status == b.status
+        if a.status == "infeasible":
+            continue
+        assert a.status == "optimal"
+        assert a.objective_s == pytest.approx(b.objective_s, rel=2e-3)
+        assert verify_plan(g, a.plan, limit) == []
+
+
+def test_a_deterministic_limit_stops_the_solve_with_its_best_plan():
+    g = random_dag(3, n_ops=9, update_prob=0.4)
+    t = random_op_times(g, 3)
+    limit = int(min_feasible_limit(g) + 0.4 * (noswap_peak(g) - min_feasible_limit(g)))
+    fixed = solve_exact(g, t, DEV, limit, time_limit_s=20, schedule=list(range(g.num_ops)), backend="cpsat")
+    free = solve_exact(g, t, DEV, limit, time_limit_s=60, backend="cpsat", warm_start=fixed, det_limit=1e-4,
+                       workers=1)
+    assert free.status == "time_limit" and free.solve_s < 30
+    assert free.plan is not None and verify_plan(g, free.plan, limit) == []

@@ -20,6 +20,10 @@ sum(class bytes x n[c]) + the largest workspace <= mem_limit.
 Stage k lasts s_k >= its op's time, and >= the time of its copies on the simulator's link (each
 direction alone, and both sharing the duplex rate: the two linear pieces of the simulator's rate model).
 Objective: sum of s_k.
+Added rows that change no optimum (each function's docstring has the argument): live-across cuts and first-copy
+cuts (valid for every integer solution; they tighten the relaxation), and, off by default, dominance rows (a plain
+activation or input is resident only until its last reader, and copied only when that buys something): at CP-SAT
+deterministic time 10 on two 21-op graphs they slowed the search (benchmarks/exact_reach.md).
 
 Solvers. CP-SAT (OR-Tools, optional extra `exact`; the default where installed) or HiGHS (scipy.optimize.milp)
 over the same rows; CP-SAT needs integer coefficients, so its stage times count ticks (see _solve_cpsat).
@@ -93,6 +97,11 @@ class _Rows:
         self.v: list[float] = []
         self.lo: list[float] = []
         self.hi: list[float] = []
+        self.sections: list[tuple[str, int, int]] = []   # (name, rows, nonzeros) at each mark
+
+    def mark(self, name: str) -> None:
+        """Close a family of rows (for profiles: scripts/profile_exact.py reads the sizes per family)."""
+        self.sections.append((name, len(self.lo), len(self.v)))
 
     def add(self, terms, lo=-np.inf, hi=np.inf) -> None:
         i = len(self.lo)
@@ -121,12 +130,17 @@ def _relatives_count(preds) -> np.ndarray:
 def _add_live_cuts(C, graph, used, tid, x, r, xin, xout, hi, preds) -> None:
     """Valid inequalities from the cut argument of tight_bound: a tensor t that exists before op o runs (a
     param/input, or produced by an ancestor of o) and is read by a descendant of o is live across o in every
-    schedule. If o runs in stage k and t is not resident then, t must be copied in at some stage (it is read
-    later), and if t was produced on the device, also copied out (else it is lost):
-        r[t,k] + sum_j xin[t,j] >= x[o,k]      and      r[t,k] + sum_j xout[t,j] >= x[o,k].
+    schedule (o in live(t)). If such an o runs in compute stage k and t is not resident then, t is copied in
+    after k (the reader after k needs it back, and only a swap_in brings it); if t was produced on the device,
+    it was also copied out before k (a swap_in needs an earlier swap_out, and t, absent in k, is resident again
+    only after that swap_in). At most one op runs per stage, so summing over live(t):
+        r[t,k] + sum_{j>k} xin[t,j] >= sum_{o in live(t)} x[o,k]
+        r[t,k] + sum_{j<k} xout[t,j] >= sum_{o in live(t)} x[o,k]     (t produced).
     Every integer solution of the model satisfies both (the model has no recompute), so the optimum is
-    unchanged; the LP relaxation, whose fractional residency otherwise copies nothing, gets the link time."""
+    unchanged; the LP relaxation, whose fractional residency otherwise copies nothing, gets the link time,
+    placed on the right side of the stage."""
     n = graph.num_ops
+    S = n + 2
     anc: list[set] = []
     for o in range(n):
         a = set()
@@ -136,19 +150,82 @@ def _add_live_cuts(C, graph, used, tid, x, r, xin, xout, hi, preds) -> None:
         anc.append(a)
     prod = graph.producer()
     readers = {t: [o for o in range(n) if t in graph.ops[o].inputs] for t in used}
-    for o in range(n):
-        for t in used:
-            if prod[t] >= 0 and prod[t] not in anc[o]:
+    for t in used:
+        live = [o for o in range(n) if (prod[t] < 0 or prod[t] in anc[o]) and any(o in anc[q] for q in readers[t])]
+        if not live:
+            continue
+        i = tid[t]
+        for k in range(1, n + 1):               # compute stage k runs the op of column k - 1
+            ops = [(x[o, k - 1], -1.0) for o in live if hi[x[o, k - 1]] > 0]
+            if not ops:
                 continue
-            if not any(o in anc[q] for q in readers[t]):
-                continue
-            i = tid[t]
-            for k in range(n):
-                if hi[x[o, k]] <= 0:
-                    continue
-                C.add([(r[i, k + 1], 1.0), (x[o, k], -1.0)] + [(c, 1.0) for c in xin[i]], lo=0)
-                if prod[t] >= 0:
-                    C.add([(r[i, k + 1], 1.0), (x[o, k], -1.0)] + [(c, 1.0) for c in xout[i]], lo=0)
+            C.add([(r[i, k], 1.0)] + [(xin[i, j], 1.0) for j in range(k + 1, S) if hi[xin[i, j]] > 0] + ops, lo=0)
+            if prod[t] >= 0:
+                C.add([(r[i, k], 1.0)] + [(xout[i, j], 1.0) for j in range(k) if hi[xout[i, j]] > 0] + ops, lo=0)
+
+
+def _add_dominance_rows(C, graph, used, x, r, xin, xout, hi, P, persistent) -> None:
+    """Rows that remove only dominated solutions: a tensor that is neither persistent, nor a graph output, nor an
+    update (an activation or a graph input) is resident in stage k only if it is produced in k or a reader of
+    it runs in stage >= k; it is swapped in during k only if a reader runs after k; and it is swapped out during
+    k only if it is swapped in after k. From any solution, dropping such a tensor after its last reader and
+    removing the copies these rows forbid keeps every other row satisfied (residency and copies only add
+    memory and stage time) and costs no more, so the optimum is unchanged; the search has far fewer states
+    (and fewer equal-cost copies of each plan) to rule out."""
+    n = graph.num_ops
+    S = n + 2
+    cons = graph.consumers()
+    outputs = set(graph.outputs)
+    for i, t in enumerate(used):
+        if persistent[i] or t in outputs or t in graph.updates:
+            continue
+        readers = cons[t]
+        # reader_from[k]: terms "a reader of t runs in stage >= k" (compute stages 1..n, column k - 1)
+        reader_from = [[(x[o, j - 1], -1.0) for o in readers for j in range(max(k, 1), n + 1)
+                        if hi[x[o, j - 1]] > 0] for k in range(S + 1)]
+        for k in range(S):
+            if hi[r[i, k]] > 0:
+                C.add([(r[i, k], 1.0)] + reader_from[k] + [(c, -v) for c, v in P(i, k)], hi=0)
+            if hi[xin[i, k]] > 0:
+                C.add([(xin[i, k], 1.0)] + reader_from[k + 1], hi=0)
+            if hi[xout[i, k]] > 0:
+                C.add([(xout[i, k], 1.0)] + [(xin[i, j], -1.0) for j in range(k + 1, S) if hi[xin[i, j]] > 0],
+                      hi=0)
+
+
+def _add_first_copy_cuts(C, graph, used, tid, x, xin, xout, init, hi, persistent) -> None:
+    """Valid inequalities that count each tensor's first copy once (the model's rows let a fractional solution
+    satisfy "a copy before each possible reader stage" with one fractional copy; integer solutions cannot):
+    - a tensor that must reach the host (a graph output, or an update whose param is not kept) is copied out
+      after its producer's stage: for every compute stage J,
+          sum_{k > J} xout[t,k] (+ init[param]) >= sum_{q >= J} x[prod,q];
+    - a param or input is resident at the start (init) or copied in before its first reader: for every reader
+      o and stage J,  init[t] + sum_{k < J} xin[t,k] >= sum_{q <= J} x[o,q].
+    Every integer solution satisfies them (the copy it needs happens in that window), so the optimum is
+    unchanged."""
+    n = graph.num_ops
+    S = n + 2
+    prod = graph.producer()
+    cons = graph.consumers()
+    outputs = set(graph.outputs)
+
+    def stage_terms(o, lo_k, hi_k, coef):     # x[o, q] for compute stages lo_k <= q <= hi_k (column q - 1)
+        return [(x[o, q - 1], coef) for q in range(max(lo_k, 1), min(hi_k, n) + 1) if hi[x[o, q - 1]] > 0]
+
+    for i, t in enumerate(used):
+        if prod[t] >= 0 and (t in outputs or t in graph.updates):
+            keep = [(init[tid[graph.updates[t]]], 1.0)] if t in graph.updates and graph.updates[t] in tid else []
+            for J in range(1, n + 1):
+                made = stage_terms(prod[t], J, n, -1.0)
+                if made:
+                    C.add([(xout[i, k], 1.0) for k in range(J + 1, S) if hi[xout[i, k]] > 0] + keep + made, lo=0)
+        elif prod[t] < 0:
+            start = [(init[i], 1.0)] if persistent[i] else []
+            for o in cons[t]:
+                for J in range(1, n + 1):
+                    need = stage_terms(o, 1, J, -1.0)
+                    if need:
+                        C.add([(xin[i, k], 1.0) for k in range(J) if hi[xin[i, k]] > 0] + start + need, lo=0)
 
 
 def _aligned(nbytes: int, a: int) -> int:
@@ -158,7 +235,8 @@ def _aligned(nbytes: int, a: int) -> int:
 def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment: int = DEFAULT_ALIGNMENT,
                 time_limit_s: float = 60.0, planner_name: str = "exact-stages", schedule=None,
                 class_choice: bool = True, backend: str = "auto", warm_schedule=None,
-                warm_start: ExactResult | None = None, workers: int = 2, live_cuts: bool = True) -> ExactResult:
+                warm_start: ExactResult | None = None, workers: int = 2, live_cuts: bool = True,
+                dominance: bool = False, copy_cuts: bool = True, det_limit: float | None = None) -> ExactResult:
     """Solve the stage model (module docstring) and build its plan. Raises TvmSwapError past MAX_OPS ops.
 
     `schedule`, if given, fixes the op order (the model then optimises memory and copies only).
@@ -168,7 +246,8 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
     (a fraction of the time limit) and its solution is the free solve's starting incumbent (a hint), so the
     free solve never ends worse than the best stage plan for that order. `warm_start`: such a result, already
     solved (same graph, limit and class_choice), used the same way. `live_cuts` adds valid inequalities that
-    tighten the relaxation (_add_live_cuts); they remove no integer solution."""
+    tighten the relaxation (_add_live_cuts); they remove no integer solution. `det_limit` (CP-SAT only): also stop
+    at this much deterministic time (CP-SAT's work units: the same result whatever the machine's load)."""
     if backend == "auto":
         backend = "cpsat" if _have_cpsat() else "highs"
     if backend not in ("cpsat", "highs"):
@@ -253,10 +332,12 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
         C.add([(x[o, k], 1.0) for k in range(n)], 1, 1)
     for k in range(n):
         C.add([(x[o, k], 1.0) for o in range(n)], 1, 1)
+    C.mark("assignment")
     for o, ps in enumerate(graph.op_preds()):
         for p in ps:   # o has run by stage k only if p ran before k (stronger than comparing positions)
             for k in range(n):
                 C.add([(x[o, j], 1.0) for j in range(k + 1)] + [(x[p, j], -1.0) for j in range(k)], hi=0)
+    C.mark("precedence")
     for i, t in enumerate(used):
         for k in range(S):
             prev = [(r[i, k - 1], -1.0)] if k else [(init[i], -1.0)]
@@ -292,8 +373,16 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
             for k in range(S):
                 if hi[xin[j, k]] > 0:
                     C.add([(xout[i, q], 1.0) for q in range(S)] + [(xin[j, k], -1.0), (init[j], -1.0)], lo=-1)
+    C.mark("residency and copies")
     if live_cuts:
         _add_live_cuts(C, graph, used, tid, x, r, xin, xout, hi, preds)
+    C.mark("live cuts")
+    if dominance:
+        _add_dominance_rows(C, graph, used, x, r, xin, xout, hi, P, persistent)
+    C.mark("dominance")
+    if copy_cuts:
+        _add_first_copy_cuts(C, graph, used, tid, x, xin, xout, init, hi, persistent)
+    C.mark("first-copy cuts")
     # memory: each tensor picks one class at least its size (an update the class of its param)
     for i, t in enumerate(used):
         for c in range(nc):
@@ -311,6 +400,7 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
             C.add([(cnt[c], 1.0)] + [(z[i, k, c], -1.0) for i in range(T)], lo=0)
         C.add([(cnt[c], 1.0)] + [(w[i, c], -1.0) for i in range(T)], lo=0)
     C.add([(cnt[c], float(sizes[c])) for c in range(len(sizes))], hi=float(mem_limit - ws_bytes))
+    C.mark("memory classes")
     # stage times
     a1 = (1.0 - h_both / h_solo) / d_both        # out first at the shared rate, then in alone
     a2 = (1.0 - d_both / d_solo) / h_both
@@ -324,6 +414,7 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
         C.add([(s[k], 1.0)] + [(c, -v / link) for c, v in outs + ins], lo=0)
         C.add([(s[k], 1.0)] + [(c, -v * a1) for c, v in outs] + [(c, -v / h_solo) for c, v in ins], lo=0)
         C.add([(s[k], 1.0)] + [(c, -v * a2) for c, v in ins] + [(c, -v / d_solo) for c, v in outs], lo=0)
+    C.mark("stage times")
 
     if backend == "cpsat":
         warm, warm_s = warm_start, 0.0
@@ -341,7 +432,7 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
         copy_cols[xin.ravel()] = copy_cols[xout.ravel()] = True
         status, sol, objective_s, gap, solve_s = _solve_cpsat(
             V, C, lo, hi, stage_cols, copy_cols, float(op_time.sum()), max(1e-3, time_limit_s - warm_s), workers,
-            hint)
+            hint, det_limit)
         solve_s += warm_s
         if hint is not None and (sol is None or objective_s > warm.objective_s):   # the hint was not taken up
             status, sol, objective_s, gap = "time_limit", hint, warm.objective_s, None
@@ -393,7 +484,7 @@ GAP_LIMIT = 1e-3       # CP-SAT stops (and reports "optimal") once proven within
 TIME_TICKS = 10**6     # CP-SAT's integer time unit: the total op time / TIME_TICKS
 
 
-def _solve_cpsat(V, C, lo, hi, stage_cols, copy_cols, total_op_s, time_limit_s, workers, hint):
+def _solve_cpsat(V, C, lo, hi, stage_cols, copy_cols, total_op_s, time_limit_s, workers, hint, det_limit=None):
     """The same rows in CP-SAT. Its coefficients must be integers: the 0/1 and byte coefficients are; the stage
     times s_k count ticks of total_op_s / TIME_TICKS, and in their rows (s_k - sum c_i v_i >= 0, c_i >= 0) each
     c_i is rounded UP to whole ticks, so a stage never lasts less than in the float model (the objective may
@@ -452,13 +543,17 @@ def _solve_cpsat(V, C, lo, hi, stage_cols, copy_cols, total_op_s, time_limit_s, 
     solver.parameters.max_time_in_seconds = float(time_limit_s)
     solver.parameters.num_workers = int(workers)
     solver.parameters.relative_gap_limit = GAP_LIMIT
+    if det_limit is not None:
+        solver.parameters.max_deterministic_time = float(det_limit)
     t0 = time.perf_counter()
     st = solver.solve(m)
     if st == cp_model.MODEL_INVALID:
         raise TvmSwapError(f"CP-SAT model invalid: {m.validate()}")
     solve_s = time.perf_counter() - t0
+    hit = solve_s >= time_limit_s * 0.99 or (det_limit is not None
+                                              and solver.response_proto.deterministic_time >= det_limit * 0.99)
     status = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "time_limit", cp_model.INFEASIBLE: "infeasible",
-              cp_model.UNKNOWN: "time_limit" if solve_s >= time_limit_s * 0.99 else "unknown"}.get(st, "other")
+              cp_model.UNKNOWN: "time_limit" if hit else "unknown"}.get(st, "other")
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return status, None, None, None, solve_s
     sol = np.array([solver.value(v) for v in xs], dtype=np.int64)
