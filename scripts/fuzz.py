@@ -33,6 +33,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import time
 import traceback
@@ -300,19 +301,21 @@ def _git_commit() -> str:
     return git_commit()
 
 
-def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, progress: bool = False):
-    """Run the cases; returns (results, wall seconds). Workers are forked processes, one case per task."""
+def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, progress: bool = False,
+         results: list | None = None):
+    """Run the cases; returns (results, wall seconds). Workers are forked processes, one case per task.
+    `results`: a list the finished cases are appended to as they come (what a run cut short still has)."""
     seeds = list(seeds)
     det = (lambda s: determinism_every > 0 and s % determinism_every == 0)  # noqa: E731
     t0 = time.perf_counter()
-    results = []
+    results = [] if results is None else results
     if workers <= 1:
         it = (run_case(s, planners, det(s)) for s in seeds)
         pool = None
     else:
         _compile_before_fork()
         ctx = multiprocessing.get_context("fork")
-        pool = ctx.Pool(workers)
+        pool = ctx.Pool(workers, initializer=_worker_signals)
         it = pool.imap_unordered(_run_case_star, [(s, planners, det(s)) for s in seeds], chunksize=4)
     try:
         for k, r in enumerate(it, 1):
@@ -330,6 +333,16 @@ def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, pro
             pool.join()
     results.sort(key=lambda r: r["seed"])
     return results, time.perf_counter() - t0
+
+
+def _worker_signals() -> None:
+    """Workers leave Ctrl-C and a timeout's SIGTERM to the parent, which ends them (pool.terminate)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _compile_before_fork() -> None:
@@ -401,11 +414,22 @@ def main(argv=None) -> int:
     seeds = range(args.start, args.start + args.n)
     print(f"fuzzing {args.n} cases (seeds {args.start}..{args.start + args.n - 1}), planners "
           f"{', '.join(planners)}, {args.workers} workers", flush=True)
+    # Ctrl-C or a timeout's SIGTERM: the cases finished so far are summarized (and written) all the same,
+    # marked as cut, and the exit code is 130
+    done: list = []
+    t0 = time.perf_counter()
+    old_term = signal.signal(signal.SIGTERM, _interrupt)
+    cut = False
     try:
-        results, wall = fuzz(seeds, planners, args.workers, args.determinism_every, progress=True)
+        results, wall = fuzz(seeds, planners, args.workers, args.determinism_every, progress=True, results=done)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        cut = True
+        results, wall = sorted(done, key=lambda r: r["seed"]), time.perf_counter() - t0
+        print(f"interrupted after {len(results)} of {args.n} cases", file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+    if not results:
+        return 130 if cut else 1
     table, lines = summarize(results, planners)
     for ln in lines:
         print(ln)
@@ -413,17 +437,18 @@ def main(argv=None) -> int:
     slowest = max(results, key=lambda r: r.get("wall_s", 0))
     print(f"{len(results)} cases in {wall:.1f} s wall ({args.workers} workers); slowest case seed "
           f"{slowest['seed']} ({slowest.get('ops')} ops) {slowest.get('wall_s', 0):.2f} s; "
-          f"{len(lines)} failures")
+          f"{len(lines)} failures" + (f"; CUT SHORT: {len(results)} of {args.n} cases" if cut else ""))
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "commit": _git_commit(), "n": args.n, "start": args.start, "workers": args.workers,
+            "commit": _git_commit(), "n": args.n, "cases_done": len(results), "cut_short": cut,
+            "start": args.start, "workers": args.workers,
             "planners": planners, "wall_s": wall, "table": table, "failures": lines,
             "determinism_every": args.determinism_every,
             "planner_cpu_s": {pl: round(sum(r.get("planner_s", {}).get(pl, 0.0) for r in results), 3)
                               for pl in planners},
             "case_cpu_s": {str(r["seed"]): round(r.get("cpu_s", 0.0), 4) for r in results},
             "load_avg": list(os.getloadavg())}, indent=1))
-    return 1 if lines else 0
+    return 130 if cut else 1 if lines else 0
 
 
 if __name__ == "__main__":
