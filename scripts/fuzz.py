@@ -9,8 +9,9 @@ peak), then runs every planner registered in tvm_swap.planner.PLANNERS and check
 - verified: the plan comes back verified, and the independent verifier passes its JSON round trip;
 - peak: the predicted peak <= the pool <= the limit;
 - bound: the simulated time >= the lower bound (tvm_swap/planner/bounds.py);
-- same seed: planning again with the same seed gives the same plan (timings aside; every
-  `--determinism-every`-th case, default every other one, as it doubles a case's time);
+- same seed: planning again with the same seed, on a fresh copy of the graph (nothing remembered with it),
+  gives the same plan (timings aside; every `--determinism-every`-th case, default every other one, as it
+  doubles a case's time);
 - refusal: a planner that refuses a limit names a minimum above it, and plans at exactly that minimum;
   a limit below the min feasible is refused by every planner, naming a min it then plans at (exactly the
   min feasible for swapadvisor and swapadvisor-nosearch, at least it for the baselines).
@@ -21,7 +22,9 @@ Exit code: 0 when nothing failed, 1 otherwise. `--json FILE` writes the counts, 
 
 The summary also gives CPU seconds per planner (its plans, re-plans and checks) and per case: CPU time, so
 the numbers hold on a shared machine; on idle cores the wall time is about total / workers. A case computes
-its floors once and does not plan a planner twice at one limit (the determinism re-plan aside);
+its floors once and does not plan a planner twice at one limit (the determinism re-plan aside).
+The GA runs 0-3 generations of 2-8 genomes, and in three cases of four tries its seeds with the default
+schedule only (GASettings.seed_schedules=1): a small search, as the fuzz checks plans, not their quality.
 benchmarks/fuzz.md has the measurements.
 """
 from __future__ import annotations
@@ -30,6 +33,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import time
 import traceback
@@ -134,6 +138,10 @@ def draw_case(seed: int) -> Case:
     r = rng.random()
     limit = lo if r < 0.1 else hi if r < 0.15 else int(rng.integers(lo, hi + 1))
     ga = {"generations": int(rng.integers(0, 4)), "population": int(rng.integers(2, 9))}
+    # a quick search in most cases (the default schedule only for the seeds: a third of the seed evaluations,
+    # which are most of a small search's), the full seeds in a quarter; a stream of its own, so the graph,
+    # limit and other settings of a seed are what they were before this draw existed
+    ga["seed_schedules"] = 3 if np.random.default_rng([seed, 4]).random() < 0.25 else 1
     return Case(seed, g, op_time, device, alignment, limit, lo, ga)
 
 
@@ -156,13 +164,18 @@ def floors(case: Case, pl: str) -> tuple[int, int]:
     return case.memo["floors", pool]
 
 
-def _plan(case: Case, planner: str, limit: int) -> Plan:
+def _plan(case: Case, planner: str, limit: int, graph: DataflowGraph | None = None) -> Plan:
     planner, extra = VARIANTS.get(planner, (planner, {}))
     kw = dict(case.ga) if planner in SEARCH_PLANNERS else {}
     kw.update(extra)
     gens = kw.pop("generations", 0)
-    return plan_graph(case.graph, limit, device=case.device, op_time=case.op_time, planner=planner,
+    return plan_graph(graph or case.graph, limit, device=case.device, op_time=case.op_time, planner=planner,
                       seed=case.seed, generations=gens, workers=1, alignment=case.alignment, **kw)
+
+
+def fresh_copy(g: DataflowGraph) -> DataflowGraph:
+    """The same graph as a new object, with nothing remembered (DataflowGraph._cache empty)."""
+    return DataflowGraph(g.name, list(g.tensors), list(g.ops), list(g.outputs), dict(g.updates), dict(g.meta))
 
 
 def _comparable(plan: Plan) -> dict:
@@ -273,7 +286,9 @@ def _check_planner(case: Case, pl: str, fail, determinism: bool) -> str:
         fail(pl, check, msg + (f" (at the min {limit} it named)" if outcome == "refused" else ""))
     case.memo[pl, limit] = True
     if determinism:
-        again = _plan(case, pl, limit)
+        # on a fresh copy of the graph: what the planner keeps with a graph (floors, fits, offload needs,
+        # bounds) is computed again, so a nondeterministic computation cannot hide behind a remembered answer
+        again = _plan(case, pl, limit, fresh_copy(case.graph))
         if _comparable(again) != _comparable(plan):
             fail(pl, "same seed", "planning twice with the same seed gave different plans")
     return outcome
@@ -286,19 +301,21 @@ def _git_commit() -> str:
     return git_commit()
 
 
-def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, progress: bool = False):
-    """Run the cases; returns (results, wall seconds). Workers are forked processes, one case per task."""
+def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, progress: bool = False,
+         results: list | None = None):
+    """Run the cases; returns (results, wall seconds). Workers are forked processes, one case per task.
+    `results`: a list the finished cases are appended to as they come (what a run cut short still has)."""
     seeds = list(seeds)
     det = (lambda s: determinism_every > 0 and s % determinism_every == 0)  # noqa: E731
     t0 = time.perf_counter()
-    results = []
+    results = [] if results is None else results
     if workers <= 1:
         it = (run_case(s, planners, det(s)) for s in seeds)
         pool = None
     else:
         _compile_before_fork()
         ctx = multiprocessing.get_context("fork")
-        pool = ctx.Pool(workers)
+        pool = ctx.Pool(workers, initializer=_worker_signals)
         it = pool.imap_unordered(_run_case_star, [(s, planners, det(s)) for s in seeds], chunksize=4)
     try:
         for k, r in enumerate(it, 1):
@@ -316,6 +333,16 @@ def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, pro
             pool.join()
     results.sort(key=lambda r: r["seed"])
     return results, time.perf_counter() - t0
+
+
+def _worker_signals() -> None:
+    """Workers leave Ctrl-C and a timeout's SIGTERM to the parent, which ends them (pool.terminate)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _compile_before_fork() -> None:
@@ -387,11 +414,22 @@ def main(argv=None) -> int:
     seeds = range(args.start, args.start + args.n)
     print(f"fuzzing {args.n} cases (seeds {args.start}..{args.start + args.n - 1}), planners "
           f"{', '.join(planners)}, {args.workers} workers", flush=True)
+    # Ctrl-C or a timeout's SIGTERM: the cases finished so far are summarized (and written) all the same,
+    # marked as cut, and the exit code is 130
+    done: list = []
+    t0 = time.perf_counter()
+    old_term = signal.signal(signal.SIGTERM, _interrupt)
+    cut = False
     try:
-        results, wall = fuzz(seeds, planners, args.workers, args.determinism_every, progress=True)
+        results, wall = fuzz(seeds, planners, args.workers, args.determinism_every, progress=True, results=done)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        cut = True
+        results, wall = sorted(done, key=lambda r: r["seed"]), time.perf_counter() - t0
+        print(f"interrupted after {len(results)} of {args.n} cases", file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+    if not results:
+        return 130 if cut else 1
     table, lines = summarize(results, planners)
     for ln in lines:
         print(ln)
@@ -399,17 +437,18 @@ def main(argv=None) -> int:
     slowest = max(results, key=lambda r: r.get("wall_s", 0))
     print(f"{len(results)} cases in {wall:.1f} s wall ({args.workers} workers); slowest case seed "
           f"{slowest['seed']} ({slowest.get('ops')} ops) {slowest.get('wall_s', 0):.2f} s; "
-          f"{len(lines)} failures")
+          f"{len(lines)} failures" + (f"; CUT SHORT: {len(results)} of {args.n} cases" if cut else ""))
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "commit": _git_commit(), "n": args.n, "start": args.start, "workers": args.workers,
+            "commit": _git_commit(), "n": args.n, "cases_done": len(results), "cut_short": cut,
+            "start": args.start, "workers": args.workers,
             "planners": planners, "wall_s": wall, "table": table, "failures": lines,
             "determinism_every": args.determinism_every,
             "planner_cpu_s": {pl: round(sum(r.get("planner_s", {}).get(pl, 0.0) for r in results), 3)
                               for pl in planners},
             "case_cpu_s": {str(r["seed"]): round(r.get("cpu_s", 0.0), 4) for r in results},
             "load_avg": list(os.getloadavg())}, indent=1))
-    return 1 if lines else 0
+    return 130 if cut else 1 if lines else 0
 
 
 if __name__ == "__main__":

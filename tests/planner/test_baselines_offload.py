@@ -171,3 +171,30 @@ def test_tflms_swap_ins_wait_for_their_control_op():
     asyn = plan(g, t, "save-on-cpu-async", noswap_peak(g) * 2)       # not gated: a side-stream prefetch
     assert any(not any(acts2.kind == "compute" for acts2 in [asyn.actions[d] for d in a.deps])
                for a in asyn.actions if a.kind == "swap_in")
+
+
+@pytest.mark.parametrize("planner", ["tflms", "save-on-cpu", "zero-offload"])
+def test_a_policys_need_is_walked_once_per_graph_and_is_what_a_fresh_walk_gives(planner, monkeypatch):
+    """policy_need keeps its answer with the graph (it depends on no limit and no op times): planned again at
+    another limit, the planner does not walk the roomy pool again, and its plans are a fresh graph's."""
+    from tvm_swap.graph import DataflowGraph
+    from tvm_swap.planner.baselines import offload
+
+    def comparable(p):
+        d = p.to_dict()
+        d["search"].pop("search_s", None)
+        return d
+
+    g, t = graph(5, 10)
+    walks = []
+    real = offload.PolicyWalker.run_ops
+    monkeypatch.setattr(offload.PolicyWalker, "run_ops", lambda self: walks.append(1) or real(self))
+    need = need_of(g, t, planner)
+    for lim in (need, need + (noswap_peak(g) - need) // 2):
+        n0 = len(walks)
+        p = plan(g, t, planner, lim)
+        n1 = len(walks)
+        fresh = plan(DataflowGraph(g.name, g.tensors, g.ops, list(g.outputs), dict(g.updates), dict(g.meta)),
+                     t, planner, lim)
+        assert comparable(p) == comparable(fresh)
+        assert n1 - n0 < len(walks) - n1          # the fresh graph walked its needs again

@@ -36,7 +36,7 @@ def test_a_case_plans_each_planner_at_each_limit_once(monkeypatch):
     and checked (case 1004's limit is the min feasible, so the baselines' refusals name it)."""
     calls = []
     real = fuzz._plan
-    monkeypatch.setattr(fuzz, "_plan", lambda case, pl, limit: calls.append((pl, limit)) or real(case, pl, limit))
+    monkeypatch.setattr(fuzz, "_plan", lambda case, pl, limit, *a: calls.append((pl, limit)) or real(case, pl, limit, *a))
     case = fuzz.draw_case(1004)
     assert case.limit == case.min_feasible
     r = fuzz.run_case(1004, determinism=False)
@@ -84,3 +84,23 @@ def test_the_fuzz_reports_a_refusal_of_a_feasible_limit_and_a_nondeterministic_p
     got = {(pl, check) for pl, check, _ in r["failures"]}
     assert ("swapadvisor-nosearch", "refusal") in got
     assert ("swapadvisor", "same seed") in got
+
+
+def test_the_determinism_replan_does_not_reuse_what_a_planner_remembered_with_the_graph(monkeypatch):
+    """A planner whose answer comes from something computed once per graph object (as the floors, fits,
+    offload needs and bounds are) and differs each time it is computed: the re-plan, on a fresh copy of
+    the graph, computes it again and the check sees the difference."""
+    real = PLANNERS["swapadvisor-nosearch"]
+    draws = iter(range(1, 10 ** 6))
+
+    def remembers(ctx):
+        plan = real(ctx)
+        plan.search["remembered"] = ctx.graph._cache.setdefault("test_nondeterministic", next(draws))
+        return plan
+
+    monkeypatch.setitem(PLANNERS, "swapadvisor-nosearch", remembers)
+    r = fuzz.run_case(10, ["swapadvisor-nosearch"], determinism=True)
+    assert ("swapadvisor-nosearch", "same seed") in {(pl, check) for pl, check, _ in r["failures"]}
+    case = fuzz.draw_case(10)
+    copy = fuzz.fresh_copy(case.graph)
+    assert copy is not case.graph and not copy._cache and copy.to_dict() == case.graph.to_dict()

@@ -196,3 +196,30 @@ def test_a_refusals_percentage_is_a_limit_that_plans():
     assert e.value.reference_bytes == no_swap_bytes(g, alignment=A) and f"{pct}% of the" in str(e.value)
     assert "needs" in str(e.value) and "fuse_max_depth=2" in str(e.value)
     assert plan_graph(g, f"{pct}%", op_time=random_op_times(g), planner="swapadvisor-nosearch").verified
+
+
+def test_predicted_bounds_kept_with_the_graph_are_those_of_each_limit_op_times_and_device():
+    """predict keeps the bounds with the graph per (limit, alignment, device, op times): each plan still
+    reports its own request's bounds, exactly what computing them afresh gives."""
+    from tvm_swap.devices import get_device
+    from tvm_swap.planner.bounds import lower_bound
+    from tvm_swap.planner.tight_bound import tight_lower_bound
+
+    g = random_training_graph(6, n_layers=10, momentum=True)
+    ot = random_op_times(g)
+    hi = int(1.1 * noswap_peak(g))
+    lo = min_feasible_limit(g)
+    fast = ot * 1e-4          # the link's terms dominate: the bound depends on the limit and the device
+    cases = [(lo, fast, "v100-16gb"), (hi, fast, "v100-16gb"), (lo, ot, "v100-16gb"), (lo, fast, "h100")]
+    for lim, t, dev in cases:
+        for planner in ("odswap", "swapadvisor-nosearch"):
+            try:
+                p = plan_graph(g, lim, device=dev, op_time=t, planner=planner, workers=1)
+            except InfeasibleLimitError:
+                assert planner == "odswap"
+                continue
+            d = get_device(dev)
+            assert p.predicted["lower_bound_s"] == lower_bound(g, t, d, lim, A)
+            assert p.predicted["tight_lower_bound_s"] == tight_lower_bound(g, t, d, lim, A)
+    assert len({lower_bound(g, t, get_device(dev), lim, A) for lim, t, dev in cases}) == len(cases)
+    assert min_feasible_limit(g) == minimal_pool(g).limit

@@ -98,5 +98,11 @@ def minimal_pool(graph_or_index: DataflowGraph | GraphIndex, alignment: int = 25
 
 def min_feasible_limit(graph: DataflowGraph | GraphIndex, alignment: int = 256) -> int:
     """The smallest mem_limit (bytes) at which a size-class pool can hold every op's inputs and outputs
-    at once, plus the largest op workspace. Every planner can plan at any limit at or above it."""
+    at once, plus the largest op workspace. Every planner can plan at any limit at or above it. (Kept with a
+    DataflowGraph per alignment: the refusal checks and the baselines ask it again and again.)"""
+    if isinstance(graph, DataflowGraph):
+        key = ("min_feasible_limit", int(alignment))
+        if key not in graph._cache:
+            graph._cache[key] = int(minimal_pool(graph, alignment).limit)
+        return graph._cache[key]
     return minimal_pool(graph, alignment).limit

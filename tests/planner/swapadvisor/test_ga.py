@@ -136,3 +136,29 @@ def test_progress_postfix_reports_the_evaluation_rate_and_best_time():
     p = progress_postfix(1.23456, 40, 8.0)
     assert p["evals"] == 40 and p["evals/s"] == "5" and p["best_s"] == "1.235"
     assert float(progress_postfix(2.0, 3, 0.0)["evals/s"]) > 0      # no division by zero at the start
+
+
+def test_seed_schedules_one_tries_the_memory_seeds_on_the_default_schedule_only():
+    g = random_training_graph(4, n_layers=6)
+    limit = tight_limit(g)
+    ot = random_op_times(g)
+    from tvm_swap.planner.swapadvisor.ga import Evaluator
+
+    for pool in ("arena", "size-classes"):
+        ev = Evaluator(g, ot, DEV, limit, 256, pool=pool) if pool == "arena" else None
+        full = GeneticSearch(g, ot, DEV, limit, seed=0, evaluator=ev).seed_genomes()
+        quick = GeneticSearch(g, ot, DEV, limit, seed=0, settings=GASettings(seed_schedules=1),
+                              evaluator=ev).seed_genomes()
+        default = full[0][1].schedule
+        assert len(quick) < len(full)
+        assert all(np.array_equal(q.schedule, default) for _, q in quick)
+        # the same memory seeds as the full list's default-schedule ones ("free+x", "hot+x": the others)
+        assert [n for n, _ in quick] == [n for n, _ in full if "+" not in n]
+    kw = dict(op_time=ot, planner="swapadvisor", seed=1, generations=1, population=4, workers=1)
+    a, b = plan_graph(g, limit, seed_schedules=1, **kw), plan_graph(g, limit, seed_schedules=1, **kw)
+    assert comparable(a) == comparable(b) and a.verified
+    assert a.search["evaluations"] < plan_graph(g, limit, **kw).search["evaluations"]
+    from tvm_swap.errors import TvmSwapError
+
+    with pytest.raises(TvmSwapError, match="seed_schedules"):
+        plan_graph(g, limit, seed_schedules=2, **kw)

@@ -205,13 +205,25 @@ def _walker(ctx: PlanningContext, layout: PolicyLayout, policy: Policy, pool: Po
 
 def policy_need(ctx: PlanningContext, layout: PolicyLayout, policy: Policy,
                 make_walker=None) -> tuple[int, np.ndarray]:
-    """(bytes, per-class counts) the policy needs: its walk in a pool that never fills."""
+    """(bytes, per-class counts) the policy needs: its walk in a pool that never fills. The need depends on
+    the graph, the layout and the policy only (no limit, no op times), so a PolicyWalker's answer is kept
+    with the graph: a planner asked again at another limit (a refusal's min, a retry) does not walk again."""
+    key = None
+    if make_walker is None:
+        key = ("policy_need", ctx.alignment, tuple(layout.order), tuple(layout.resident),
+               tuple(np.asarray(layout.roomy).tolist()), tuple(np.asarray(layout.floor).tolist()), policy.sync,
+               policy.gated, tuple(sorted(policy.gaps.items())))
+        hit = ctx.graph._cache.get(key)
+        if hit is not None:
+            return hit[0], hit[1].copy()
     pool = layout.pool(layout.roomy, ctx.alignment)
     w = _walker(ctx, layout, policy, pool, make_walker)
     w.run_ops().finish()
     if w.forced_evictions() or w.failed_prefetches:
         raise RuntimeError("planner bug: the roomy pool filled up")
     counts = np.maximum(class_peaks(w.b.actions, pool, w.initial), layout.floor)
+    if key is not None:
+        ctx.graph._cache[key] = (layout.need_bytes(counts), counts.copy())
     return layout.need_bytes(counts), counts
 
 

@@ -46,6 +46,10 @@ class GASettings:
     cls_flip: float = 0.1            # per CLS step
     cnt_redraw: float = 0.3          # per class count
     cnt_sigma: float = 0.25          # Gaussian sd as a fraction of the count
+    # the seed schedules each memory seed is tried with: 3 = the default schedule and the two memory-greedy
+    # ones (encoding.locality_schedule); 1 = the default schedule only, a quicker search (the fuzz's, which
+    # checks plans, not their quality): about a third of the seed evaluations
+    seed_schedules: int = 3
 
     @classmethod
     def from_options(cls, options: dict) -> "GASettings":
@@ -53,6 +57,8 @@ class GASettings:
         s = cls(**known)
         if s.population < 2:
             raise ValueError(f"population must be at least 2, got {s.population}")
+        if s.seed_schedules not in (1, 3):
+            raise ValueError(f"seed_schedules must be 1 or 3, got {s.seed_schedules!r}")
         return s
 
 
@@ -138,14 +144,18 @@ class GeneticSearch:
             # each memory seed with the three schedules before the next memory seed: under a time budget the
             # seeds evaluated first are the plain genomes (best on BERT-large: hot; on the RNNs: free, default)
             named = sp.seeds()
-            scheds = [("", sched), ("free+", locality_schedule(self.gi, sched, 0.25 * self.mem_limit, net=True)),
-                      ("hot+", locality_schedule(self.gi, sched, 1.0 * self.mem_limit, net=False))]
+            scheds = [("", sched)]
+            if self.s.seed_schedules > 1:
+                scheds += [("free+", locality_schedule(self.gi, sched, 0.25 * self.mem_limit, net=True)),
+                           ("hot+", locality_schedule(self.gi, sched, 1.0 * self.mem_limit, net=False))]
             return [(f"{sname}{name}", Genome(s.copy(), a.copy())) for name, a in named
                     for sname, s in (scheds[:1] if name in sp.DEFAULT_SCHEDULE_ONLY else scheds)]
         allocs = [("nosearch", sp.single_class()), ("minimal_pool", sp.minimal_pool()),
                   ("exact_sizes", sp.exact_sizes()), ("geometric2", sp.geometric(2.0)),
                   ("geometric8", sp.geometric(8.0))]
         out = [(name, Genome(sched.copy(), a)) for name, a in allocs]
+        if self.s.seed_schedules == 1:
+            return out
         scheds = [("hot", locality_schedule(self.gi, sched, 1.0 * self.mem_limit, net=False)),
                   ("free", locality_schedule(self.gi, sched, 0.25 * self.mem_limit, net=True))]
         for sname, s in scheds:
