@@ -14,7 +14,8 @@ What else may keep an op from being recomputed (the planners check these; `tvm_s
 result): it must have exactly one output (a recompute writes every output, and another output may still be
 live); it must not read a param whose update is computed before the rebuilt value is needed (the update
 may replace the param's value); the recompute's inputs must be resident when it runs, each brought back
-by a swap-in or itself rebuilt, at most `MAX_CHAIN_DEPTH` recomputes deep.
+by a swap-in or itself rebuilt, at most `MAX_CHAIN_DEPTH` recomputes deep (the default: the arena planner's
+search tunes the depth per genome, 1 to swapadvisor.arena.MAX_DEPTH_GENE).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from ..graph import DataflowGraph
 # a recompute is resident, has a host copy, or was itself dropped with a chain at most one shorter.
 # Deeper chains save little memory (the intermediate results need room while the chain runs) and cost
 # compute that grows with the depth; 3 covers the elementwise tails of a layer (bias add -> GELU -> dropout).
+# The arena search's depth gene goes deeper where it pays (BERT-large@32's softmax/GELU transposes: 8-12).
 MAX_CHAIN_DEPTH = 3
 
 _RANDOM = re.compile(r"dropout|random|rng|philox|bernoulli|multinomial|uniform|normal_", re.IGNORECASE)
