@@ -63,7 +63,9 @@ SEARCH_PLANNERS = ("swapadvisor",)   # planners that take GA settings
 # registered planners with options, fuzzed as planners of their own: name -> (planner, options); swapadvisor
 # itself recomputes by default (arena pool), so its variant is swap-only
 VARIANTS = {"swapadvisor-swap-only": ("swapadvisor", {"recompute": "off", "pool": "arena"}),
-            "swapadvisor-nosearch+recompute": ("swapadvisor-nosearch", {"recompute": "on", "pool": "arena"})}
+            "swapadvisor-nosearch+recompute": ("swapadvisor-nosearch", {"recompute": "on", "pool": "arena"}),
+            # the paper's memory model (issue 10 keeps it as a mode): every pool mode is fuzzed
+            "swapadvisor-size-classes": ("swapadvisor", {"recompute": "off", "pool": "size-classes"})}
 ALL_PLANNERS = [*PLANNERS, *VARIANTS]
 
 
