@@ -62,8 +62,7 @@ def place_stays_zoned(first: list[int], last: list[int], size: list[int], zones:
         ze[z][b] = a
         insort(zfree, (b - a, a, z))
 
-    starts: list[int] = []          # the region above base, relative to base: as place_stays
-    blk: dict[int, int] = {}
+    region = _Blocks()              # free blocks of the region above base (relative to it), below `top`
     top = peak = 0
     for s in order:
         f, l_, need = first[s], last[s], size[s]
@@ -77,22 +76,10 @@ def place_stays_zoned(first: list[int], last: list[int], size: list[int], zones:
                 zadd(in_zone[r], offsets[r], offsets[r] + size[r])
                 continue
             a = offsets[r] - base
-            b = a + size[r]
-            k = bisect_left(starts, a)
-            if k > 0 and blk[starts[k - 1]] == a:
-                k -= 1
-                a = starts[k]
-                del starts[k]
-            if k < len(starts) and starts[k] == b:
-                b2 = blk.pop(b)
-                del starts[k]
-                b = b2
-            if b == top:
-                blk.pop(a, None)
-                top = a
-                continue
-            insort(starts, a)
-            blk[a] = b
+            region.add(a, a + size[r])
+            if region.starts and region.end[region.starts[-1]] == top:   # free space at the top: lower it
+                top = region.starts.pop()
+                del region.end[top]
         k = bisect_left(zfree, (need, -1, -1))
         while k < len(zfree):
             ln, a, z = zfree[k]
@@ -116,18 +103,10 @@ def place_stays_zoned(first: list[int], last: list[int], size: list[int], zones:
                 insort(zfree, (ln - need, a + need, z))
             heapq.heappush(ends, (l_, s))
             continue
-        best, best_len = -1, -1
-        for a in starts:
-            ln = blk[a] - a
-            if ln >= need and (best < 0 or ln < best_len):
-                best, best_len = a, ln
+        best = region.best_fit(need)
         if best >= 0:
             offsets[s] = base + best
-            del starts[bisect_left(starts, best)]
-            end = blk.pop(best)
-            if best + need < end:
-                insort(starts, best + need)
-                blk[best + need] = end
+            region.remove(best, best + need)
         else:
             offsets[s] = base + top
             top += need
