@@ -92,6 +92,51 @@ def check_before_load(path: str) -> None:
             raise _damaged(path, size, why)
 
 
+class _Elf:
+    """The ELF file header's fields that the checks below need, and readers of its program and section
+    headers (one parser for both checks; an entry shorter than its format is `struct.error`)."""
+
+    def __init__(self, f, head: bytes):
+        self.f, self.bits = f, head[4]
+        self.e = e = "<" if head[5] == 1 else ">"
+        if self.bits == 2:
+            self.phoff, self.shoff = struct.unpack_from(e + "QQ", head, 32)
+            self.phentsize, self.phnum, self.shentsize, self.shnum = struct.unpack_from(e + "HHHH", head, 54)
+        else:
+            self.phoff, self.shoff = struct.unpack_from(e + "II", head, 28)
+            self.phentsize, self.phnum, self.shentsize, self.shnum = struct.unpack_from(e + "HHHH", head, 42)
+
+    @staticmethod
+    def open(f) -> "_Elf | None":
+        """None for a file that is not ELF; `struct.error` for a header too short or naming no known class."""
+        head = f.read(64)
+        if head[:4] != b"\x7fELF":
+            return None
+        if head[4] not in (1, 2) or head[5] not in (1, 2) or len(head) < (64 if head[4] == 2 else 52):
+            raise struct.error("malformed ELF header")
+        return _Elf(f, head)
+
+    def segments(self):
+        """(p_type, p_offset, p_filesz) per program header."""
+        for k in range(self.phnum):
+            self.f.seek(self.phoff + k * self.phentsize)
+            ph = self.f.read(self.phentsize)
+            if self.bits == 2:
+                p_type, _, p_offset, _, _, p_filesz = struct.unpack_from(self.e + "IIQQQQ", ph)
+            else:
+                p_type, p_offset, _, _, p_filesz = struct.unpack_from(self.e + "IIIII", ph)
+            yield p_type, p_offset, p_filesz
+
+    def sections(self):
+        """(sh_type, sh_offset, sh_size, sh_link) per section header."""
+        for k in range(self.shnum):
+            self.f.seek(self.shoff + k * self.shentsize)
+            sh = self.f.read(self.shentsize)
+            sh_type, = struct.unpack_from(self.e + "I", sh, 4)
+            fmt, at = ("QQI", 24) if self.bits == 2 else ("III", 16)
+            yield (sh_type, *struct.unpack_from(self.e + fmt, sh, at))
+
+
 def check_elf(path: str, size: int | None = None) -> int | None:
     """An ELF file must hold every header, segment and section its headers name (else it is truncated).
     Returns the byte where the ELF's own contents end (what follows is the params trailer:
@@ -99,49 +144,28 @@ def check_elf(path: str, size: int | None = None) -> int | None:
     refuses them with its own message."""
     size = os.path.getsize(path) if size is None else size
     with open(path, "rb") as f:
-        head = f.read(64)
-        if head[:4] != b"\x7fELF":
-            return None
-        bits, endian = head[4], head[5]
-        if bits not in (1, 2) or endian not in (1, 2) or len(head) < (64 if bits == 2 else 52):
-            raise _damaged(path, size, "its ELF header is malformed")
-        e = "<" if endian == 1 else ">"
-        if bits == 2:
-            phoff, shoff = struct.unpack_from(e + "QQ", head, 32)
-            phentsize, phnum, shentsize, shnum = struct.unpack_from(e + "HHHH", head, 54)
-        else:
-            phoff, shoff = struct.unpack_from(e + "II", head, 28)
-            phentsize, phnum, shentsize, shnum = struct.unpack_from(e + "HHHH", head, 42)
-        end = len(head)
-        for what, off, n, ent in (("program headers", phoff, phnum, phentsize),
-                                  ("section headers", shoff, shnum, shentsize)):
-            if n and off + n * ent > size:
-                raise _damaged(path, size, f"its {what} end at byte {off + n * ent}")
-            if n:
-                end = max(end, off + n * ent)
-        for k in range(phnum):
-            f.seek(phoff + k * phentsize)
-            ph = f.read(phentsize)
-            if bits == 2:
-                p_type, _, p_offset, _, _, p_filesz = struct.unpack_from(e + "IIQQQQ", ph)
-            else:
-                p_type, p_offset, _, _, p_filesz = struct.unpack_from(e + "IIIII", ph)
-            if p_type == _PT_LOAD and p_offset + p_filesz > size:
-                raise _damaged(path, size, f"a loaded segment ends at byte {p_offset + p_filesz}")
-            end = max(end, p_offset + p_filesz)
-        for k in range(shnum):
-            f.seek(shoff + k * shentsize)
-            sh = f.read(shentsize)
-            if bits == 2:
-                sh_type, = struct.unpack_from(e + "I", sh, 4)
-                sh_offset, sh_size = struct.unpack_from(e + "QQ", sh, 24)
-            else:
-                sh_type, = struct.unpack_from(e + "I", sh, 4)
-                sh_offset, sh_size = struct.unpack_from(e + "II", sh, 16)
-            if sh_type != _SHT_NOBITS and sh_offset + sh_size > size:
-                raise _damaged(path, size, f"a section ends at byte {sh_offset + sh_size}")
-            if sh_type != _SHT_NOBITS:
-                end = max(end, sh_offset + sh_size)
+        try:
+            elf = _Elf.open(f)
+            if elf is None:
+                return None
+            end = 64 if elf.bits == 2 else 52
+            for what, off, n, ent in (("program headers", elf.phoff, elf.phnum, elf.phentsize),
+                                      ("section headers", elf.shoff, elf.shnum, elf.shentsize)):
+                if n and off + n * ent > size:
+                    raise _damaged(path, size, f"its {what} end at byte {off + n * ent}")
+                if n:
+                    end = max(end, off + n * ent)
+            for p_type, p_offset, p_filesz in elf.segments():
+                if p_type == _PT_LOAD and p_offset + p_filesz > size:
+                    raise _damaged(path, size, f"a loaded segment ends at byte {p_offset + p_filesz}")
+                end = max(end, p_offset + p_filesz)
+            for sh_type, sh_offset, sh_size, _ in elf.sections():
+                if sh_type != _SHT_NOBITS and sh_offset + sh_size > size:
+                    raise _damaged(path, size, f"a section ends at byte {sh_offset + sh_size}")
+                if sh_type != _SHT_NOBITS:
+                    end = max(end, sh_offset + sh_size)
+        except struct.error:        # a header or entry shorter than its own format says
+            raise _damaged(path, size, "its ELF headers are malformed") from None
     return end
 
 
@@ -174,27 +198,10 @@ def holds_tvm_blob(path: str) -> bool:
     extension, a system library); True otherwise (the loader then decides, as require_program does)."""
     try:
         with open(path, "rb") as f:
-            head = f.read(64)
-            if head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+            elf = _Elf.open(f)
+            if elf is None:
                 return True
-            bits, e = head[4], "<" if head[5] == 1 else ">"
-            if bits == 2:
-                shoff, = struct.unpack_from(e + "Q", head, 40)
-                shentsize, shnum = struct.unpack_from(e + "HH", head, 58)
-            else:
-                shoff, = struct.unpack_from(e + "I", head, 32)
-                shentsize, shnum = struct.unpack_from(e + "HH", head, 46)
-            sections = []
-            for k in range(shnum):
-                f.seek(shoff + k * shentsize)
-                sh = f.read(shentsize)
-                if bits == 2:
-                    sh_type, = struct.unpack_from(e + "I", sh, 4)
-                    sh_offset, sh_size, sh_link = struct.unpack_from(e + "QQI", sh, 24)
-                else:
-                    sh_type, = struct.unpack_from(e + "I", sh, 4)
-                    sh_offset, sh_size, sh_link = struct.unpack_from(e + "III", sh, 16)
-                sections.append((sh_type, sh_offset, sh_size, sh_link))
+            sections = list(elf.sections())
             dynsym = [sec for sec in sections if sec[0] == _SHT_DYNSYM]
             if not dynsym or not 0 < dynsym[0][3] < len(sections):
                 return True

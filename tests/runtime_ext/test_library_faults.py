@@ -104,6 +104,26 @@ def test_truncated_copies_are_refused_not_a_sigbus(lib, tmp_path):
             assert "is damaged" in ln and "truncated copy" in ln, ln
 
 
+def test_headers_with_entries_shorter_than_their_format_are_named_damaged(lib, tmp_path):
+    """A section or program header entry size that lies (too short to hold the entry) is a damaged file, not a
+    struct.error from the parser; the dynamic-symbol scan then gives the decision to the loader."""
+    import struct
+
+    from runtime_ext.library_check import check_elf, holds_tvm_blob
+
+    data = bytearray(lib.read_bytes())
+    assert data[4] == 2 and data[5] == 1          # 64-bit little-endian, as every library built here
+    for field in (54, 58):                        # e_phentsize, e_shentsize
+        bad = bytearray(data)
+        struct.pack_into("<H", bad, field, 2)
+        path = tmp_path / f"short_entries_{field}.so"
+        path.write_bytes(bytes(bad))
+        with pytest.raises(LibraryError, match="is damaged: .* ELF headers are malformed"):
+            check_elf(str(path))
+        assert holds_tvm_blob(str(path)) is True
+    assert check_elf(str(lib)) is not None and holds_tvm_blob(str(lib)) is True
+
+
 def test_a_library_edited_after_export_is_named_as_changed(lib, tmp_path):
     data = _edit(lib, b'"schedule":[0,1,', b'"schedule":[1,0,')
     with pytest.raises(LibraryError, match="has changed since it was exported"):
