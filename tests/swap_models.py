@@ -99,3 +99,20 @@ def bitwise_equal(a: list, b: list) -> bool:
         return x.shape == y.shape and x.dtype == y.dtype and \
             np.array_equal(x.reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8))
     return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+
+
+def assert_steps_match_unlimited(m, mod, inputs: list, params: list, steps: int = 3, what: str = "",
+                                 params_each_step: bool = False) -> list:
+    """Run `steps` chained training steps of module `m` and of the unlimited build of `mod`, each step's
+    updated params feeding the next (results: loss, then the updated params): every result must be bitwise
+    equal, and so must `m.params()` at the end (after every step with `params_each_step`). Returns the last
+    step's params."""
+    ref = Unlimited(mod)
+    for step in range(steps):
+        want = ref(inputs, params)
+        assert bitwise_equal(flat(m(*inputs)), want), f"{what}step {step} differs from the unlimited build"
+        params = want[1:]
+        if params_each_step or step == steps - 1:
+            got = [np.asarray(v) for v in m.params().values()]
+            assert bitwise_equal(got, params), f"{what}params after step {step} differ"
+    return params

@@ -8,7 +8,7 @@ import pytest
 tvm = pytest.importorskip("tvm")
 
 import tvm_swap  # noqa: E402
-from swap_models import MODELS, Unlimited, bitwise_equal, flat  # noqa: E402
+from swap_models import MODELS, Unlimited, assert_steps_match_unlimited, bitwise_equal, flat  # noqa: E402
 from tvm_swap.errors import InfeasibleLimitError, TvmSwapError, UnsupportedModelError  # noqa: E402
 
 FAST = dict(planner="swapadvisor", generations=2, workers=1, profile=False)
@@ -171,14 +171,8 @@ def test_optimizer_state_chains_over_three_steps(optimizer, limit):
     for p in f.params[:int(f.attrs["num_input"])]:
         shape, dt = [int(d) for d in p.ty.shape.values], str(p.ty.dtype.dtype)
         inputs.append(rng.integers(0, 10, shape).astype(dt) if "int" in dt else rng.standard_normal(shape).astype(dt))
-    ref = Unlimited(mod)
     m = tvm_swap.build(mod, mem_limit=limit, params=params, **FAST)
-    state = list(params.values())
-    for step in range(3):
-        want = ref(inputs, state)
-        assert bitwise_equal(flat(m(*inputs)), want), f"{optimizer} step {step} differs"
-        state = want[1:]
-    assert bitwise_equal(list(m.params().values()), state)
+    assert_steps_match_unlimited(m, mod, inputs, list(params.values()), what=f"{optimizer}: ")
 
 
 def test_build_refusal_names_a_limit_the_planner_then_meets(models):

@@ -15,7 +15,7 @@ from runtime_ext.emulated import EmulatedBackend, StreamError  # noqa: E402
 from runtime_ext.host_store import HostStore  # noqa: E402
 from runtime_ext.link import Link  # noqa: E402
 from runtime_ext.pool import DevicePool, PoolError  # noqa: E402
-from swap_models import Unlimited, bitwise_equal, flat, mlp  # noqa: E402
+from swap_models import Unlimited, assert_steps_match_unlimited, bitwise_equal, flat, mlp  # noqa: E402
 from tvm_swap.errors import PlanError  # noqa: E402
 from tvm_swap.plan import Action, Plan, Pool  # noqa: E402
 
@@ -359,14 +359,8 @@ def test_updated_weights_stay_on_the_device_across_calls():
     backing = plan.next_object_map(g.updates, g.op_outputs())
     assert backing != list(range(plan.pool.num_objects))      # some object really is renamed
     m = SwapModule(build_lowered(apply_plan(low, g, plan), "llvm"), ex.params, plan=plan)
-    ref = Unlimited(ex.mod)
-    inputs, params = list(ex.inputs.values()), list(ex.params.values())
-    for step in range(3):
-        want = ref(inputs, params)
-        got = flat(m(*inputs))
-        assert bitwise_equal(got, want), f"step {step} differs"
-        params = want[1:]
-        assert bitwise_equal(list(m.params().values()), params)
+    assert_steps_match_unlimited(m, ex.mod, list(ex.inputs.values()), list(ex.params.values()),
+                                 params_each_step=True)
     s = m.stats()
     assert s["swap_in_count"] == len(ex.inputs) and s["swap_out_count"] == 1   # only inputs in, loss out
 

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("tvm")
 
 import tvm_swap  # noqa: E402
-from swap_models import MODELS, Unlimited, bitwise_equal, flat  # noqa: E402
+from swap_models import MODELS, Unlimited, assert_steps_match_unlimited, bitwise_equal, flat  # noqa: E402
 
 FAST = dict(planner="swapadvisor", generations=1, workers=1, keep_updated=True)   # not left to the seed choice
 
@@ -47,13 +47,7 @@ def test_noswap_keeps_updated_params_and_matches_the_unlimited_build():
     ex = MODELS["mlp-train"]()
     m = tvm_swap.build(ex.mod, target="llvm", mem_limit="200%", params=ex.params, planner="noswap")
     assert m.executor.next_backing != list(range(len(m.executor.next_backing)))
-    ref = Unlimited(ex.mod)
-    inputs, params = list(ex.inputs.values()), list(ex.params.values())
-    for step in range(3):
-        want = ref(inputs, params)
-        assert bitwise_equal(flat(m(*inputs)), want), f"step {step} differs"
-        params = want[1:]
-    assert bitwise_equal([np.asarray(v) for v in m.params().values()], params)
+    assert_steps_match_unlimited(m, ex.mod, list(ex.inputs.values()), list(ex.params.values()))
     s = m.stats()
     assert s["swap_in_count"] == len(ex.inputs)   # no param traffic
 
@@ -74,10 +68,5 @@ def test_baselines_reading_kept_params_back_match_the_unlimited_build(planner):
         t = acts[i].tensor
         assert any(a.kind == "swap_out" and a.tensor == t for a in acts[:i]) or \
             any(a.kind == "swap_out" and a.tensor == upd_of[t] for a in acts)
-    ref = Unlimited(ex.mod)
-    inputs, params = list(ex.inputs.values()), list(ex.params.values())
-    for step in range(3):
-        want = ref(inputs, params)
-        assert bitwise_equal(flat(m(*inputs)), want), f"{planner}: step {step} differs"
-        params = want[1:]
-    assert bitwise_equal([np.asarray(v) for v in m.params().values()], params)
+    assert_steps_match_unlimited(m, ex.mod, list(ex.inputs.values()), list(ex.params.values()),
+                                 what=f"{planner}: ")
