@@ -6,12 +6,13 @@
 
 `lower` runs the target's default pipeline (tvm.relax.backend.<cpu_generic|cuda|...>.pipeline) up to and
 including CallTIRRewrite: library dispatch, LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR,
-(GPU: the dlight default schedules, through relay_passes.gpu_schedule so that one crashing rule falls back
+(llvm: relay_passes.cpu_inline, which keeps a fused kernel's elementwise stages from materialising full-size
+intermediates), (GPU: the dlight default schedules, through relay_passes.gpu_schedule so that one crashing rule falls back
 to the next instead of failing the build: TVM's own CUDA pipeline cannot build a cross-entropy loss),
 RewriteDataflowReshape, ToNonDataflow, RemovePurityChecking,
 CallTIRRewrite. `finalize` runs the rest: StaticPlanBlockMemory, (cuda: RewriteCUDAGraph), LowerAllocTensor,
 KillAfterLastUse, LowerRuntimeBuiltin, ComputePrimValue, VMShapeLower, AttachGlobalSymbol. With default
-options the two halves together are exactly `relax.get_default_pipeline(target)`.
+options the two halves together are exactly `relax.get_default_pipeline(target)` (plus cpu_inline on llvm).
 
 Shape of the lowered IR (what relay_passes.apply and tvm_swap.graph.extract rely on): every function is
 non-dataflow, carries `relax.force_pure`, and each kernel is three bindings
@@ -145,6 +146,10 @@ def lower(mod, target="llvm", fuse=True, fuse_max_depth=None, func_name=None):
     dispatch, legalize, dataflow_lower, _ = _stage_passes(target)
     if not fuse:
         legalize = [p for p in legalize if p.info.name not in FUSE_PASSES]
+    if target.kind.name == "llvm":      # no default CPU schedule: keep fused stages from materialising
+        from .cpu_inline import InlineFusedStages
+
+        legalize = legalize + [InlineFusedStages]
     seq = tvm.transform.Sequential(dispatch + legalize + dataflow_lower, name="tvm_swap.lower")
     with target, _pass_context(fuse_max_depth if fuse else None):
         out = _run_tvm(seq, mod, "lowering")
@@ -192,6 +197,7 @@ def lower_unlimited_build(mod, target="llvm", fuse=True, fuse_max_depth=None):
     """The plain build with TVM's own memory plan, for comparisons against a swap-planned build.
 
     Same kernels as `lower(mod, target, fuse, fuse_max_depth)`, so results can be compared bitwise. With the
-    default options this equals `relax.build(mod, target, relax_pipeline=relax.get_default_pipeline(target))`.
+    default options this equals `relax.build(mod, target, relax_pipeline=relax.get_default_pipeline(target))`
+    plus relay_passes.cpu_inline on llvm.
     """
     return build_lowered(lower(mod, target, fuse=fuse, fuse_max_depth=fuse_max_depth), target)

@@ -17,18 +17,17 @@ for a training step). Two bounds known before lowering decide most limits far be
   and FuseTIR only turn some legalized outputs into a fused kernel's internal buffers, FoldConstant only
   turns some into constants, RewriteDataflowReshape only into views; none makes a tensor that a legalized
   call_tir did not write. A best-fit plan creates a storage only for a tensor, of that tensor's size.
-- WS + W >= A, the largest raw bytes one live, unfolded op touches: its legalized kernel's tensor inputs and
-  outputs plus the global buffers it allocates (a convolution's padded input, ...). Why: the kernel that runs
-  the op after fusion reads each of those inputs from outside (in its WS) or from an internal buffer of its
-  own (in its workspace, counted whole: FuseTIR keeps a fused intermediate as a full-size global buffer on
-  llvm, which is why only llvm targets are checked; GPU schedules inline them), and the same holds for its
-  outputs and its own buffers. Only ops whose legalization is exactly one call_tir of a kernel that is not a
-  reshape (which could become a view) count, their inputs deduplicated up to views (any other op's result
-  is taken to be possibly a view of an input of its size). Only inputs that are surely data count: the
-  parameters, and results of single kernels that read such data, through views and tuples (anything else
-  may be folded into a constant by FoldConstant, e.g. a zeros_like, and constants are not tensors); an op
-  reading no such input may itself be folded, and ops whose results the function never uses may be removed:
-  neither counts.
+- WS + W >= A, the largest raw bytes one live, unfolded op surely touches: the parameters it reads (deduplicated
+  up to plain aliases), plus its result when that is a result of the function. Why: the kernel that runs the op
+  after fusion takes each parameter the op reads as an input (in its WS), and a function result as an output.
+  Nothing else of the op is sure: on llvm relay_passes.cpu_inline inlines a fused kernel's elementwise stages
+  and computes epilogues one element at a time, so an op's other inputs, its result and the buffers its kernel
+  allocates alone (a convolution's padded input, ...) may never be materialised (GPU schedules do the same,
+  which is why only llvm targets are checked: there the fusion that decides it is TVM's default). Only ops
+  whose legalization is exactly one call_tir of a kernel that is not a reshape count; an op whose inputs are
+  not surely data (the parameters, and results of single kernels that read such data, through views and
+  tuples; anything else may be folded into a constant by FoldConstant, e.g. a zeros_like) may itself be
+  folded, and ops whose results the function never uses may be removed: neither counts.
 - WS >= B, the largest parameter or result (aligned): it is an input or output of some kernel.
 
 A percentage p gives limit = int(p (S + W)) <= p (S + W), refused when below WS + W. With M = max(A, B)
@@ -86,8 +85,9 @@ class EarlyInfeasibleError(InfeasibleLimitError):
         self.reference_bytes = None
         self.min_feasible_percent = _percent_floor(bounds.floor_share_at_least())
         b = bounds
-        what = (f"{b.op_name} alone needs {format_bytes(b.op_min)} at once, {format_bytes(b.op_io)} of inputs and "
-                f"outputs" + (f" plus {format_bytes(b.op_buffers)} of kernel buffers" if b.op_buffers else ""))
+        what = (f"{b.op_name} alone needs {format_bytes(b.op_min)} at once (the parameters it reads, and its "
+                f"result where that is the function's)" +
+                (f" plus {format_bytes(b.op_buffers)} of kernel buffers" if b.op_buffers else ""))
         if limit_bytes is None:
             self.reason = (f"known before lowering: {what}, and {text} of what the model needs without swapping is "
                            f"less: that need is at most {format_bytes(b.storage_max)} plus the largest kernel "
@@ -384,6 +384,8 @@ def _floor_bounds(mod, func_name, target):
             parent[ra] = rb
 
     sure = set(func.params)
+    params = set(func.params)           # parameters and plain aliases of them: surely a kernel's inputs
+    results = set(_vars_in(func.body.body))
     tuple_fields: dict = {}
     best = (0, "", 0, 0)
     for var, v in bindings:
@@ -391,6 +393,8 @@ def _floor_bounds(mod, func_name, target):
             union(var, v)
             if v in sure:
                 sure.add(var)
+            if v in params:
+                params.add(var)
         elif isinstance(v, relax.Tuple):
             tuple_fields[var] = list(v.fields)
         elif isinstance(v, relax.TupleGetItem):
@@ -412,6 +416,8 @@ def _floor_bounds(mod, func_name, target):
                 union(var, originals[facts.identity])
                 if originals[facts.identity] in sure:
                     sure.add(var)
+                if originals[facts.identity] in params:
+                    params.add(var)
                 continue
             if facts.kernel is None or facts.kernel[3]:
                 # not surely a new tensor (a reshape may become a view): possibly a view of an input of its size
@@ -430,9 +436,11 @@ def _floor_bounds(mod, func_name, target):
                 continue
             classes: dict = {}
             for a in ins:
-                r = find(a)
-                classes[r] = max(classes.get(r, 0), sum(_leaf_bytes(a.ty)))
-            io = sum(classes.values()) + out_bytes
+                if a in params:                # anything else may be inlined into the kernel that runs this op
+                    r = find(a)
+                    classes[r] = max(classes.get(r, 0), sum(_leaf_bytes(a.ty)))
+            buffers = 0                        # a kernel's own buffers may be inlined too (cpu_inline)
+            io = sum(classes.values()) + (out_bytes if var in results else 0)
             if io + buffers > best[0]:
                 best = (io + buffers, f"op {v.op.name.removeprefix('relax.')!r} (binding {var.name!r})", io, buffers)
     if best[0] == 0:
