@@ -501,8 +501,13 @@ class _ArenaWalk:
         self.d2h = float(d2h_bandwidth)
 
     def run(self, capacity: int, bias: list, pinned_tensors=(), pairs=(), split: float = -1.0,
-            recompute=None, depth: int = MAX_CHAIN_DEPTH) -> _Decisions:
+            recompute=None, depth: int = MAX_CHAIN_DEPTH, window: int = PREFETCH_WINDOW) -> _Decisions:
         """One walk at `capacity` bytes (see the module docstring).
+
+        window: how many slots before its use a swap-in may start (1: just in time, at the op before; the
+        last resort of _decide_and_place at the floor, where an early prefetch that fits the capacity can still
+        find no address range: small_cnn at batch 128 prefetched a 512 KiB weight across the 8 MiB stays
+        of two ops, 0.52 MiB over the floor).
 
         recompute (bool per tensor, or None): an evicted tensor marked True is dropped without a copy and
         rebuilt by a recompute right before the op that next reads it, when that is sound: its producer's
@@ -736,7 +741,7 @@ class _ArenaWalk:
                                 f"nor on the host")
             need = size[t]
             make_room(need, i, group[t])
-            lo = max(hr, i - PREFETCH_WINDOW)       # the copy may be issued after slot lo at the earliest
+            lo = max(hr, i - window)                # the copy may be issued after slot lo at the earliest
             # after the last slot before i without room for it; the slots it then spans hold it
             q = prefetch_slot(usage, lo, i, capacity - need, need) if lo + 1 < i else lo
             sid = len(stay_t)
@@ -1161,6 +1166,16 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
                            judge)
         over = need - arena_bytes
         capacity = (capacity - max(over, capacity // 64)) // a * a
+    if floor <= room:
+        # last resort, at the floor: every swap-in just in time (a prefetch spans stays it need not)
+        d = walk.run(floor, bias, pinned, choose_pairs(walk.gi, sched, floor, genes.keep), genes.split,
+                     genes.recompute, genes.depth, window=1)
+        first = _floored_firsts(d)
+        sizes = [walk.size[t] for t in d.stay_t]
+        offsets, need = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes, lambda over: True)
+        if need <= arena_bytes:
+            return _cooled(walk, d, first, sizes, arena_bytes, floor, offsets, MAX_ROUNDS + 2,
+                           (bias, pinned, choose_pairs(walk.gi, sched, floor, genes.keep), genes), judge)
     raise PlanError(f"no arena placement fits {arena_bytes} bytes (fragmentation); raise the limit")
 
 
