@@ -8,6 +8,10 @@ floors come from the graph alone. Prints a table and writes benchmarks/min_limit
 
     python scripts/bench_min_limit.py
     python scripts/bench_min_limit.py --models small_cnn,resnet18_v1 --batches 1,128
+    python scripts/bench_min_limit.py --models small_cnn --micro-batches 2,4   # + inference in K slices
+
+A micro-batched row's "no-swap peak" is the unsplit model's (the share a user asks for), its floors the split
+model's.
 """
 from __future__ import annotations
 
@@ -48,7 +52,8 @@ def graph_of(mod):
     return graph_from_relax(lower(mod, "llvm"), "main", target="llvm")
 
 
-def measure(label: str, mod) -> dict:
+def measure(label: str, mod, peak_of=None) -> dict:
+    """peak_of: the module whose no-swap peak the row is a share of (the unsplit model for a micro-batched row)."""
     from tvm_swap.planner.api import feasible_floor
     from tvm_swap.planner.bounds import noswap_peak
     from tvm_swap.planner.graphindex import GraphIndex
@@ -56,7 +61,7 @@ def measure(label: str, mod) -> dict:
 
     g = graph_of(mod)
     gi = GraphIndex.build(g, 256, keep_updated=False)
-    peak = noswap_peak(g)
+    peak = noswap_peak(g if peak_of is None else graph_of(peak_of))
     arena, _ = feasible_floor(g, "arena")
     classes, _ = feasible_floor(g, "size-classes")
     row = {"model": label, "ops": g.num_ops, "noswap_peak": int(peak), "arena_min": int(arena),
@@ -91,6 +96,8 @@ def main(argv=None) -> int:
     ap.add_argument("--examples", default=",".join(EXAMPLES), help="bundled examples (comma list; '' for none)")
     ap.add_argument("--batches", default="1,8,128")
     ap.add_argument("--no-train", action="store_true", help="inference only")
+    ap.add_argument("--micro-batches", default="", help="also inference split into K slices of the batch "
+                    "(relay_passes.micro_batch; comma list), as a share of the unsplit model's peak")
     ap.add_argument("--out-dir", default=str(ROOT / "benchmarks"))
     args = ap.parse_args(argv)
     from tvm_swap.examples import get_example
@@ -103,6 +110,12 @@ def main(argv=None) -> int:
         for b in (int(x) for x in args.batches.split(",")):
             mod, prm = mxnet_module(name, b)
             rows.append(measure(f"{name} batch {b} inference", mod))
+            for k in (int(x) for x in args.micro_batches.split(",") if x):
+                if b % k == 0 and b > 1:
+                    from relay_passes.micro_batch import split_batch
+
+                    rows.append(measure(f"{name} batch {b} inference, {k} micro-batches", split_batch(mod, k),
+                                        peak_of=mod))
             if not args.no_train and b <= 8:          # training steps at batch 128 lower slowly on 2 cores
                 try:
                     step, _ = train_step(mod, prm, loss="cross_entropy", optimizer="sgd")

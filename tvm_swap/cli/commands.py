@@ -145,13 +145,14 @@ def cmd_report(args) -> int:
 def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%", shapes=None, params=None,
                        device=None, planner="swapadvisor", budget_s=10.0, seed=0, generations=None,
                        fuse_max_depth=None, progress=False, pool=None, init=None, train=None,
-                       refresh_timings=False, recompute=None) -> dict:
+                       refresh_timings=False, recompute=None, micro_batches=None) -> dict:
     """Build MODEL under the limit and write OUTPUT (params inside, and how it was made, so `run
     --compare-unlimited` can build the unlimited reference on demand) and OUTPUT.inputs.npz (example inputs).
     init: "random"/"zeros" for params without a value; train: a train_args.TrainOptions (one training step).
     CUDA on a machine without a GPU: plan with the device spec's costs and export without running (cross_compile).
     Kernel timings come from the disk cache when this model was compiled before (tvm_swap.timing_cache);
-    refresh_timings measures them again."""
+    refresh_timings measures them again. micro_batches: inference in that many slices of the batch
+    (relay_passes.micro_batch); the recipe stays the unsplit model, so the unlimited reference is its build."""
     import time
 
     import tvm_swap
@@ -167,6 +168,9 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
                                                     train=train, mem_limit=mem_limit)   # refusals: before lowering
     notes["recipe"] = make_recipe(model, shapes=shapes, params=params, init=init, seed=seed, train=train,
                                   target=target, fuse_max_depth=fuse_max_depth)   # the unlimited build, on demand
+    if micro_batches is not None and int(micro_batches) > 1:
+        mod, mem_limit, unsplit = _micro_batched(mod, int(micro_batches), mem_limit, train, target, fuse_max_depth)
+        notes.update({"micro_batches": int(micro_batches), "unsplit_no_swap_bytes": unsplit})
     if gpu_missing_for(target):
         info = cross_compile(mod, prm, output, target=target, mem_limit=mem_limit, device=device, planner=planner,
                              budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
@@ -190,9 +194,34 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
 
     info = {"output": output, "build_s": round(time.perf_counter() - t0, 3), **m.plan_info(),
             **limit_facts(m.compiled.graph, m.plan.mem_limit),
+            **({"micro_batches": notes["micro_batches"], "unsplit_no_swap_bytes": notes["unsplit_no_swap_bytes"],
+                "limit_vs_unsplit_no_swap": round(m.plan.mem_limit / notes["unsplit_no_swap_bytes"], 4)}
+               if "micro_batches" in notes else {}),
             "kernels_timed": timings.misses, "kernels_from_cache": timings.hits}
     info.pop("recipe", None)
     return info
+
+
+def _micro_batched(mod, k: int, mem_limit, train, target, fuse_max_depth):
+    """(the module in k slices of its batch, the limit in bytes, the unsplit model's no-swap need). A percentage
+    is of the unsplit model's need (lowered once more, without splitting), so 50% means what it means without
+    --micro-batches."""
+    from relay_passes.lower import lower
+    from relay_passes.micro_batch import split_batch
+
+    from ..errors import TvmSwapError
+    from ..graph.extract import graph_from_relax
+    from ..limits import no_swap_bytes
+    from ..units import parse_limit
+
+    if train is not None:
+        raise TvmSwapError("--micro-batches splits an inference batch; a training step sums its gradients over "
+                           "the batch (drop --train or --micro-batches)")
+    split = split_batch(mod, k)                   # refusals (an op that mixes batch elements) before lowering
+    unsplit = no_swap_bytes(graph_from_relax(lower(mod, target, fuse_max_depth=fuse_max_depth), "main",
+                                             target=str(target)))
+    limit = parse_limit(mem_limit, unsplit) if mem_limit is not None else None
+    return split, limit, int(unsplit)
 
 
 def _recompute_option(args) -> dict:
@@ -216,7 +245,8 @@ def cmd_compile(args) -> int:
                               generations=args.generations, fuse_max_depth=args.fuse_max_depth,
                               progress=_progress(args), pool=args.pool, init=args.init, train=train_options(args),
                               refresh_timings=getattr(args, "refresh_timings", False),
-                              recompute=getattr(args, "recompute", None))
+                              recompute=getattr(args, "recompute", None),
+                              micro_batches=getattr(args, "micro_batches", None))
     from ..devices import get_device
 
     if "device" in info:

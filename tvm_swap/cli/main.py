@@ -127,6 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     p.set_defaults(budget_s=10.0)      # the API's (tvm_swap.build): the same model compiles the same way
     p.add_argument("--fuse-max-depth", type=int, default=None, metavar="N", help="limit operator fusion depth")
+    p.add_argument("--micro-batches", type=int, default=None, metavar="K",
+                   help="inference: run the batch in K equal slices (relay_passes.micro_batch), so each op holds 1/K "
+                        "of its activations; a percentage limit stays a share of the unsplit model's no-swap need, "
+                        "and --compare-unlimited compares against the unsplit build")
     p.add_argument("--refresh-timings", action="store_true",
                    help="time every kernel and build the unlimited reference again instead of reusing the disk "
                         "cache ($TVM_SWAP_CACHE_DIR, else $XDG_CACHE_HOME/tvm_swap) from an earlier compile")
