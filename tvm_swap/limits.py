@@ -77,7 +77,8 @@ def floor_hint(graph, pool: str, alignment: int = DEFAULT_ALIGNMENT) -> str:
     from .units import format_bytes
 
     name, need, workspace = floor_op(graph, alignment)
-    knobs = "fuse_max_depth=2 (or 1: smaller fused kernels hold fewer tensors at once), a smaller batch"
+    knobs = ("fuse_max_depth=2 (or 1: smaller fused kernels hold fewer tensors at once), a smaller batch (for "
+             "inference: micro_batches=K runs it in K slices)")
     if pool != "arena":
         knobs += ", or pool='arena'"
     ws = f" plus {format_bytes(workspace)} of kernel workspace" if workspace else ""

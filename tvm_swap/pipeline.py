@@ -60,6 +60,30 @@ def _device_spec(device, target_kind: str, bandwidth):
     return spec.with_link(bw)
 
 
+def micro_batched(mod, k: int, mem_limit, target="llvm", fuse_max_depth=None, func_name: str = "main"):
+    """(the module with `func_name` in k slices of its batch (relay_passes.micro_batch.split_batch), the limit in
+    bytes, the unsplit model's no-swap need). A percentage limit is of the unsplit model's need (lowered once
+    more, unsplit, to know it), so 50% means what it means without micro-batches; ops that mix batch elements
+    (a training step) are refused by name before anything is lowered."""
+    from relay_passes.lower import lower
+    from relay_passes.micro_batch import split_batch
+
+    from .graph.extract import graph_from_relax
+    from .limits import no_swap_bytes
+    from .units import parse_limit
+
+    split = split_batch(mod, k, func_name)
+    if mem_limit is None:
+        return split, None, None
+    unsplit = int(no_swap_bytes(graph_from_relax(lower(mod, target, fuse_max_depth=fuse_max_depth,
+                                                       func_name=func_name), func_name, target=str(target))))
+    try:
+        limit = parse_limit(mem_limit, unsplit)
+    except ValueError as e:
+        raise TvmSwapError(f"mem_limit {mem_limit!r}: {e}") from None
+    return split, limit, unsplit
+
+
 def _check_limit(graph, mem_limit, planner, spec, planner_options, key=None) -> None:
     """InfeasibleLimitError when no plan of `graph` meets `mem_limit` (the floor, as plan_graph words it);
     key: the graph's tvm_swap.graph_cache key, where its floor is kept once found."""
@@ -75,11 +99,12 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
                   budget_s: float = 10.0, seed: int = 0, generations: int | None = None, fuse_max_depth=None,
                   profile: bool = True, bandwidth=None, func_name: str = "main", workers: int | None = 1,
                   progress: bool = False, cost_cache=None, op_time=None, params=None, example_inputs=None,
-                  debug_poison: bool = False, graph_cache: bool = True, _plan_hook=None,
+                  debug_poison: bool = False, graph_cache: bool = True, _plan_hook=None, micro_batches=None,
                   **planner_options) -> CompiledModel:
     """Everything `build` does except creating the runtime. See `build` for the arguments (params and
     example_inputs only feed in-situ profiling here). graph_cache: keep the lowered graph on disk
-    (tvm_swap.graph_cache), so compiling this module again refuses an infeasible limit before lowering."""
+    (tvm_swap.graph_cache), so compiling this module again refuses an infeasible limit before lowering.
+    micro_batches: inference in that many slices of the batch (see micro_batched)."""
     import tvm
 
     from relay_passes.apply import ApplySwapPlan
@@ -97,6 +122,8 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     names = [gv.name_hint for gv in mod.functions]
     if func_name not in names:
         raise TvmSwapError(f"the module has no function {func_name!r}; it has: {', '.join(sorted(names))}")
+    if micro_batches is not None and int(micro_batches) > 1:
+        mod, mem_limit, _ = micro_batched(mod, int(micro_batches), mem_limit, target, fuse_max_depth, func_name)
     from .model_checks import check_limit_before_lowering
 
     check_limit_before_lowering(mod, mem_limit, func_name)   # a tensor bigger than the limit: refused now
@@ -164,6 +191,8 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
     (bytes/s one way, '2GB/s', or a DeviceSpec) replaces its link, and on llvm also throttles the emulated
     link so copies really take that long. planner/budget_s/seed/generations/workers/planner_options go to
     tvm_swap.planner.api.plan_graph. fuse_max_depth caps kernel fusion (deep fusion stretches lifetimes).
+    micro_batches=K (inference): run the batch in K slices (relay_passes.micro_batch), each op then holds 1/K
+    of its activations; a percentage limit stays a share of the unsplit model's no-swap need.
     profile: True times each kernel alone on llvm (tvm_swap.cost.profile_times); "insitu" times each kernel
     inside a traced no-swap run of this very runtime (what the simulator must match; uses params and
     example_inputs, random data where missing); False: roofline times of `device`. op_time overrides all three.

@@ -100,3 +100,25 @@ def test_cli_small_cnn_b128_inference_at_half_in_two_micro_batches(tmp_path):
     ran = cli("run", lib, "--compare-unlimited", "--json", "-q")
     assert ran["outputs_bitwise_equal"] and ran["within_limit"]
     assert ran["device_peak_bytes"] <= built["mem_limit_bytes"] == built["unsplit_no_swap_bytes"] // 2
+
+
+@needs_fixtures("mxnet")
+def test_build_with_micro_batches_takes_a_percent_of_the_unsplit_model():
+    """tvm_swap.build(..., micro_batches=2): the limit is a share of the unsplit model's no-swap need, the module
+    holds to it, and its outputs are bitwise the unsplit build's."""
+    import tvm_swap
+    from relay_passes.lower import lower
+    from tvm_swap.graph.extract import graph_from_relax
+    from tvm_swap.limits import no_swap_bytes
+
+    mod, prm = _small_cnn(32)
+    unsplit = no_swap_bytes(graph_from_relax(lower(mod, "llvm"), "main", target="llvm"))
+    m = tvm_swap.build(mod, mem_limit="60%", params=prm, micro_batches=2, profile=False, generations=1)
+    assert m.plan.mem_limit == int(unsplit * 0.6) and m.compiled.graph.num_ops > 20     # 2 x 10 kernels + concat
+    x = np.random.default_rng(1).standard_normal([32, 3, 32, 32]).astype("float32")
+    got = m(x)
+    got = (got[0] if isinstance(got, (list, tuple)) else got)
+    got = got.numpy() if hasattr(got, "numpy") else np.asarray(got)
+    args = [x] + [prm[p.name].numpy() if hasattr(prm[p.name], "numpy") else np.asarray(prm[p.name])
+                  for p in mod["main"].params[1:]]
+    np.testing.assert_array_equal(got, _run(mod, args))

@@ -195,7 +195,8 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
     info = {"output": output, "build_s": round(time.perf_counter() - t0, 3), **m.plan_info(),
             **limit_facts(m.compiled.graph, m.plan.mem_limit),
             **({"micro_batches": notes["micro_batches"], "unsplit_no_swap_bytes": notes["unsplit_no_swap_bytes"],
-                "limit_vs_unsplit_no_swap": round(m.plan.mem_limit / notes["unsplit_no_swap_bytes"], 4)}
+                "limit_vs_unsplit_no_swap": (round(m.plan.mem_limit / notes["unsplit_no_swap_bytes"], 4)
+                                             if notes["unsplit_no_swap_bytes"] else None)}
                if "micro_batches" in notes else {}),
             "kernels_timed": timings.misses, "kernels_from_cache": timings.hits}
     info.pop("recipe", None)
@@ -203,25 +204,14 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
 
 
 def _micro_batched(mod, k: int, mem_limit, train, target, fuse_max_depth):
-    """(the module in k slices of its batch, the limit in bytes, the unsplit model's no-swap need). A percentage
-    is of the unsplit model's need (lowered once more, without splitting), so 50% means what it means without
-    --micro-batches."""
-    from relay_passes.lower import lower
-    from relay_passes.micro_batch import split_batch
-
+    """tvm_swap.pipeline.micro_batched for the command line: a training step is refused by flag."""
     from ..errors import TvmSwapError
-    from ..graph.extract import graph_from_relax
-    from ..limits import no_swap_bytes
-    from ..units import parse_limit
+    from ..pipeline import micro_batched
 
     if train is not None:
         raise TvmSwapError("--micro-batches splits an inference batch; a training step sums its gradients over "
                            "the batch (drop --train or --micro-batches)")
-    split = split_batch(mod, k)                   # refusals (an op that mixes batch elements) before lowering
-    unsplit = no_swap_bytes(graph_from_relax(lower(mod, target, fuse_max_depth=fuse_max_depth), "main",
-                                             target=str(target)))
-    limit = parse_limit(mem_limit, unsplit) if mem_limit is not None else None
-    return split, limit, int(unsplit)
+    return micro_batched(mod, k, mem_limit, target, fuse_max_depth)
 
 
 def _recompute_option(args) -> dict:
