@@ -165,6 +165,7 @@ def test_cli_wording_turns_python_arguments_into_flags():
         "missing input shape for 'data': pass --shape data=D1,D2,..."
     assert cli_message("...: raise mem_limit to at least that") == "...: raise --mem-limit to at least that"
     assert cli_message("use pool='size-classes' or one of x") == "use --pool size-classes or one of x"
+    assert cli_message("a smaller batch (micro_batches=K runs it)") == "a smaller batch (--micro-batches K runs it)"
     assert cli_message("nothing to change") == "nothing to change"
 
 
