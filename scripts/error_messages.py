@@ -8,10 +8,11 @@ were imported first and `relay_passes.lower.lower` raises: `command s` is the co
 waits for beyond starting Python), `process s` that whole process with its imports, `tvm-swap ... s` the
 command run as a user runs it (`python -m tvm_swap.cli ...`: only what it needs imported), and `before lowering`
 says the refusal came without lowering anything (the percentage's first compile runs untrapped: it lowers).
-Issue 16 asks each within 1 s. Percentages below the floor, against one empty cache folder: 5% is refused on
-the first compile from bounds on the Relax function (tvm_swap.early_floor); 20% is below the exact floor but
-above what the bounds prove, so its first compile lowers (and refuses before profiling) and the second refuses
-from the kept graph (tvm_swap.graph_cache).
+Issue 16 asks each within 1 s. Percentages below the floor, against one empty cache folder: 0.5% is refused on
+the first compile from bounds on the Relax function (tvm_swap.early_floor; since relay_passes.cpu_inline those
+prove only 0.69% for cnn-train, against an exact floor of 17.46%); 10% is below the exact floor but above what
+the bounds prove, so its first compile lowers (and refuses before profiling) and the second refuses from the
+kept graph (tvm_swap.graph_cache).
 
 Setup (not timed): a bundled MLP compiled once (for the damaged-library cases), a symbol with two operators
 the importer lacks, and numpy's smallest extension module as a shared library that is not ours.
@@ -107,9 +108,9 @@ def cases(mx: Path, f: dict, d: Path) -> list[tuple[str, list[str], bool]]:
         ("unknown operators", ["compile", f["odd"], "--shape", "data=2,3", "--mem-limit", "60%", *out], True),
         ("limit below the largest tensor (bytes)", ["compile", r18, "--shape", "data=1,3,224,224", "--init", "random",
                                                     "--mem-limit", "1MB", *out], True),
-        ("limit below the floor (5%), first compile", ["compile", "cnn-train", "--mem-limit", "5%", *out], True),
-        ("limit below the floor (20%), first compile", ["compile", "cnn-train", "--mem-limit", "20%", *out], False),
-        ("limit below the floor (20%), again", ["compile", "cnn-train", "--mem-limit", "20%", *out], True),
+        ("limit below the floor (0.5%), first compile", ["compile", "cnn-train", "--mem-limit", "0.5%", *out], True),
+        ("limit below the floor (10%), first compile", ["compile", "cnn-train", "--mem-limit", "10%", *out], False),
+        ("limit below the floor (10%), again", ["compile", "cnn-train", "--mem-limit", "10%", *out], True),
         ("not a tvm_swap library", ["run", f["foreign"]], True),
         ("truncated library (with its check file)", ["run", f["cut"]], True),
         ("truncated library (alone)", ["run", f["bare"]], True),
