@@ -99,6 +99,8 @@ MAX_ROUNDS = 12          # decide/place rounds before giving up on a capacity
 PREFETCH_WINDOW = 4096   # slots a swap-in may start before its use (bounds the per-swap-in slice)
 BY_SIZE_MAX_STAYS = 4000  # greedy-by-size placement is quadratic in stays: only below this many
 BY_SIZE_ZONED_MAX_STAYS = 1000  # with kept pairs, greedy by size after every failed sweep below this many
+BY_SIZE_ALWAYS_STAYS = 256  # greedy by size after every failed sweep below this many stays (cheap there)
+PAIR_BACKOFF = True      # a placement with kept pairs that does not fit retries with half the pairs first
 MAX_KEEP = 2.0           # the keep gene's range (above 1: kept pairs may leave mid-iteration, see choose_pairs)
 CLEAN_FIRST = True       # with op times: also try a clean-first placement (_clean_first), keep the faster
 CLEAN_ROUNDS = 2         # decisions at a lowered capacity a clean-first placement may take to fit
@@ -1141,6 +1143,7 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
     capacity = max(capacity, min(floor, room))
     bias = genes.bias.tolist()
     tried = []
+    n_pairs = None                              # at most this many kept pairs (None: what the capacity affords)
     for rnd in range(MAX_ROUNDS + 1):
         last_try = rnd == MAX_ROUNDS or capacity < floor
         if last_try:
@@ -1150,15 +1153,24 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
         tried.append(capacity)
         # the pairs the capacity affords (fewer when fragmentation lowered it): "keep 1" keeps all it can
         pairs = choose_pairs(walk.gi, sched, capacity, genes.keep)
+        if n_pairs is not None:
+            pairs = pairs[:n_pairs]
         d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute, genes.depth)
         first = _floored_firsts(d)
         sizes = [walk.size[t] for t in d.stay_t]
-        # the sweep fragments near the floor; greedy by size packs tighter (and costs more)
-        offsets, need = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes,
-                                          lambda over, c=capacity, lt=last_try: lt or c - over < floor)
+        # the sweep fragments near the floor; greedy by size packs tighter (and costs more); on small
+        # instances it is cheap, so it is always tried there
+        offsets, need = _place_with_pairs(
+            d, first, d.stay_last, sizes, arena_bytes,
+            lambda over, c=capacity, lt=last_try, m=len(sizes): lt or c - over < floor or m <= BY_SIZE_ALWAYS_STAYS)
         if need <= arena_bytes:
             return _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rnd + 1, (bias, pinned, pairs, genes),
                            judge)
+        if PAIR_BACKOFF and len(pairs) > 0 and not last_try:
+            # kept pairs' zones fragment the arena: first keep fewer of them (the later-used half goes) at the
+            # same capacity; lowering the capacity by the overflow of a placement with zones loses them all
+            n_pairs = len(pairs) // 2
+            continue
         over = need - arena_bytes
         capacity = (capacity - max(over, capacity // 64)) // a * a
     raise PlanError(f"no arena placement fits {arena_bytes} bytes (fragmentation); raise the limit")
