@@ -101,9 +101,8 @@ PREFETCH_WINDOW = 4096   # slots a swap-in may start before its use (bounds the 
 BY_SIZE_MAX_STAYS = 4000  # greedy-by-size placement is quadratic in stays: only below this many
 BY_SIZE_ZONED_MAX_STAYS = 1000  # with kept pairs, greedy by size after every failed sweep below this many
 BY_SIZE_ALWAYS_STAYS = 256  # greedy by size after every failed sweep below this many stays (cheap there)
-PAIR_BACKOFF = True      # a placement with kept pairs that does not fit retries with fewer pairs first
+PAIR_BACKOFF_MAX = 8     # a placement with up to this many kept pairs that does not fit retries with one fewer
 PAIRS_LAST = True        # at equal next use a kept pair's old value is evicted last (_pairs_last)
-PAIR_BACKOFF_ONE_BY_ONE = 8  # up to this many pairs, one fewer per retry; above, half
 MAX_KEEP = 2.0           # the keep gene's range (above 1: kept pairs may leave mid-iteration, see choose_pairs)
 CLEAN_FIRST = True       # with op times: also try a clean-first placement (_clean_first), keep the faster
 CLEAN_ROUNDS = 2         # decisions at a lowered capacity a clean-first placement may take to fit
@@ -1179,11 +1178,11 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
         if need <= arena_bytes:
             return _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rnd + 1, (bias, pinned, pairs, genes),
                            judge)
-        if PAIR_BACKOFF and len(pairs) > 0 and not last_try:
-            # kept pairs' zones fragment the arena: first keep fewer of them at the same capacity (the last
-            # used goes, or the later-used half of many); lowering the capacity by the overflow of a placement
-            # with zones loses them all
-            n_pairs = len(pairs) - 1 if len(pairs) <= PAIR_BACKOFF_ONE_BY_ONE else len(pairs) // 2
+        if 0 < len(pairs) <= PAIR_BACKOFF_MAX and not last_try:
+            # kept pairs' zones fragment the arena: first keep one pair fewer (the last used goes) at the same
+            # capacity; lowering the capacity by the overflow of a placement with zones loses them all. Only
+            # for a few pairs: on BERT-large (hundreds) halving them tripled the planning time for the same plan
+            n_pairs = len(pairs) - 1
             continue
         over = need - arena_bytes
         capacity = (capacity - max(over, capacity // 64)) // a * a
