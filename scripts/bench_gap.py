@@ -16,6 +16,8 @@ So for a planner p: gap_best = time_p / best - 1 <= true gap <= time_p / tight b
 
     python scripts/bench_gap.py                         # 200 graphs x 3 limits, 60 s MILP limit (hours)
     python scripts/bench_gap.py --graphs 20 --milp-s 20 # what fits in ~30 minutes on a shared machine
+    python scripts/bench_gap.py --instances 37:0.8,67:0.4 --exact-from before.json --out after
+                                                        # chosen instances; reuse an earlier run's free solve
 Writes benchmarks/gap.json (with the git commit) and benchmarks/gap.md.
 """
 from __future__ import annotations
