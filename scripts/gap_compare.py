@@ -56,6 +56,25 @@ def ratio_lines(before: list[dict], after: list[dict]) -> list[str]:
             out.append(f"- swapadvisor time after / before, {kind} ({len(xs)} instances): median {np.median(xs):.3f}, "
                        f"best {xs.min():.3f}, worst {xs.max():.3f}; faster on {(xs < 1 - 1e-9).sum()}, slower on "
                        f"{(xs > 1 + 1e-9).sum()}")
+    out.append("")
+    for kind in ("all", "dag", "train"):
+        gb, ga = [], []
+        for r in after:
+            if kind != "all" and not r["graph"].startswith(kind):
+                continue
+            rb = b.get(key(r))
+            ta = r["planners"]["swapadvisor"].get("time_s")
+            tb = rb and rb["planners"]["swapadvisor"].get("time_s")
+            refs = [x for x in (r["best_s"], rb and rb["best_s"]) if x]
+            if ta and tb and refs:
+                gb.append(tb / min(refs) - 1)
+                ga.append(ta / min(refs) - 1)
+        if gb:
+            f = (lambda xs: f"median {100 * np.median(xs):+.1f}%, p90 {100 * np.quantile(xs, 0.9):+.1f}%, worst "
+                 f"{100 * max(xs):+.1f}%, within 2% / 10% on {100 * np.mean(np.array(xs) <= 0.02):.0f}% / "
+                 f"{100 * np.mean(np.array(xs) <= 0.10):.0f}%")
+            out.append(f"- swapadvisor gap to the best plan of both runs, {kind} ({len(gb)} instances): before {f(gb)}; "
+                       f"after {f(ga)}")
     return out
 
 

@@ -93,12 +93,16 @@ from ..recompute import MAX_CHAIN_DEPTH, recomputable_ops, update_positions
 from ..simulator import simulate_time
 from .packed_builder import pack_decisions
 from .placement import place_by_size, place_stays, place_stays_clean, place_stays_zoned
+from .placement_orders import place_by_size_orders
 
 from ..graphindex import NEVER as _NEVER  # noqa: E402  (next use of a dead tensor)
 MAX_ROUNDS = 12          # decide/place rounds before giving up on a capacity
 PREFETCH_WINDOW = 4096   # slots a swap-in may start before its use (bounds the per-swap-in slice)
 BY_SIZE_MAX_STAYS = 4000  # greedy-by-size placement is quadratic in stays: only below this many
 BY_SIZE_ZONED_MAX_STAYS = 1000  # with kept pairs, greedy by size after every failed sweep below this many
+BY_SIZE_ALWAYS_STAYS = 256  # greedy by size after every failed sweep below this many stays (cheap there)
+PAIR_BACKOFF_MAX = 8     # a placement with up to this many kept pairs that does not fit retries with one fewer
+PAIRS_LAST = True        # at equal next use a kept pair's old value is evicted last (_pairs_last)
 MAX_KEEP = 2.0           # the keep gene's range (above 1: kept pairs may leave mid-iteration, see choose_pairs)
 CLEAN_FIRST = True       # with op times: also try a clean-first placement (_clean_first), keep the faster
 CLEAN_ROUNDS = 2         # decisions at a lowered capacity a clean-first placement may take to fit
@@ -1029,6 +1033,11 @@ def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight
             need2 = max(need2, base)           # the zones themselves (their own stays are not counted)
             if need2 < need:
                 offs, need = offs2, need2
+            if need > arena_bytes:             # small instances: the same greedy in other orders
+                more = place_by_size_orders(sub_first, sub_last, sub_size, fixed,
+                                            [z[0] for z in zones] + [base], arena_bytes)
+                if more is not None and max(more[1], base) < need:
+                    offs, need = more[0], max(more[1], base)
         if need <= arena_bytes:
             for k, o in zip(rest, offs):
                 offsets[k] = o
@@ -1041,6 +1050,10 @@ def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight
         offs2, need2 = place_by_size(sub_first, sub_last, sub_size) if worth else (offs, need)
         if need2 < need:
             offs, need = offs2, need2
+        if worth and need > arena_bytes - base:     # small instances: the same greedy in other orders
+            more = place_by_size_orders(sub_first, sub_last, sub_size, fits=arena_bytes - base)
+            if more is not None and more[1] < need:
+                offs, need = more
     return _shifted(rest, offsets, base, offs, need)
 
 
@@ -1152,8 +1165,9 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
     sched = np.asarray(walk.sched, dtype=np.int64)
     capacity = int(room * (1.0 - genes.headroom)) // a * a
     capacity = max(capacity, min(floor, room))
-    bias = genes.bias.tolist()
+    bias0 = genes.bias.tolist()
     tried = []
+    n_pairs = None                              # at most this many kept pairs (None: what the capacity affords)
     for rnd in range(MAX_ROUNDS + 1):
         last_try = rnd == MAX_ROUNDS or capacity < floor
         if last_try:
@@ -1163,15 +1177,26 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
         tried.append(capacity)
         # the pairs the capacity affords (fewer when fragmentation lowered it): "keep 1" keeps all it can
         pairs = choose_pairs(walk.gi, sched, capacity, genes.keep)
+        if n_pairs is not None:
+            pairs = pairs[:n_pairs]
+        bias = _pairs_last(bias0, pairs)
         d = walk.run(capacity, bias, pinned, pairs, genes.split, genes.recompute, genes.depth)
         first = _floored_firsts(d)
         sizes = [walk.size[t] for t in d.stay_t]
-        # the sweep fragments near the floor; greedy by size packs tighter (and costs more)
-        offsets, need = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes,
-                                          lambda over, c=capacity, lt=last_try: lt or c - over < floor)
+        # the sweep fragments near the floor; greedy by size packs tighter (and costs more); on small
+        # instances it is cheap, so it is always tried there
+        offsets, need = _place_with_pairs(
+            d, first, d.stay_last, sizes, arena_bytes,
+            lambda over, c=capacity, lt=last_try, m=len(sizes): lt or c - over < floor or m <= BY_SIZE_ALWAYS_STAYS)
         if need <= arena_bytes:
             return _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rnd + 1, (bias, pinned, pairs, genes),
                            judge)
+        if 0 < len(pairs) <= PAIR_BACKOFF_MAX and not last_try:
+            # kept pairs' zones fragment the arena: first keep one pair fewer (the last used goes) at the same
+            # capacity; lowering the capacity by the overflow of a placement with zones loses them all. Only
+            # for a few pairs: on BERT-large (hundreds) halving them tripled the planning time for the same plan
+            n_pairs = len(pairs) - 1
+            continue
         over = need - arena_bytes
         capacity = (capacity - max(over, capacity // 64)) // a * a
     if floor <= room:
@@ -1185,6 +1210,19 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
             return _cooled(walk, d, first, sizes, arena_bytes, floor, offsets, MAX_ROUNDS + 2,
                            (bias, pinned, choose_pairs(walk.gi, sched, floor, genes.keep), genes), judge)
     raise PlanError(f"no arena placement fits {arena_bytes} bytes (fragmentation); raise the limit")
+
+
+def _pairs_last(bias: list, pairs) -> list:
+    """The eviction biases with a kept pair's old value half a slot later than its next use: among tensors
+    next used at the same slot it leaves last. Evicting it costs what evicting another costs (it is read
+    back) plus its update's copy to the host every iteration, made late (the update is among the last
+    values an iteration makes, so that copy often ends the iteration)."""
+    if not pairs or not PAIRS_LAST:
+        return bias
+    out = list(bias)
+    for p, _ in pairs:
+        out[p] = out[p] - 0.5
+    return out
 
 
 _MIN_ARENA: dict = {}   # id(GraphIndex) -> (GraphIndex, arena bytes of its min feasible limit)

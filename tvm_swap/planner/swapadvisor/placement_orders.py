@@ -1,0 +1,63 @@
+"""Greedy-by-size placement in more visit orders, for small instances the sweep and one greedy order fragment.
+
+placement.place_by_size visits the stays largest first (then by start) and puts each at the lowest offset
+clear of the placed stays it overlaps in time. On graphs of a few dozen stays of few distinct sizes (the
+bench_gap instances: 8-20 ops, tensors of 1-8 MB) that order often packs worse than the per-slot byte usage
+allows, and the arena planner then lowers its capacity (more evictions) or gives up its kept pairs (a
+parameter copied in and its update copied out every iteration). Here the same greedy runs in a few other
+orders (longest stay first, by start, by end, by bytes x slots, then seeded random orders) until one fits;
+each try is one compiled quadratic pass (placement_jit.by_size), microseconds at these sizes.
+
+Same contract as place_by_size (offsets for closed slot intervals such that stays whose intervals intersect
+get disjoint byte ranges; `fixed` stays placed beforehand, `bounds` offsets no stay may straddle); a result
+is only used when it needs fewer bytes than what the caller already has, so it can only help.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+MAX_STAYS = 64       # only instances this small (the tries are quadratic each)
+RANDOM_TRIES = 24    # seeded random orders after the fixed ones
+
+
+def place_by_size_orders(first: list[int], last: list[int], size: list[int], fixed=(), bounds=(),
+                         fits: int | None = None, seed: int = 0) -> tuple[list[int], int] | None:
+    """The best greedy-by-size placement over several visit orders: (offsets, bytes needed), stopping at the
+    first that needs at most `fits` bytes; None above MAX_STAYS stays (or none at all)."""
+    from .placement_jit import by_size
+
+    m = len(first)
+    if not m or m > MAX_STAYS:
+        return None
+    nf = len(fixed)
+    F = np.asarray(list(first) + [x[0] for x in fixed], dtype=np.int64)
+    L = np.asarray(list(last) + [x[1] for x in fixed], dtype=np.int64)
+    S = np.asarray(list(size) + [x[3] for x in fixed], dtype=np.int64)
+    off0 = np.zeros(m + nf, dtype=np.int64)
+    off0[m:] = [x[2] for x in fixed]
+    placed0 = np.zeros(m + nf, dtype=bool)
+    placed0[m:] = True
+    if len(bounds):                 # a zero-size stay at each bound, alive always: gaps end there
+        B = np.asarray(sorted(bounds), dtype=np.int64)
+        F = np.concatenate((F, np.full(len(B), np.iinfo(np.int64).min // 2)))
+        L = np.concatenate((L, np.full(len(B), np.iinfo(np.int64).max // 2)))
+        S = np.concatenate((S, np.zeros(len(B), dtype=np.int64)))
+        off0 = np.concatenate((off0, B))
+        placed0 = np.concatenate((placed0, np.ones(len(B), dtype=bool)))
+    f, l_, s = F[:m], L[:m], S[:m]
+    span = l_ - f + 1
+    orders = [np.lexsort((f, -s, -span)),          # longest stay first
+              np.lexsort((-s, f)),                 # by start, largest first
+              np.lexsort((-s, -l_)),               # by end, latest first
+              np.lexsort((f, -(s * span)))]        # most bytes x slots first
+    rng = np.random.default_rng(seed)
+    orders += [rng.permutation(m) for _ in range(RANDOM_TRIES)]
+    best = None
+    for order in orders:
+        off, peak = by_size(F, L, S, order.astype(np.int64), off0.copy(), placed0.copy())
+        peak = int(max(peak, 0))
+        if best is None or peak < best[1]:
+            best = (off[:m].tolist(), peak)
+            if fits is not None and peak <= fits:
+                break
+    return best
