@@ -19,7 +19,22 @@ def test_a_handful_of_random_models_match_the_unlimited_build(seed):
     assert r["swaps"] > 0
     # the limit was drawn from the planner's own min, and a limit below it was refused naming that min
     assert r["min"] <= r["limit"] <= max(r["min"], int(1.2 * r["no_swap"]))
-    assert r["below"]["outcome"] == "refused" and r["below"]["named"] == r["min"] > r["below"]["limit"]
+    b = r["below"]
+    assert b["outcome"] == "refused" and b["named"] > b["limit"]
+    assert b["named"] == r["min"] if b["exact"] else b["named"] <= r["min"]
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_below_the_min_a_first_compile_and_a_cached_graph_are_both_refused(monkeypatch, first):
+    """A first compile may be refused before lowering with a lower bound (tvm_swap.early_floor, seed 6: 1408 B
+    against its min 3072 B); with the graph cached the refusal names the min itself."""
+    monkeypatch.setattr(fuzz_runtime, "first_compile", lambda seed: first)
+    r = fuzz_runtime.run_case(6)
+    assert r["ok"], r
+    b = r["below"]
+    assert b["first_compile"] is first and b["outcome"] == "refused" and b["limit"] < b["named"] <= r["min"]
+    if not first:
+        assert b["exact"] and b["named"] == r["min"]
 
 
 @pytest.mark.slow
@@ -69,6 +84,7 @@ def test_a_refusal_below_the_min_naming_another_min_is_a_failure(monkeypatch):
     """With the fuzz's min twice the real one, the limit below it is either refused naming the real min (not
     the one the fuzz holds) or planned below a size-class min: a failure either way."""
     _min_times(monkeypatch, 2.0)
+    monkeypatch.setattr(fuzz_runtime, "first_compile", lambda seed: False)   # the exact refusal (graph cached)
     r = fuzz_runtime.run_case(6)
     assert not r["ok"] and r["kind"] == "below-min", r
     assert r["below"]["failure"]
