@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import importlib
 
-from tvm_swap.errors import TvmSwapError, UnsupportedModelError
+from tvm_swap.errors import KernelCodegenError, TvmSwapError, UnsupportedModelError
 
 FUSE_PASSES = ("FuseOps", "FuseTIR")
 FUSE_MAX_DEPTH_KEY = "relax.FuseOps.max_depth"
@@ -186,11 +186,73 @@ def _run_tvm(passes, mod, stage):
 
 
 def build_lowered(mod, target="llvm"):
-    """relax.build of a lowered (and possibly rewritten) module: finalize + codegen, no other Relax passes."""
+    """relax.build of a lowered (and possibly rewritten) module: finalize + codegen, no other Relax passes.
+
+    On llvm a failure of TVM's code generator (TVM 0.27 emits invalid LLVM IR for some kernels: "Instruction
+    does not dominate all uses!" for a fused matmul + add of batch 4 and 10 or 14 columns) becomes one
+    KernelCodegenError naming the kernels that fail when built alone, never TVM's traceback. (CUDA builds
+    have their own boundary: relay_passes.cuda_build.)"""
     from tvm import relax
 
     target = as_target(target)
-    return relax.build(finalize(mod, target), target=target, relax_pipeline=None)
+    fin = finalize(mod, target)
+    if target.kind.name != "llvm":
+        return relax.build(fin, target=target, relax_pipeline=None)
+    try:
+        return relax.build(fin, target=target, relax_pipeline=None)
+    except TvmSwapError:
+        raise
+    except Exception as e:  # TVM raises InternalError, TVMError... with C++ tracebacks and the LLVM IR
+        raise codegen_error(fin, target, e) from None
+
+
+def _tvm_reason(e: Exception) -> str:
+    """The first line of a TVM codegen failure that says what went wrong (not the LLVM IR it quotes)."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    head = lines[0] if lines else type(e).__name__
+    if head.endswith(":") and len(lines) > 1 and not lines[1].startswith(("%", "call ", "store ")):
+        head = f"{head.removesuffix(' with the following errors:').rstrip(':')}: {lines[1]}"
+    return head[:240]
+
+
+def failing_kernels(mod, target) -> list[str]:
+    """Names of the PrimFuncs of `mod` whose codegen fails when each is built alone (slow: the error path only)."""
+    import tvm
+
+    bad = []
+    for gv, f in mod.functions.items():
+        if not isinstance(f, tvm.tirx.PrimFunc):
+            continue
+        try:
+            tvm.tirx.build(tvm.IRModule({gv: f.with_attr("global_symbol", gv.name_hint)}), target=target)
+        except Exception:
+            bad.append(gv.name_hint)
+    return bad
+
+
+def codegen_error(mod, target, e: Exception) -> KernelCodegenError:
+    """The short error for a codegen failure of the finalized module `mod` (see build_lowered)."""
+    reason = _tvm_reason(e)
+    bad = failing_kernels(mod, target)
+    if not bad:
+        what = "this model (no kernel fails when built alone)"
+        todo = "try fuse_max_depth=1 or other shapes (e.g. another batch size)"
+    else:
+        shown = ", ".join(repr(b) for b in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        what = f"kernel{'s' if len(bad) > 1 else ''} {shown}"
+        fused = any(b.startswith("fused_") for b in bad)
+        todo = ("build with fuse_max_depth=1 (its ops as separate kernels) or change that op's shapes (e.g. another "
+                "batch size)" if fused else "change that op's shapes (e.g. another batch size)")
+    err = KernelCodegenError(
+        f"TVM's {target.kind.name} code generator failed on {what} ({reason}); this is a TVM {_tvm_version()} "
+        f"bug for these shapes, not a fault of the model or the memory plan: {todo}", bad, e)
+    return err
+
+
+def _tvm_version() -> str:
+    import tvm
+
+    return str(getattr(tvm, "__version__", "")).split("+")[0] or "(unknown version)"
 
 
 def lower_unlimited_build(mod, target="llvm", fuse=True, fuse_max_depth=None):

@@ -53,3 +53,14 @@ class VerificationError(PlanError):
 
 class UnsupportedModelError(TvmSwapError):
     """The model uses something tvm_swap cannot handle (operator, dynamic shape, ...)."""
+
+
+class KernelCodegenError(UnsupportedModelError):
+    """TVM's code generator failed on a kernel of the lowered model (a TVM bug, e.g. TVM 0.27's LLVM codegen
+    emitting "Instruction does not dominate all uses!" for some fused matmul shapes): `kernels` names the
+    kernels that fail when built alone, `tvm_error` keeps TVM's own exception."""
+
+    def __init__(self, message: str, kernels=(), tvm_error=None):
+        super().__init__(message)
+        self.kernels = list(kernels)
+        self.tvm_error = tvm_error

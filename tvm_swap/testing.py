@@ -11,6 +11,8 @@ Nothing here imports TVM. Everything is deterministic in its seed.
 - `simple_plan_for`: every tensor in its own exact-size object (or reusing freed ones), swapped in
   before first use, dropped after last use; outputs and updates swapped out; optionally every
   activation swapped out and back between uses. Slow but obviously correct.
+- `planner_min_limit`: the smallest limit a planner promises to plan a graph at, as its refusal names it
+  (fuzzers draw limits from it rather than from a floor formula of their own).
 """
 from __future__ import annotations
 
@@ -343,3 +345,23 @@ def simple_plan_for(graph: DataflowGraph, schedule=None, alignment: int = DEFAUL
         mem_limit=int(pool.total_bytes() if mem_limit is None else mem_limit), device=device.to_dict(),
         schedule=schedule, pool=pool, tensor_class=tensor_class, initial_residents=residents, actions=b.actions,
     )
+
+
+def planner_min_limit(graph: DataflowGraph, planner: str, device="cpu", pool: str | None = None,
+                      alignment: int = DEFAULT_ALIGNMENT, options: dict | None = None) -> tuple[int, str]:
+    """(smallest limit `planner` plans `graph` at, why): the min its refusal of a 1-byte limit names, from the
+    very check plan_graph and tvm_swap.build run first (tvm_swap.planner.api.check_feasible: the pool's floor,
+    the arena's including kernel workspace, or a baseline's own higher floor, e.g. vdnn's and odswap's
+    exact-size classes). No floor formula here: a fuzz that draws its limits from this number tests the
+    planners' floors instead of agreeing with a copy of them. Roofline times of `device`, as the check uses."""
+    from .errors import InfeasibleLimitError
+    from .planner.api import check_feasible, resolve_pool
+
+    try:
+        check_feasible(graph, 1, resolve_pool(planner, pool), alignment, planner=planner, device=device,
+                       options=options)
+    except InfeasibleLimitError as e:
+        if not e.exact:
+            raise RuntimeError(f"check_feasible named a lower bound, not the min: {e}") from None
+        return int(e.min_feasible), e.reason
+    return 1, "a 1-byte limit is feasible"
