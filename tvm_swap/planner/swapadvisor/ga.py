@@ -305,7 +305,9 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
             g.time_s = known[g.key()]
 
     try:
-        first = [(isl, g) for isl in islands for g in isl.pop]
+        # every island's seeds before any random genome: under a time budget the seeds come first
+        first = [(isl, g) for isl, named in zip(islands, seeds) for g in isl.pop[:len(named)]] \
+            + [(isl, g) for isl, named in zip(islands, seeds) for g in isl.pop[len(named):]]
         if generations is None:
             # a time budget also bounds the first generation (seeds first, a worker's batch at a time):
             # on large graphs each evaluation can take seconds

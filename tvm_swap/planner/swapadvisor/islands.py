@@ -26,11 +26,11 @@ cost, less the genomes both hold (one time cache whose keys (ga.Genome.key) matc
 none: the hybrid's swap-only seeds are simulated once). About 1.8-2x the evaluations of recompute off at the
 same generations (benchmarks/never_slower.md).
 
-A wall-clock budget (no `generations`): the islands share it, first the seeds of both, then a crossover each in
-turn, so the swap-only island makes about half the evaluations recompute off would make in the same time. The
-guarantee then holds against the swap-only search stopped where its island stopped (the same seeds evaluated,
-the same crossovers; plan.search["islands"] gives each island's evaluations), not against recompute off given
-the whole budget.
+A wall-clock budget (no `generations`): the islands share it, the seeds of both first, then their random
+genomes, then a crossover each in turn, so the swap-only island makes about half the evaluations recompute off
+would make in the same time. The guarantee then holds against the swap-only search stopped where its island
+stopped (the same genomes of the first generation evaluated, the same crossovers; plan.search["islands"] gives
+each island's evaluations), not against recompute off given the whole budget.
 """
 from __future__ import annotations
 
