@@ -34,19 +34,23 @@ FRACS = ("60%", "75%")
 BERT = ("zoo:bert-large@batch=32", "v100-16gb", "16GB", 3)
 
 
-def cases(n_graphs: int, generations: list[int], bert: bool) -> list[dict]:
+def cases(n_graphs: int, generations: list[int], bert: bool, bert_budget: float | None = None) -> list[dict]:
     out = [{"kind": "random", "seed": s, "limit": f, "generations": g}
            for g in generations for s in range(n_graphs) for f in FRACS]
+    model, device, limit, gens = BERT
     if bert:
-        model, device, limit, gens = BERT
         out.append({"kind": "zoo", "model": model, "device": device, "limit": limit, "generations": gens})
+    if bert_budget:          # a wall-clock budget: the islands share it (islands.py), so no guarantee is expected
+        out.append({"kind": "zoo", "model": model, "device": device, "limit": limit, "generations": None,
+                    "budget_s": bert_budget})
     return out
 
 
 def case_id(c: dict) -> str:
     if c["kind"] == "random":
         return f"random{c['seed']}@{c['limit']}/g{c['generations']}"
-    return f"{c['model'][4:]}-{c['device']}-{c['limit']}/g{c['generations']}"
+    how = f"g{c['generations']}" if c.get("generations") is not None else f"{c['budget_s']:g}s"
+    return f"{c['model'][4:]}-{c['device']}-{c['limit']}/{how}"
 
 
 # ---------------------------------------------------------------- worker: plans in whatever tree is on sys.path
@@ -81,11 +85,13 @@ def run_worker(spec: dict) -> None:
         for v in spec["variants"]:
             t0 = time.perf_counter()
             p = plan_graph(g, limit, device, t, planner="swapadvisor", pool="arena", recompute=v,
-                           generations=c["generations"], workers=spec["workers"], seed=spec["seed"])
+                           generations=c.get("generations"), budget_s=c.get("budget_s", 60.0),
+                           workers=spec["workers"], seed=spec["seed"])
             assert p.verified
             row = {"id": case_id(c), "variant": v, "time_s": p.predicted["time_s"],
                    "throughput_vs_ideal": p.predicted["ideal_time_s"] / p.predicted["time_s"],
                    "evaluations": p.search["evaluations"], "wall_s": round(time.perf_counter() - t0, 2),
+                   "generations": p.search.get("generations"), "islands": p.search.get("islands"),
                    "recompute_count": p.predicted.get("recompute_count", 0), "commit": git_commit()}
             print(json.dumps(row), flush=True)
 
@@ -115,7 +121,8 @@ def _stats(xs: list[float]) -> str:
 def summarize(rows: dict, todo: list[dict]) -> list[dict]:
     groups: dict = {}
     for c in todo:
-        grp = ("random training graphs" if c["kind"] == "random" else case_id(c).split("/")[0], c["generations"])
+        grp = ("random training graphs" if c["kind"] == "random" else case_id(c).split("/")[0],
+               c["generations"] if c.get("generations") is not None else f"{c['budget_s']:g} s budget")
         groups.setdefault(grp, []).append(case_id(c))
     out = []
     for (what, gens), ids in groups.items():
@@ -129,7 +136,10 @@ def summarize(rows: dict, todo: list[dict]) -> list[dict]:
                     "on_off": on_off, "before_off": before_off, "on_before": on_before,
                     "on_slower": sum(x > 1 for x in on_off), "before_slower": sum(x > 1 for x in before_off),
                     "on_faster": sum(x < 1 for x in on_off), "before_faster": sum(x < 1 for x in before_off),
-                    "evaluations": ev, "wall_s": wall})
+                    "evaluations": ev, "wall_s": wall,
+                    "generations_reached": {v: [x.get("generations") for x in r[v]] for v in r},
+                    "islands": [x.get("islands") for x in r["on"]],
+                    "throughput_vs_ideal": {v: [x.get("throughput_vs_ideal") for x in r[v]] for v in r}})
     return out
 
 
@@ -155,6 +165,17 @@ def render(summary: list[dict], meta: dict) -> str:
             _stats(s["on_before"]), str(e["off"]), str(e["on"]), str(e["on-before"]),
             f"{e['on'] / e['off']:.2f}x", f"{w['off']:.0f} s", f"{w['on']:.0f} s", f"{w['on-before']:.0f} s"])
             + " |")
+    for s in summary:
+        if s["what"] != "random training graphs":
+            tp = s["throughput_vs_ideal"]
+            lines += ["", f"{s['what']} ({s['generations']}{'' if isinstance(s['generations'], str) else ' gens'}): "
+                          f"throughput vs ideal off {tp['off'][0]:.3f}, on {tp['on'][0]:.3f}, "
+                          f"on-before {tp['on-before'][0]:.3f}."]
+        if isinstance(s["generations"], str):        # a wall-clock budget: what each search reached
+            g = s["generations_reached"]
+            isl = "; ".join(f"{i['name']} island {i['evaluations']} evals" for i in (s["islands"][0] or []))
+            lines += ["", f"{s['what']} at a {s['generations']}: generations reached: off {g['off'][0]}, "
+                          f"on {g['on'][0]} ({isl}), on-before {g['on-before'][0]}."]
     return "\n".join(lines) + "\n"
 
 
@@ -164,6 +185,8 @@ def main(argv=None) -> int:
     ap.add_argument("--graphs", type=int, default=20, help="random training graphs (seeds 0..N-1)")
     ap.add_argument("--generations", default="1,3,10", help="comma list, for the random graphs")
     ap.add_argument("--no-bert", action="store_true", help="skip BERT-large@32 16 GB at 3 generations")
+    ap.add_argument("--bert-budget", type=float, default=None,
+                    help="also BERT-large@32 16 GB with this wall-clock budget (seconds) instead of generations")
     ap.add_argument("--before", default=BEFORE, help="the commit whose hybrid search is on-before")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=1)
@@ -174,7 +197,8 @@ def main(argv=None) -> int:
         return 0
     from tvm_swap.provenance import git_commit
 
-    todo = cases(args.graphs, [int(x) for x in args.generations.split(",")], not args.no_bert)
+    gens = [int(x) for x in args.generations.split(",") if x]
+    todo = cases(args.graphs if gens else 0, gens, not args.no_bert, args.bert_budget)
     with tempfile.TemporaryDirectory(prefix="never_before_") as tmp:
         archive = subprocess.run(["git", "archive", args.before], cwd=ROOT, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
