@@ -191,6 +191,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "never_slower"), help="path without extension")
+    ap.add_argument("--render-only", action="store_true", help="rebuild the .md (and summary) from the .json's rows")
     args = ap.parse_args(argv)
     if args.worker is not None:
         run_worker(json.loads(args.worker))
@@ -199,6 +200,13 @@ def main(argv=None) -> int:
 
     gens = [int(x) for x in args.generations.split(",") if x]
     todo = cases(args.graphs if gens else 0, gens, not args.no_bert, args.bert_budget)
+    out = Path(args.out)
+    if args.render_only:
+        old = json.loads(out.with_suffix(".json").read_text())
+        rows = {(r["id"], r["name"]): r for r in old["rows"]}
+        todo = [c for c in todo if (case_id(c), "off") in rows]
+        meta = {k: old[k] for k in ("commit", "before", "seed", "workers", "graphs")}
+        return _write(out, rows, todo, meta)
     with tempfile.TemporaryDirectory(prefix="never_before_") as tmp:
         archive = subprocess.run(["git", "archive", args.before], cwd=ROOT, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
@@ -208,11 +216,14 @@ def main(argv=None) -> int:
         for batch in filter(None, batches):
             rows.update(spawn(ROOT, ["off", "on"], batch, args, "this"))
             rows.update(spawn(Path(tmp), ["on"], batch, args, "before"))
-    summary = summarize(rows, todo)
     meta = {"commit": git_commit(), "before": args.before, "seed": args.seed, "workers": args.workers,
             "graphs": args.graphs}
+    return _write(out, rows, todo, meta)
+
+
+def _write(out: Path, rows: dict, todo: list[dict], meta: dict) -> int:
+    summary = summarize(rows, todo)
     table = render(summary, meta)
-    out = Path(args.out)
     out.with_suffix(".json").write_text(json.dumps({**meta, "summary": summary,
                                                     "rows": [dict(r, name=k[1]) for k, r in rows.items()]},
                                                    indent=1))
