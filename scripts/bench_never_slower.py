@@ -61,6 +61,7 @@ def run_worker(spec: dict) -> None:
     from tvm_swap.testing import random_op_times, random_training_graph
     from tvm_swap.units import parse_bytes
 
+    commit = spec.get("commit") or git_commit()       # an archive (on-before) is no checkout: its commit is given
     warm = random_training_graph(99, n_layers=4)          # compile the jitted helpers before anything is timed
     for v in spec["variants"]:
         plan_graph(warm, "70%", "v100-16gb", random_op_times(warm, 99), planner="swapadvisor", pool="arena",
@@ -92,12 +93,13 @@ def run_worker(spec: dict) -> None:
                    "throughput_vs_ideal": p.predicted["ideal_time_s"] / p.predicted["time_s"],
                    "evaluations": p.search["evaluations"], "wall_s": round(time.perf_counter() - t0, 2),
                    "generations": p.search.get("generations"), "islands": p.search.get("islands"),
-                   "recompute_count": p.predicted.get("recompute_count", 0), "commit": git_commit()}
+                   "recompute_count": p.predicted.get("recompute_count", 0), "commit": commit}
             print(json.dumps(row), flush=True)
 
 
 def spawn(tree: Path, variants: list[str], todo: list[dict], args, label: str) -> dict:
-    spec = {"cases": todo, "variants": variants, "workers": args.workers, "seed": args.seed}
+    spec = {"cases": todo, "variants": variants, "workers": args.workers, "seed": args.seed,
+            "commit": args.before if label == "before" else None}
     env = dict(os.environ, PYTHONPATH=str(tree))
     cmd = ["nice", "-n", "5", sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)]
     out: dict = {}

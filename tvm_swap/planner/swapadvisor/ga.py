@@ -12,6 +12,10 @@
   workers only evaluate genomes (a pure function), so the same seed and number of generations give the
   same plan with any number of workers. A time budget instead stops between crossovers (the last
   generation may be partial), leaving time for the final plan.
+- Islands (evolve): several populations that share the evaluator and its time cache, each drawing only from
+  its own Generator, bred and selected side by side; the result is the best of all. The hybrid search (recompute
+  on) runs swap-only's own search as one island (islands.py), so it is never slower than recompute off at the
+  same seed and generations. One island is GeneticSearch.run.
 - Parallel evaluation (tvm_swap.planner.swapadvisor.executors): local processes started by a forkserver, or Ray actors;
   each worker receives the Evaluator once and evaluates batches. workers=1 evaluates in-process.
 """
@@ -220,17 +224,6 @@ class GeneticSearch:
             if k not in self.known and k not in pending and k not in new:
                 new[k] = g
         pending.update(zip(new, ((f, self) for f in pool.submit_many(list(new.values())))))
-
-    def collect(self, genomes: list[Genome], pending: dict) -> None:
-        """Wait for `pending` and give every genome its time."""
-        _collect(self.known, pending)
-        for g in genomes:
-            g.time_s = self.known[g.key()]
-
-    def evaluate(self, pool, genomes: list[Genome]) -> None:
-        pending: dict = {}
-        self.submit(pool, genomes, pending)
-        self.collect(genomes, pending)
 
     def select(self, candidates: list[Genome], k: int) -> list[Genome]:
         uniq, seen = [], set()
