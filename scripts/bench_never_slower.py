@@ -150,8 +150,11 @@ def render(summary: list[dict], meta: dict) -> str:
              f"scripts/bench_never_slower.py; on = commit {meta['commit']} (two islands: "
              "tvm_swap/planner/swapadvisor/islands.py), on-before = commit "
              f"{meta['before']} (one population), off = recompute off; same seed ({meta['seed']}) and "
-             f"generations, workers={meta['workers']}. Random training graphs: seeds 0-{meta['graphs'] - 1} "
-             "(8-12 layers, momentum on odd seeds, random_op_times) at 60% and 75% of no_swap_bytes (tvm_swap.limits). Ratios are simulated "
+             f"generations (or budget), workers={meta['workers']}. "
+             + (f"Random training graphs: seeds 0-{meta['graphs'] - 1} (8-12 layers, momentum on odd seeds, "
+                "random_op_times) at 60% and 75% of no_swap_bytes (tvm_swap.limits). "
+                if any(s["what"] == "random training graphs" for s in summary) else "")
+             + "Ratios are simulated "
              "iteration times (below 1: faster than the denominator), min / median / max over the cases; slower "
              "/ faster count the cases above / below 1. Cost: evaluations summed over the cases (deterministic); "
              "wall seconds summed, on a shared 2-core machine (indicative).", "",
