@@ -11,7 +11,7 @@ Option `recompute` ("on" / "off"; arena pool only): the search also chooses, per
 out and back or to drop it and recompute it (arena.ArenaGenes.recompute). The search then runs two islands
 side by side (islands.py): the swap-only search itself, unchanged, and the hybrid search, which explores swap vs
 recompute jointly with the schedule; the plan is the faster island's best. So at the same seed and generations
-the hybrid is never slower than recompute off, by construction, for about 1.8-2x its evaluations; under a
+the hybrid is never slower than recompute off, by construction, for 1.6-2x its evaluations; under a
 wall-clock budget the islands share it (islands.py says what holds then).
 
 Defaults (RECOMPUTE_DEFAULT): on for `swapadvisor` in the arena pool (on the issue's points with 3
