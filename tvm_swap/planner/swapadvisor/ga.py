@@ -12,6 +12,10 @@
   workers only evaluate genomes (a pure function), so the same seed and number of generations give the
   same plan with any number of workers. A time budget instead stops between crossovers (the last
   generation may be partial), leaving time for the final plan.
+- Islands (evolve): several populations that share the evaluator and its time cache, each drawing only from
+  its own Generator, bred and selected side by side; the result is the best of all. The hybrid search (recompute
+  on) runs swap-only's own search as one island (islands.py), so it is never slower than recompute off at the
+  same seed and generations. One island is GeneticSearch.run.
 - Parallel evaluation (tvm_swap.planner.swapadvisor.executors): local processes started by a forkserver, or Ray actors;
   each worker receives the Evaluator once and evaluates batches. workers=1 evaluates in-process.
 """
@@ -23,7 +27,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -33,6 +37,7 @@ from ...graph import DataflowGraph
 from .arena import ArenaScorer, ArenaSpace
 from .encoding import Allocation, AllocationSpace, crossover_schedules, locality_schedule, mutate_schedule
 from ..graphindex import GraphIndex
+from ..recompute import MAX_CHAIN_DEPTH
 from .executors import make_pool
 from .swapplan import SwapPlanScorer
 
@@ -69,8 +74,15 @@ class Genome:
     time_s: float = math.inf
 
     def key(self) -> bytes:
+        """Arena genes whose recompute genes are all off, at the default chain depth, key as swap-only genes
+        (None: they plan alike), so the hybrid's two islands (islands.py) share one time per swap-only genome;
+        within one genome space keys stay one-to-one with genomes (a recompute space never holds None)."""
         h = hashlib.blake2b(self.schedule.tobytes(), digest_size=16)
-        k = self.alloc.key()
+        alloc = self.alloc
+        if getattr(alloc, "recompute", None) is not None and not alloc.recompute.any() \
+                and alloc.depth == MAX_CHAIN_DEPTH:
+            alloc = replace(alloc, recompute=None)
+        k = alloc.key()
         for part in (k if isinstance(k, tuple) else (k,)):
             h.update(part)
             h.update(b"|")
@@ -124,15 +136,23 @@ def default_workers() -> int:
 
 
 class GeneticSearch:
+    """One population (an island) and its operators. `space`: the genome space the operators draw from (the
+    evaluator's by default); `rng`: its own random stream (numpy Generator seeded by `seed` by default);
+    `known`: genome key -> time, shared between islands that share the evaluator (ga.evolve, islands.py)."""
+
     def __init__(self, graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit: int, alignment: int = 256,
-                 seed: int = 0, settings: GASettings | None = None, evaluator: Evaluator | None = None):
+                 seed: int = 0, settings: GASettings | None = None, evaluator: Evaluator | None = None,
+                 space=None, rng: np.random.Generator | None = None, known: dict | None = None, name: str = ""):
         self.ev = evaluator or Evaluator(graph, op_time, device, mem_limit, alignment)
-        self.gi, self.space = self.ev.gi, self.ev.space
+        self.gi = self.ev.gi
+        self.space = self.ev.space if space is None else space
         self.mem_limit, self.alignment = int(mem_limit), int(alignment)
         self.s = settings or GASettings()
-        self.rng = np.random.default_rng(seed)
-        self.known: dict[bytes, float] = {}     # genome key -> time: nothing is simulated twice
-        self.evaluations = 0
+        self.rng = np.random.default_rng(seed) if rng is None else rng
+        self.known: dict[bytes, float] = {} if known is None else known   # nothing is simulated twice
+        self.evaluations = 0                    # genomes this island sent to be simulated
+        self.name = name
+        self.pop: list[Genome] = []
 
     # ---- genomes ----
     def seed_genomes(self) -> list[tuple[str, Genome]]:
@@ -196,27 +216,14 @@ class GeneticSearch:
 
     # ---- evaluation and selection ----
     def submit(self, pool, genomes: list[Genome], pending: dict) -> None:
-        """Start evaluating the genomes not seen before (one batch); `pending` maps key -> future."""
+        """Start evaluating the genomes not seen before (one batch); `pending` maps key -> (future, island),
+        and may be shared by islands that share `known`."""
         new = {}
         for g in genomes:
             k = g.key()
             if k not in self.known and k not in pending and k not in new:
                 new[k] = g
-        pending.update(zip(new, pool.submit_many(list(new.values()))))
-
-    def collect(self, genomes: list[Genome], pending: dict) -> None:
-        """Wait for `pending` and give every genome its time."""
-        for k, f in pending.items():
-            self.known[k] = f.result()
-        self.evaluations += len(pending)
-        pending.clear()
-        for g in genomes:
-            g.time_s = self.known[g.key()]
-
-    def evaluate(self, pool, genomes: list[Genome]) -> None:
-        pending: dict = {}
-        self.submit(pool, genomes, pending)
-        self.collect(genomes, pending)
+        pending.update(zip(new, ((f, self) for f in pool.submit_many(list(new.values())))))
 
     def select(self, candidates: list[Genome], k: int) -> list[Genome]:
         uniq, seen = [], set()
@@ -239,90 +246,150 @@ class GeneticSearch:
     def run(self, budget_s: float = 60.0, generations: int | None = None, workers: int | None = None,
             progress: bool = False, executor: str = "processes", ray_address: str | None = None) -> SearchResult:
         """executor: "processes" (local; workers=1 is in-process) or "ray" (tvm_swap.planner.swapadvisor.executors)."""
-        t0 = time.perf_counter()
-        Np = self.s.population
-        seeds = self.seed_genomes()
-        pop = [g for _, g in seeds]
-        while len(pop) < Np:
-            pop.append(self.random_genome())
-        n_workers = default_workers() if workers is None else max(1, int(workers))
-        if executor == "processes":
-            n_workers = min(n_workers, max(1, Np))
-        pool = make_pool(self.ev, executor, n_workers, ray_address)
-        bar = _progress_bar(progress, generations)
-        gc_was = gc.isenabled()
-        gc.disable()                  # evaluations make no reference cycles; collections would only rescan
+        return evolve([self], budget_s, generations, workers, progress, executor, ray_address)
+
+
+def _collect(known: dict, pending: dict) -> None:
+    for k, (f, island) in pending.items():
+        known[k] = f.result()
+        island.evaluations += 1
+    pending.clear()
+
+
+def _best(islands: list[GeneticSearch]) -> Genome:
+    """The fastest genome of all islands; on a tie the earlier island's (min keeps the first)."""
+    return min((isl.pop[0] for isl in islands if isl.pop), key=lambda g: g.time_s)
+
+
+def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: int | None = None,
+           workers: int | None = None, progress: bool = False, executor: str = "processes",
+           ray_address: str | None = None) -> SearchResult:
+    """Evolve one or more islands that share an evaluator (and its time cache) side by side; each island
+    draws only from its own rng, in the same order as alone, and nothing passes between islands but genome
+    times (the same for the same key), so each island's search is its search alone at the same generations.
+    A generation breeds every island's crossovers (interleaved, evaluated as one batch), then selects each
+    island. The result is the fastest island's best genome (the first island's on a tie)."""
+    ev = islands[0].ev
+    assert all(isl.ev is ev for isl in islands), "islands share one evaluator"
+    t0 = time.perf_counter()
+    seeds = []
+    for isl in islands:
+        named = isl.seed_genomes()
+        seeds.append(named)
+        isl.pop = [g for _, g in named]
+        while len(isl.pop) < isl.s.population:
+            isl.pop.append(isl.random_genome())
+    Np = max(isl.s.population for isl in islands)
+    n_workers = default_workers() if workers is None else max(1, int(workers))
+    if executor == "processes":
+        n_workers = min(n_workers, max(1, Np))
+    pool = make_pool(ev, executor, n_workers, ray_address)
+    bar = _progress_bar(progress, generations)
+    gc_was = gc.isenabled()
+    gc.disable()                  # evaluations make no reference cycles; collections would only rescan
+    known = islands[0].known
+
+    def evaluate(items: list[tuple[GeneticSearch, Genome]]) -> None:
+        pending: dict = {}
+        for isl in islands:
+            isl.submit(pool, [g for i, g in items if i is isl], pending)
+        _collect(known, pending)
+        for _, g in items:
+            g.time_s = known[g.key()]
+
+    try:
+        # every island's seeds before any random genome: under a time budget the seeds come first
+        first = [(isl, g) for isl, named in zip(islands, seeds) for g in isl.pop[:len(named)]] \
+            + [(isl, g) for isl, named in zip(islands, seeds) for g in isl.pop[len(named):]]
+        if generations is None:
+            # a time budget also bounds the first generation (seeds first, a worker's batch at a time):
+            # on large graphs each evaluation can take seconds
+            done_first: list = []
+            step = max(1, n_workers)
+            for k in range(0, len(first), step):
+                b_start = time.perf_counter()
+                evaluate(first[k:k + step])
+                done_first += first[k:k + step]
+                # stop when the next batch and the final plan (about 3 evaluations) would not fit; the
+                # first batch also starts the workers, so it only stops a search already past its budget
+                batch_s = time.perf_counter() - b_start if k else 0.0
+                if time.perf_counter() - t0 + 4 * batch_s > budget_s:
+                    break
+            for isl in islands:
+                isl.pop = [g for i, g in done_first if i is isl]
+        else:
+            evaluate(first)
+        seed_times: dict = {}
+        for named in seeds:
+            for name, g in named:
+                if math.isfinite(g.time_s):
+                    seed_times.setdefault(name, g.time_s)
+        for isl in islands:
+            isl.pop = isl.select(isl.pop, isl.s.population)
+        elapsed = time.perf_counter() - t0
+        history = [[0, round(elapsed, 4), _best(islands).time_s]]
+        per_eval = elapsed / max(1, sum(len(isl.pop) for isl in islands))   # wall seconds per genome, workers included
+        # the final plan (planning with actions, verifying, predicting) in one process: measured about 2
+        # evaluations' time on BERT-large and BRNN-4-8K; 3 to be safe
+        reserve = 3 * per_eval * max(1, n_workers)
+        cross_s = 4 * per_eval                         # one crossover's 4 children, until one has been timed
+        gen = done = 0
+        interrupted = False
         try:
-            if generations is None:
-                # a time budget also bounds the first generation (seeds first, a worker's batch at a time):
-                # on large graphs each evaluation can take seconds
-                done: list[Genome] = []
-                step = max(1, n_workers)
-                for k in range(0, len(pop), step):
-                    b_start = time.perf_counter()
-                    self.evaluate(pool, pop[k:k + step])
-                    done += pop[k:k + step]
-                    # stop when the next batch and the final plan (about 3 evaluations) would not fit; the
-                    # first batch also starts the workers, so it only stops a search already past its budget
-                    batch_s = time.perf_counter() - b_start if k else 0.0
-                    if time.perf_counter() - t0 + 4 * batch_s > budget_s:
+            while True:
+                if generations is not None:
+                    if gen >= generations:
                         break
-                pop = done
-            else:
-                self.evaluate(pool, pop)
-            seed_times = {name: g.time_s for name, g in seeds if math.isfinite(g.time_s)}
-            pop = self.select(pop, Np)
-            elapsed = time.perf_counter() - t0
-            history = [[0, round(elapsed, 4), pop[0].time_s]]
-            per_eval = elapsed / max(1, len(pop))          # wall seconds per genome, workers included
-            # the final plan (planning with actions, verifying, predicting) in one process: measured about 2
-            # evaluations' time on BERT-large and BRNN-4-8K; 3 to be safe
-            reserve = 3 * per_eval * max(1, n_workers)
-            cross_s = 4 * per_eval                         # one crossover's 4 children, until one has been timed
-            gen = done = 0
-            interrupted = False
-            try:
-                while True:
-                    if generations is not None:
-                        if gen >= generations:
-                            break
-                    elif time.perf_counter() - t0 + cross_s + reserve > budget_s:
-                        break
-                    gen += 1
-                    kids: list[Genome] = []
-                    pending: dict = {}
-                    c_start = time.perf_counter()
-                    for _ in range(max(1, Np // 4)):    # workers start on a crossover's kids while the next is bred
-                        if generations is None and kids:
+                elif time.perf_counter() - t0 + cross_s + reserve > budget_s:
+                    break
+                gen += 1
+                kids: dict = {id(isl): [] for isl in islands}
+                pending: dict = {}
+                c_start = time.perf_counter()
+                n_cross = [max(1, isl.s.population // 4) if isl.pop else 0 for isl in islands]
+                stop = False
+                # workers start on a crossover's kids while the next is bred; islands take turns
+                for r in range(max(n_cross)):
+                    for isl, nc in zip(islands, n_cross):
+                        if r >= nc:
+                            continue
+                        if generations is None and any(kids.values()):
                             # a time budget also bounds a generation: one crossover at a time, stopping when
                             # the next would not end in time (a generation can take minutes on large graphs)
-                            self.collect(kids, pending)
+                            _collect(known, pending)
                             cross_s = time.perf_counter() - c_start
                             if time.perf_counter() - t0 + cross_s + reserve > budget_s:
+                                stop = True
                                 break
                         c_start = time.perf_counter()
-                        i, j = self.rng.choice(len(pop), size=2, replace=len(pop) < 2)
-                        new = self.children(pop[int(i)], pop[int(j)])
-                        self.submit(pool, new, pending)
-                        kids.extend(new)
-                    self.collect(kids, pending)
-                    pop = self.select(pop + kids, Np)
-                    history.append([gen, round(time.perf_counter() - t0, 4), pop[0].time_s])
-                    if bar is not None:
-                        bar.update(1)
-                        bar.set_postfix(progress_postfix(pop[0].time_s, self.evaluations,
-                                                         time.perf_counter() - t0))
-                    done = gen
-            except KeyboardInterrupt:      # Ctrl-C: `pop` is the last whole generation; the caller says it was cut
-                interrupted = True
-        finally:
-            if gc_was:
-                gc.enable()
-            pool.close()
-            if bar is not None:
-                bar.close()
-        return SearchResult(pop[0], done, self.evaluations, time.perf_counter() - t0, history, seed_times,
-                            interrupted)
+                        i, j = isl.rng.choice(len(isl.pop), size=2, replace=len(isl.pop) < 2)
+                        new = isl.children(isl.pop[int(i)], isl.pop[int(j)])
+                        isl.submit(pool, new, pending)
+                        kids[id(isl)].extend(new)
+                    if stop:
+                        break
+                _collect(known, pending)
+                for isl in islands:
+                    for g in kids[id(isl)]:
+                        g.time_s = known[g.key()]
+                    isl.pop = isl.select(isl.pop + kids[id(isl)], isl.s.population)
+                history.append([gen, round(time.perf_counter() - t0, 4), _best(islands).time_s])
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(progress_postfix(_best(islands).time_s,
+                                                     sum(isl.evaluations for isl in islands),
+                                                     time.perf_counter() - t0))
+                done = gen
+        except KeyboardInterrupt:      # Ctrl-C: the islands hold their last whole generation; the caller says it was cut
+            interrupted = True
+    finally:
+        if gc_was:
+            gc.enable()
+        pool.close()
+        if bar is not None:
+            bar.close()
+    return SearchResult(_best(islands), done, sum(isl.evaluations for isl in islands), time.perf_counter() - t0,
+                        history, seed_times, interrupted)
 
 
 def progress_postfix(best_s: float, evaluations: int, elapsed_s: float) -> dict:

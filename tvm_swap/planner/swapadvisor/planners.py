@@ -8,11 +8,11 @@ verifies and predicts):
                                that may be recomputed is
 
 Option `recompute` ("on" / "off"; arena pool only): the search also chooses, per evicted tensor, to copy it
-out and back or to drop it and recompute it (arena.ArenaGenes.recompute). The swap-only seeds stay in the
-population, so at the same budget and seed the hybrid is never slower than swap-only's seeds, and it explores
-swap vs recompute jointly with the schedule. It is not always at least as fast as a swap-only *search* at the
-same seed: the two searches draw and select differently, so either may find the better plan (random 8-layer
-training graphs at 60-80%, 3 generations: the hybrid slower in 12 of 36 cases, by up to 6%, faster in 10).
+out and back or to drop it and recompute it (arena.ArenaGenes.recompute). The search then runs two islands
+side by side (islands.py): the swap-only search itself, unchanged, and the hybrid search, which explores swap vs
+recompute jointly with the schedule; the plan is the faster island's best. So at the same seed and generations
+the hybrid is never slower than recompute off, by construction, for 1.6-2x its evaluations; under a
+wall-clock budget the islands share it (islands.py says what holds then).
 
 Defaults (RECOMPUTE_DEFAULT): on for `swapadvisor` in the arena pool (on the issue's points with 3
 generations, benchmarks/recompute.md: 1.01x to 1.52x swap-only, 0.99x on
@@ -33,7 +33,8 @@ from ..context import PlanningContext
 from ..graphindex import GraphIndex
 from .arena import ArenaGenes, plan_arena, recompute_candidates
 from .encoding import AllocationSpace
-from .ga import Evaluator, GASettings, GeneticSearch
+from .ga import Evaluator, GASettings, GeneticSearch, evolve
+from .islands import hybrid_islands, island_summary
 from .swapplan import plan_swaps
 
 
@@ -51,11 +52,16 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
     else:
         ev = _keep_updated_or_not(ctx)
     budget = max(0.1 * ctx.budget_s, ctx.budget_s - (time.perf_counter() - t0))
-    search = GeneticSearch(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed, settings,
-                           evaluator=ev)
-    res = search.run(budget_s=budget, generations=ctx.generations, workers=ctx.workers,
-                     progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
-                     ray_address=ctx.options.get("ray_address"))
+    if recompute:      # two islands: the swap-only search itself, and the hybrid one it feeds (islands.py)
+        islands = hybrid_islands(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed,
+                                 settings, ev)
+    else:
+        islands = [GeneticSearch(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed,
+                                 settings, evaluator=ev)]
+    search = islands[0]
+    res = evolve(islands, budget_s=budget, generations=ctx.generations, workers=ctx.workers,
+                 progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
+                 ray_address=ctx.options.get("ray_address"))
     if ctx.pool == "arena":
         sp = plan_arena(search.gi, res.best.schedule, ctx.mem_limit, res.best.alloc, ctx.op_time, ctx.device)
     else:
@@ -66,6 +72,8 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
         "seed": ctx.seed, "population": settings.population, "history": res.history,
         "seed_times_s": res.seed_times, "recompute": recompute,
     }
+    if recompute:
+        plan.search["islands"] = island_summary(islands)
     if res.interrupted:         # Ctrl-C: the best plan so far, still verified and predicted by plan_graph
         plan.search["interrupted"] = True
     return plan

@@ -1,0 +1,69 @@
+"""The hybrid (swap or recompute) search as two islands, so that recompute on is never slower than recompute
+off, nor than the single-population hybrid search it replaces, at the same seed and generations, by construction.
+
+    islands = hybrid_islands(graph, op_time, device, mem_limit, alignment, seed, settings, evaluator)
+    res = evolve(islands, budget_s, generations, ...)          # ga.evolve
+
+- The swap-only island is the swap-only search itself: the swap-only genome space (ArenaSpace with recompute
+  off: its seeds and operators), a numpy Generator seeded by `seed`, the same settings.
+- The hybrid island is the hybrid search as it was before the islands: the recompute genome space (swap-only's
+  seeds plus the recompute seeds; random genomes draw recompute genes), its own Generator, also seeded by
+  `seed` (a separate object: drawing from one never moves the other).
+- ga.evolve draws each island's random numbers only from that island's Generator, in the order a search alone
+  draws them, and the islands exchange nothing but genome times; the scorer is the same for both (an arena
+  evaluator's recompute flag only changes its genome space, and all-off recompute genes plan exactly as none).
+  So after any number of generations each island's population, best genome and time are those of its search
+  alone (tests/planner/swapadvisor/test_islands.py checks it genome for genome).
+- The result is the faster of the two islands' best genomes (the swap-only island's on a tie): at most the time
+  of `recompute="off"`, and at most the previous hybrid search's; the plan is swap-only's exactly whenever
+  recompute did not help.
+- No migration: sending the swap-only island's best genomes into the hybrid island (2 per generation, recompute
+  genes off) was measured and did not help (10 random training graphs x 2 limits at 3 and 10 generations: mean on/off
+  0.9965 both ways at 3, 0.9968 with migrants vs 0.9930 without at 10), and it would lose the second guarantee.
+
+Cost: the swap-only island costs what recompute off costs; the hybrid island what the previous hybrid search
+cost, less the genomes both hold (one time cache whose keys (ga.Genome.key) match all-off recompute genes with
+none: the hybrid's swap-only seeds are simulated once). Measured (benchmarks/never_slower.md): 1.63x, 1.81x and
+1.95x the evaluations of recompute off at 1, 3 and 10 generations on 40 random training cases, 1.80x on
+BERT-large@32 16 GB at 3 generations.
+
+A wall-clock budget (no `generations`): the islands share it, the seeds of both first, then their random
+genomes, then a crossover each in turn, so the swap-only island makes about half the evaluations recompute off
+would make in the same time. The guarantee then holds against the swap-only search stopped where its island
+stopped (the same genomes of the first generation evaluated, the same crossovers; plan.search["islands"] gives
+each island's evaluations), not against recompute off given the whole budget. Measured on BERT-large@32 16 GB
+at 60 s on a loaded machine (benchmarks/never_slower_budget.md): on reached 2 generations (off 5, the previous
+hybrid search 3), with the same plan as the previous hybrid search (0.848 of ideal; off 0.497).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...devices import DeviceSpec
+from ...graph import DataflowGraph
+from .arena import ArenaSpace
+from .ga import Evaluator, GASettings, GeneticSearch
+
+
+def hybrid_islands(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit: int, alignment: int, seed: int,
+                   settings: GASettings, evaluator: Evaluator) -> list[GeneticSearch]:
+    """[swap-only island, hybrid island] over one arena evaluator built with recompute on; only the swap-only
+    island when no tensor may be recomputed (the hybrid island would search the swap-only space again)."""
+    ev = evaluator
+    if ev.pool != "arena" or ev.space.rc_able is None:
+        raise ValueError("hybrid islands need an arena evaluator with recompute on")
+    known: dict = {}
+    swap_space = ArenaSpace(ev.gi, mem_limit, False, ev.op_time, device)
+    swap = GeneticSearch(graph, op_time, device, mem_limit, alignment, settings=settings, evaluator=ev,
+                         space=swap_space, rng=np.random.default_rng(seed), known=known, name="swap-only")
+    if not ev.space.rc_able.any():
+        return [swap]
+    hybrid = GeneticSearch(graph, op_time, device, mem_limit, alignment, settings=settings, evaluator=ev,
+                           rng=np.random.default_rng(seed), known=known, name="hybrid")
+    return [swap, hybrid]
+
+
+def island_summary(islands: list[GeneticSearch]) -> list[dict]:
+    """Per island: its name, best time and evaluations (for plan.search)."""
+    return [{"name": isl.name, "best_s": isl.pop[0].time_s if isl.pop else None, "evaluations": isl.evaluations}
+            for isl in islands]
