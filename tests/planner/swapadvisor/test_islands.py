@@ -46,7 +46,9 @@ def test_each_island_evolves_exactly_as_its_search_alone():
         # the hybrid island's swap-only seeds were simulated once, for both islands
         assert res.evaluations == len(islands[0].known)
         assert res.evaluations < off_res.evaluations + hyb_res.evaluations
-        assert islands[0].evaluations == off_res.evaluations
+        # a genome is counted for the island that sent it first: the swap-only island never costs more than off
+        # (less when the hybrid island bred one of its genomes first: all-off recompute genes share its key)
+        assert islands[0].evaluations <= off_res.evaluations
 
 
 def test_all_off_recompute_genes_share_the_swap_only_key_and_time():
