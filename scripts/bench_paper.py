@@ -146,10 +146,12 @@ def pools_for(planner: str, args) -> list[str]:
         "size-classes"]
 
 
-def search_of(r: dict) -> str:
-    """How much search a cell got: its fixed generations, else its budget."""
+def search_of(r: dict, default: str = "-") -> str:
+    """How much search a cell got: its fixed generations, else its budget (else `default`)."""
     g = r.get("search_generations")
-    return f"{g} gen" if g is not None else f"{r.get('budget_s', 0):g} s"
+    if g is not None:
+        return f"{g} gen"
+    return f"{r['budget_s']:g} s" if r.get("budget_s") is not None else default
 
 
 def label_pools(result: dict) -> dict:
@@ -577,7 +579,7 @@ def measured_at(row: dict, meta: dict) -> str:
     search = row_search(row, meta)
     later: dict[tuple, list[str]] = {}
     for p, r in row["planners"].items():
-        key = (r.get("commit", base), search_of(r) if p.split("@")[0] == "swapadvisor" else search)
+        key = (r.get("commit", base), search_of(r, search) if p.split("@")[0] == "swapadvisor" else search)
         if key != (base, search):
             later.setdefault(key, []).append(p)
     return f"`{base}`, {search}" + "".join(f"; {', '.join(ps)} at `{c}`" + (f", {b}" if b != search else "")
