@@ -136,8 +136,22 @@ def cell_key(planner: str, pool: str) -> str:
     return f"{planner}@{pool}" if planner in SEARCH and pool != "arena" else planner
 
 
-def pool_of(planner: str, args) -> str:
-    return getattr(args, "pool", "arena") if planner in SEARCH else "size-classes"
+def pool_of(planner: str, args, pool: str | None = None) -> str:
+    return (pool or getattr(args, "pool", "arena")) if planner in SEARCH else "size-classes"
+
+
+def pools_for(planner: str, args) -> list[str]:
+    """The pools a planner is measured in this run: every --pool for the search planners, size classes else."""
+    return list(getattr(args, "pools", None) or [getattr(args, "pool", "arena")]) if planner in SEARCH else [
+        "size-classes"]
+
+
+def search_of(r: dict, default: str = "-") -> str:
+    """How much search a cell got: its fixed generations, else its budget (else `default`)."""
+    g = r.get("search_generations")
+    if g is not None:
+        return f"{g} gen"
+    return f"{r['budget_s']:g} s" if r.get("budget_s") is not None else default
 
 
 def label_pools(result: dict) -> dict:
@@ -168,29 +182,34 @@ def baseline_budget(args, planner: str, budget: float) -> float:
     return budget if planner == "swapadvisor" else min(budget, 10.0)
 
 
-def run_planner(graph, planner: str, mem_limit: int, args, budget_s: float) -> tuple[dict, object]:
-    """One plan, as a JSON row; failures become rows too, so one bad run does not lose the benchmark."""
+def run_planner(graph, planner: str, mem_limit: int, args, budget_s: float,
+                pool: str | None = None) -> tuple[dict, object]:
+    """One plan, as a JSON row; failures become rows too, so one bad run does not lose the benchmark.
+    pool: for the search planners (default: the run's first --pool); args.generations, when set, fixes the
+    search to that many GA generations (budget_s is then ignored: load-independent and reproducible)."""
     from tvm_swap.devices import get_device
     from tvm_swap.planner.api import plan_graph
 
+    pool = pool_of(planner, args, pool or pools_for(planner, args)[0])
+    gens = getattr(args, "generations", None)
     t0 = time.perf_counter()
     try:
         plan = plan_graph(graph, mem_limit=mem_limit, device=get_device(args.device), planner=planner,
                           budget_s=budget_s, seed=args.seed, workers=args.workers, progress=False,
-                          **planner_options(args), **({"pool": args.pool} if planner in SEARCH else {}))
+                          **({"generations": gens} if gens is not None else {}),
+                          **planner_options(args), **({"pool": pool} if planner in SEARCH else {}))
     except InfeasibleLimitError as e:
         return {"status": "oom" if planner == "noswap" else "infeasible", "needs_bytes": e.min_feasible,
-                "wall_s": time.perf_counter() - t0, "pool": pool_of(planner, args)}, None
+                "wall_s": time.perf_counter() - t0, "pool": pool}, None
     except Exception as e:  # a planner bug must show in the table, not end a 30-minute run
         traceback.print_exc()
         return {"status": "error", "error": f"{type(e).__name__}: {e}", "wall_s": time.perf_counter() - t0,
-                "pool": pool_of(planner, args)}, None
+                "pool": pool}, None
     p, s = plan.predicted, plan.search or {}
-    row = {"status": "ok", "wall_s": time.perf_counter() - t0, "verified": bool(plan.verified),
-           "pool": pool_of(planner, args)}
+    row = {"status": "ok", "wall_s": time.perf_counter() - t0, "verified": bool(plan.verified), "pool": pool}
     for k in ("time_s", "ideal_time_s", "lower_bound_s", "tight_lower_bound_s", "throughput_vs_ideal",
               "pool_bytes", "peak_bytes",
-              "swap_in_bytes", "swap_out_bytes", "swap_in_count", "swap_out_count"):
+              "swap_in_bytes", "swap_out_bytes", "swap_in_count", "swap_out_count", "recompute_count"):
         row[k] = p.get(k)
     for k in ("search_s", "generations"):
         row[k] = s.get(k)
@@ -228,25 +247,42 @@ def smallest_feasible(graph, args) -> int:
     return 1
 
 
+def row_bounds(graph, args, mem_limit: int) -> dict:
+    """The row's bounds, from the graph alone (not from whichever plan came first: a plan that recomputes
+    reports no tight bound): seconds, and the bytes every plan without recomputation copies each way."""
+    from tvm_swap.devices import get_device
+    from tvm_swap.planner.api import resolve_op_time
+    from tvm_swap.planner.tight_bound import tight_lower_bound_detail
+
+    dev = get_device(args.device)
+    d = tight_lower_bound_detail(graph, resolve_op_time(graph, dev, None), dev, mem_limit)
+    return {"ideal_time_s": float(d["compute_s"]), "lower_bound_s": float(d["lower_bound_s"]),
+            "tight_lower_bound_s": float(d["tight_lower_bound_s"]),
+            "bound_out_bytes": float(d["tight_out_bytes"]), "bound_in_bytes": float(d["tight_in_bytes"])}
+
+
 def bench_workload(name: str, batch: int, args, mem_limit: int) -> tuple[dict, dict]:
     t0 = time.perf_counter()
     graph = load_workload(name, batch)
     row = {"model": name, "batch": batch, "ops": graph.num_ops, "tensors": graph.num_tensors,
            "load_s": time.perf_counter() - t0, "mem_limit_bytes": mem_limit, "need_bytes": noswap_need(graph),
            "planners": {}}
+    row.update(row_bounds(graph, args, mem_limit))
     plans = {}
     for planner in args.planners:
-        r, plan = run_planner(graph, planner, mem_limit, args, baseline_budget(args, planner, args.budget_s))
-        _noswap_needs(r, planner, row["need_bytes"])
-        r["commit"] = args.commit
-        r["budget_s"] = args.budget_s
-        row["planners"][cell_key(planner, args.pool)] = r
-        if plan is not None:
-            plans[planner] = plan
-            row.setdefault("ideal_time_s", r["ideal_time_s"])
-            row.setdefault("lower_bound_s", r["lower_bound_s"])
-            row.setdefault("tight_lower_bound_s", r.get("tight_lower_bound_s"))
-        print(f"  {name}@{batch} {planner:<21} {cell(r):<24} ({format_seconds(r['wall_s'])})", flush=True)
+        for pool in pools_for(planner, args):
+            r, plan = run_planner(graph, planner, mem_limit, args, baseline_budget(args, planner, args.budget_s),
+                                  pool=pool)
+            _noswap_needs(r, planner, row["need_bytes"])
+            r["commit"] = args.commit
+            r["budget_s"] = args.budget_s
+            if planner == "swapadvisor" and args.generations is not None:
+                r["search_generations"] = args.generations
+            key = cell_key(planner, pool)
+            row["planners"][key] = r
+            if plan is not None:
+                plans[key] = plan
+            print(f"  {name}@{batch} {key:<34} {cell(r):<24} ({format_seconds(r['wall_s'])})", flush=True)
     paper = PAPER.get((name, batch))
     row["paper"] = {"swapadvisor": paper[0], "odswap": paper[1]} if paper else None
     row.update(provenance(args))
@@ -255,8 +291,11 @@ def bench_workload(name: str, batch: int, args, mem_limit: int) -> tuple[dict, d
 
 def provenance(args) -> dict:
     """What a row was measured with: rows of different runs live side by side in paper.json."""
-    return {"commit": args.commit, "budget_s": args.budget_s, "measured": time.strftime("%Y-%m-%d %H:%M"),
-            "options": {**planner_options(args), "pool": args.pool}}
+    out = {"commit": args.commit, "budget_s": args.budget_s, "measured": time.strftime("%Y-%m-%d %H:%M"),
+           "options": {**planner_options(args), "pool": args.pool, "pools": list(args.pools)}}
+    if args.generations is not None:
+        out["generations"] = args.generations
+    return out
 
 
 # ---------------------------------------------------------------- inference (Table 2)
@@ -275,11 +314,14 @@ def bench_inference(args) -> dict:
         for limit in limits:
             cells = {}
             for planner in args.planners:
-                r, _ = run_planner(graph, planner, limit, args, baseline_budget(args, planner, args.budget_s))
-                _noswap_needs(r, planner, row["need_bytes"])
-                r.pop("history", None)
-                cells[cell_key(planner, args.pool)] = r
-                print(f"  {name}@{batch} {format_bytes(limit):>10} {planner:<21} {seconds_cell(r)}", flush=True)
+                for pool in pools_for(planner, args):
+                    r, _ = run_planner(graph, planner, limit, args, baseline_budget(args, planner, args.budget_s),
+                                       pool=pool)
+                    _noswap_needs(r, planner, row["need_bytes"])
+                    r.pop("history", None)
+                    cells[cell_key(planner, pool)] = r
+                    print(f"  {name}@{batch} {format_bytes(limit):>10} {cell_key(planner, pool):<34} "
+                          f"{seconds_cell(r)}", flush=True)
             row["cells"][str(limit)] = cells
         out["rows"].append(row)
     if 1 in batches and "swapadvisor" in args.planners:
@@ -369,12 +411,13 @@ def bench_sweep(name: str, batch: int, args) -> dict:
         pt = {"mem_limit_bytes": limit, "fraction_of_need": limit / need, "planners": {}}
         for planner in args.planners:
             budget = args.sweep_budget_s if planner == "swapadvisor" else min(args.sweep_budget_s, 10.0)
-            r, _ = run_planner(graph, planner, limit, args, budget)
-            _noswap_needs(r, planner, need)
-            r.pop("history", None)
-            pt["planners"][cell_key(planner, args.pool)] = r
-            print(f"  sweep {name}@{batch} {format_bytes(limit):>11} ({100 * limit / need:5.1f}%) "
-                  f"{planner:<21} {cell(r)}", flush=True)
+            for pool in pools_for(planner, args):
+                r, _ = run_planner(graph, planner, limit, args, budget, pool=pool)
+                _noswap_needs(r, planner, need)
+                r.pop("history", None)
+                pt["planners"][cell_key(planner, pool)] = r
+                print(f"  sweep {name}@{batch} {format_bytes(limit):>11} ({100 * limit / need:5.1f}%) "
+                      f"{cell_key(planner, pool):<34} {cell(r)}", flush=True)
         out["points"].append(pt)
     return out
 
@@ -393,6 +436,14 @@ def cell(r: dict | None) -> str:
     if st == "infeasible":
         return f"infeasible (needs {format_bytes(r['needs_bytes'])})"
     return "error"
+
+
+def tight_ratio(sa: dict, ratio: float | None) -> str:
+    """time / tight bound; the bound assumes no recomputation, so a plan that recomputes is marked (it may
+    beat the bound)."""
+    if ratio is None:
+        return "-"
+    return f"{ratio:.2f}x" + (" (recomputes)" if sa.get("recompute_count") else "")
 
 
 def _fmt(v, f) -> str:
@@ -430,8 +481,8 @@ def markdown(result: dict) -> str:
         f"({meta['mem_limit_bytes']:,} bytes); swapadvisor search budget {meta['budget_s']:g} s per run on "
         f"{meta['cpus']} CPU cores; seed {meta['seed']}. Generated by `scripts/bench_paper.py"
         f"{' --quick' if meta['quick'] else ''}` at commit `{meta['commit']}` in {format_seconds(meta['wall_s'])}; "
-        f"rows measured later by a partial run (`--only`, `--points`) name their own commit and budget in the "
-        f"last column. `-`: not measured in that row's run.",
+        f"rows measured later by a partial run (`--only`, `--points`) name their own commit and search (a budget, "
+        f"or `N gen`: a fixed number of GA generations, --generations) in the last column. `-`: not measured in that row's run.",
         "",
         "Planner columns: throughput as a fraction of the ideal (the same model with unlimited memory: "
         "the sum of its op times). *LB* is the lower bound on the iteration time under the limit "
@@ -463,8 +514,9 @@ def markdown(result: dict) -> str:
                  _fmt(row.get("ideal_time_s"), format_seconds), _fmt(lb, format_seconds), _fmt(tlb, format_seconds)]
         cells += [cell(row["planners"].get(p)) for p in planners]
         cells += [_fmt(paper.get("swapadvisor"), lambda v: f"{v:.2f}"), _fmt(paper.get("odswap"), lambda v: f"{v:.2f}"),
-                  _fmt(ratio, lambda v: f"{v:.2f}x"), _fmt(tratio, lambda v: f"{v:.2f}x"), measured_at(row, meta)]
+                  _fmt(ratio, lambda v: f"{v:.2f}x"), tight_ratio(sa, tratio), measured_at(row, meta)]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += pools_section(result, meta)
     lines += tflms_section(result.get("tflms_comparison") or [], planners, meta)
     lines += inference_section(result.get("inference"), planners)
     errors = [(r["model"], r["batch"], p, x["error"]) for r in result["rows"] + result.get("tflms_comparison", [])
@@ -493,9 +545,10 @@ README_PLANNERS = ["swapadvisor", "swapadvisor@size-classes", "swapadvisor-nosea
 
 
 def readme_table(result: dict) -> str:
+    meta = result.get("meta", {})
     """The README's results table: the training rows, swapadvisor in both pools, the paper's baselines."""
     head = (["model", "batch", "memory need", "need / 16 GB"] + [p.replace("@", " ") for p in README_PLANNERS] +
-            ["paper SwapAdvisor", "paper ODSwap", "swapadvisor time / tight bound"])
+            ["paper SwapAdvisor", "paper ODSwap", "swapadvisor time / tight bound", "measured at"])
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for row in result["rows"]:
         paper = row.get("paper") or {}
@@ -505,7 +558,7 @@ def readme_table(result: dict) -> str:
                  f"{row['need_bytes'] / row['mem_limit_bytes']:.1f}x"]
         cells += [cell(row["planners"].get(p)).split(" (")[0] for p in README_PLANNERS]
         cells += [_fmt(paper.get("swapadvisor"), lambda v: f"{v:.2f}"), _fmt(paper.get("odswap"), lambda v: f"{v:.2f}"),
-                  _fmt(tratio, lambda v: f"{v:.2f}x")]
+                  tight_ratio(sa, tratio), measured_at(row, meta)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -521,18 +574,67 @@ def write_readme(result: dict, path: Path) -> None:
     print(f"rewrote the results table in {path}")
 
 
+def row_search(row: dict, meta: dict) -> str:
+    """The search the row's run gave swapadvisor: `N gen` (--generations) or `B s` (its budget)."""
+    g = row.get("generations", meta.get("generations")) if "commit" in row else meta.get("generations")
+    return f"{g} gen" if g is not None else f"{row.get('budget_s', meta.get('budget_s', 0)):g} s"
+
+
 def measured_at(row: dict, meta: dict) -> str:
-    """swapadvisor's commit and budget, and the commit of any planner measured by a later run."""
-    base = row.get("commit", meta["commit"])
-    text = f"`{base}`, {row.get('budget_s', meta['budget_s']):g} s"
-    budget = row.get("budget_s", meta["budget_s"])
+    """swapadvisor's commit and search (generations or budget), and the commit (and search) of any planner
+    measured by another run."""
+    base = row.get("commit", meta.get("commit"))
+    search = row_search(row, meta)
     later: dict[tuple, list[str]] = {}
     for p, r in row["planners"].items():
-        key = (r.get("commit", base), r.get("budget_s", budget) if p.startswith("swapadvisor") else budget)
-        if key != (base, budget):
+        key = (r.get("commit", base), search_of(r, search) if p.split("@")[0] == "swapadvisor" else search)
+        if key != (base, search):
             later.setdefault(key, []).append(p)
-    return text + "".join(f"; {', '.join(ps)} at `{c}`" + (f", {b:g} s" if b != budget else "")
-                          for (c, b), ps in later.items())
+    return f"`{base}`, {search}" + "".join(f"; {', '.join(ps)} at `{c}`" + (f", {b}" if b != search else "")
+                                           for (c, b), ps in later.items())
+
+
+def _gib_pair(r: dict | None) -> str:
+    if not r or r.get("status") != "ok" or r.get("swap_out_bytes") is None:
+        return "-"
+    return f"{r['swap_out_bytes'] / 2**30:.1f} / {r['swap_in_bytes'] / 2**30:.1f}"
+
+
+def pools_section(result: dict, meta: dict) -> list[str]:
+    """Arena (the default) against size classes (the paper's pool) per training row, with the bytes each
+    plan copies each way next to the bound, and a mark where the arena loses to size classes or the paper."""
+    rows = [r for r in result["rows"] if any(k.endswith("@size-classes") for k in r["planners"])]
+    if not rows:
+        return []
+    lines = ["", "## Arena vs size classes", "",
+             "swapadvisor and swapadvisor-nosearch in both pool modes, same run, seed and search per row (the "
+             "`measured at` column above). *out / in*: GiB swapadvisor copies device-to-host / host-to-device per "
+             "iteration; *bound*: GiB every plan without recomputation must copy each way (the tight bound's "
+             "bytes; a plan that recomputes may copy less). *arena - SC*: swapadvisor arena minus size classes; "
+             "*short of*: where the arena is below size classes or the paper's figure.", "",
+             "| model | batch | swapadvisor arena | swapadvisor size-classes | arena - SC | paper | "
+             "nosearch arena | nosearch size-classes | arena out / in | size-classes out / in | bound out / in | "
+             "arena recomputes | short of |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        c = row["planners"]
+        a, sc = c.get("swapadvisor") or {}, c.get("swapadvisor@size-classes") or {}
+        ok = a.get("status") == "ok" and sc.get("status") == "ok"
+        d = a["throughput_vs_ideal"] - sc["throughput_vs_ideal"] if ok else None
+        paper = (row.get("paper") or {}).get("swapadvisor")
+        short = []
+        if d is not None and d < 0:
+            short.append("size classes")
+        if paper is not None and a.get("status") == "ok" and a["throughput_vs_ideal"] < paper:
+            short.append("paper")
+        bound = (f"{row['bound_out_bytes'] / 2**30:.1f} / {row['bound_in_bytes'] / 2**30:.1f}"
+                 if row.get("bound_out_bytes") is not None else "-")
+        lines.append(f"| {row['model']} | {row['batch']} | {cell(a or None)} | {cell(sc or None)} | "
+                     f"{_fmt(d, lambda v: f'{v:+.3f}')} | {_fmt(paper, lambda v: f'{v:.2f}')} | "
+                     f"{cell(c.get('swapadvisor-nosearch'))} | {cell(c.get('swapadvisor-nosearch@size-classes'))} | "
+                     f"{_gib_pair(a)} | {_gib_pair(sc)} | {bound} | {a.get('recompute_count', '-')} | "
+                     f"{', '.join(short) or '-'} |")
+    return lines
 
 
 def tflms_section(rows: list[dict], planners: list[str], meta: dict) -> list[str]:
@@ -698,9 +800,13 @@ def parse_args(argv=None):
     ap.add_argument("--points", default=None,
                     help="comma list NAME@batch=B: just these training rows, merged into the existing paper.json")
     ap.add_argument("--planners", default=",".join(PLANNERS), help="comma list (default: all)")
-    ap.add_argument("--pool", choices=POOLS, default="arena",
+    ap.add_argument("--pool", choices=POOLS + ("both",), default="arena",
                     help="memory model of swapadvisor and swapadvisor-nosearch (the baselines model size classes "
-                         "only); the other pool's cells in paper.json stay, so run once per pool")
+                         "only); `both`: each search planner in both pools in this run, side by side (the "
+                         "other pool's cells in paper.json stay when only one is run)")
+    ap.add_argument("--generations", type=int, default=None,
+                    help="exactly this many GA generations per swapadvisor search (--budget-s is then ignored): "
+                         "a fixed, load-independent search, the same for both pools; recorded in each cell")
     ap.add_argument("--readme", action="store_true",
                     help="also rewrite README.md's results table (between its paper-table markers) from paper.json")
     ap.add_argument("--quick", action="store_true", help="one batch per model, shorter searches (about 2 minutes)")
@@ -718,6 +824,10 @@ def parse_args(argv=None):
                     help="rewrite paper.md (and the table) from an existing paper.json; plans nothing")
     args = ap.parse_args(argv)
     args.commit = git_commit()
+    args.pools = list(POOLS) if args.pool == "both" else [args.pool]
+    args.pool = args.pools[0]
+    if args.generations is not None and args.generations < 0:
+        ap.error("--generations must be >= 0")
     args.planner_options = {}
     args.pieces, models = set(PIECES), args.models
     args.partial = bool(args.only or args.points or args.models)
@@ -776,7 +886,8 @@ def main(argv=None) -> int:
            "sweep_budget_s": args.sweep_budget_s, "seed": args.seed, "quick": args.quick,
            "planners": args.planners, "cpus": os.cpu_count(), "python": platform.python_version(),
            "commit": args.commit, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "pieces": sorted(args.pieces),
-           "models": args.models, "options": planner_options(args)}
+           "models": args.models, "options": planner_options(args), "pools": args.pools,
+           "generations": args.generations}
     existing = out / "paper.json"
     if args.partial and existing.exists():       # a piece: merge into the last full run's results
         result = label_pools(json.loads(existing.read_text()))

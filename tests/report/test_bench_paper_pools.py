@@ -47,7 +47,7 @@ def test_readme_table_shows_both_pools_and_the_better_one_against_the_bound(benc
     line = table.splitlines()[2]
     got = [c.strip() for c in line.strip("|").split("|")]
     assert got[:6] == ["nasnet-25", "32", "190.00 GiB", "12.8x", "0.800", "0.600"]
-    assert got[6:] == ["-", "-", "infeasible", "-", "0.60", "0.30", "1.25x"]
+    assert got[6:] == ["-", "-", "infeasible", "-", "0.60", "0.30", "1.25x", "`abc`, 60 s"]
 
 
 def test_write_readme_replaces_only_between_the_markers(bench, tmp_path):
@@ -60,3 +60,33 @@ def test_write_readme_replaces_only_between_the_markers(bench, tmp_path):
     readme.write_text("no markers")
     with pytest.raises(SystemExit, match="markers"):
         bench.write_readme({"rows": []}, readme)
+
+
+def test_generations_and_both_pools_are_recorded_and_shown(bench):
+    args = bench.parse_args(["--points", "nasnet-25@batch=32", "--pool", "both", "--generations", "3"])
+    assert args.pools == ["arena", "size-classes"] and args.generations == 3
+    assert bench.pools_for("swapadvisor", args) == ["arena", "size-classes"]
+    assert bench.pools_for("odswap", args) == ["size-classes"]
+    assert bench.parse_args(["--points", "nasnet-25@batch=32"]).pools == ["arena"]
+    cells = {"swapadvisor": {**_ok(0.5, "arena"), "search_generations": 3},
+             "swapadvisor@size-classes": {**_ok(0.7, "size-classes"), "search_generations": 3},
+             "odswap": _ok(0.3, "size-classes", commit="old")}
+    row = {**_row(cells), "generations": 3}
+    assert bench.measured_at(row, {}) == "`abc`, 3 gen; odswap at `old`"
+    cells["swapadvisor"]["search_generations"] = 5          # a cell searched differently names its search
+    assert bench.measured_at(row, {}) == "`abc`, 3 gen; swapadvisor at `abc`, 5 gen; odswap at `old`"
+
+
+def test_pools_section_marks_the_arena_short_of_size_classes_or_the_paper(bench):
+    def r(v, pool, out=2 * 2**30, inn=3 * 2**30):
+        return {**_ok(v, pool), "swap_out_bytes": out, "swap_in_bytes": inn}
+
+    rows = [{**_row({"swapadvisor": r(0.5, "arena"), "swapadvisor@size-classes": r(0.55, "size-classes")}, batch=16),
+             "bound_out_bytes": 2**30, "bound_in_bytes": 2**31},
+            _row({"swapadvisor": r(0.9, "arena"), "swapadvisor@size-classes": r(0.8, "size-classes")}, batch=32)]
+    lines = [x for x in bench.pools_section({"rows": rows}, {}) if x.startswith("| nasnet-25")]
+    got = [[c.strip() for c in x.strip("|").split("|")] for x in lines]
+    assert got[0][2:6] == ["0.500", "0.550", "-0.050", "0.60"]
+    assert got[0][8:11] == ["2.0 / 3.0", "2.0 / 3.0", "1.0 / 2.0"]
+    assert got[0][-1] == "size classes, paper"
+    assert got[1][4] == "+0.100" and got[1][-1] == "-" and got[1][10] == "-"
