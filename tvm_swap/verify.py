@@ -43,8 +43,6 @@ Invariants checked (DESIGN.md):
 """
 from __future__ import annotations
 
-import bisect
-
 from .errors import VerificationError
 from .graph import DataflowGraph
 from .plan import Plan, aligned_bytes
@@ -260,31 +258,21 @@ def _check_renaming(arena, r: _Report) -> bool:
 
 
 class _ByteMap:
-    """For each byte of the arena, a value (its live tenant, or the drop that last freed it), kept as
-    sorted segment starts `xs` and values `vs` (segment k is [xs[k], xs[k+1]))."""
+    """For each byte of the arena, a value (its live tenant, or the drop that last freed it), kept per
+    elementary segment: the arena cut at every object's start and end, so an object's bytes are a run of
+    whole segments and get/set are slices (no list inserts: a coalesced map of sorted starts cost a list
+    insert per cut, 10 s of list memmoves at 43k ops)."""
 
-    def __init__(self, value):
-        self.xs, self.vs = [0], [value]
-
-    def _cut(self, x: int) -> int:
-        k = bisect.bisect_right(self.xs, x) - 1
-        if self.xs[k] < x:
-            self.xs.insert(k + 1, x)
-            self.vs.insert(k + 1, self.vs[k])
-            k += 1
-        return k
+    def __init__(self, bounds, value):
+        self.pos = {x: k for k, x in enumerate(bounds)}      # bounds: sorted, every object's start and end
+        self.vs = [value] * max(len(bounds) - 1, 0)
 
     def get(self, lo: int, hi: int) -> set:
-        k = bisect.bisect_right(self.xs, lo) - 1
-        out = set()
-        while k < len(self.xs) and self.xs[k] < hi:
-            out.add(self.vs[k])
-            k += 1
-        return out
+        return set(self.vs[self.pos[lo]:self.pos[hi]])
 
     def set(self, lo: int, hi: int, value) -> None:
-        i, j = self._cut(lo), self._cut(hi)
-        self.xs[i:j], self.vs[i:j] = [lo], [value]
+        i, j = self.pos[lo], self.pos[hi]
+        self.vs[i:j] = [value] * (j - i)
 
 
 def _vector_clocks(actions):
@@ -338,8 +326,9 @@ class _Replay:
         if self.arena:
             self.obj_lo = plan.pool.object_offset().tolist()
             self.obj_hi = [lo + b for lo, b in zip(self.obj_lo, self.obj_bytes)]
-            self.byte_tenant = _ByteMap(-1)      # live tenant of each byte
-            self.byte_freed = _ByteMap(-1)       # the drop that last freed each byte
+            bounds = sorted(set(self.obj_lo) | set(self.obj_hi))
+            self.byte_tenant = _ByteMap(bounds, -1)      # live tenant of each byte
+            self.byte_freed = _ByteMap(bounds, -1)       # the drop that last freed each byte
         self.where: dict[int, int] = {}
         self.arrival: dict[int, int] = {}
         self.readers: dict[int, list[int]] = {}

@@ -221,7 +221,7 @@ def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: Devic
     """Simulated time, bounds, memory and copy totals of a plan."""
     from .bounds import ideal_time, lower_bound
     from .simulator import simulate
-    from .tight_bound import tight_lower_bound
+    from .tight_bound import tight_lower_bound_detail
     from .timeline import peak_in_use
 
     sim = simulate(graph, plan.actions, op_time, device)
@@ -232,12 +232,14 @@ def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: Devic
     key = (int(plan.mem_limit), int(plan.pool.alignment), repr(device),
            hashlib.blake2b(np.ascontiguousarray(op_time, dtype=np.float64).tobytes(), digest_size=16).digest())
     bounds = graph._cache.setdefault("predict_bounds", {})
-    if ("lower",) + key not in bounds:
-        bounds[("lower",) + key] = float(lower_bound(graph, op_time, device, plan.mem_limit, plan.pool.alignment))
     recomputes = any(a.kind == "recompute" for a in plan.actions)
     if not recomputes and ("tight",) + key not in bounds:
-        bounds[("tight",) + key] = float(tight_lower_bound(graph, op_time, device, plan.mem_limit,
-                                                           plan.pool.alignment))
+        # the tight bound's detail carries the plain bound's terms too: one pass over the graph for both
+        detail = tight_lower_bound_detail(graph, op_time, device, plan.mem_limit, plan.pool.alignment)
+        bounds[("tight",) + key] = float(detail["tight_lower_bound_s"])
+        bounds.setdefault(("lower",) + key, float(detail["lower_bound_s"]))
+    if ("lower",) + key not in bounds:
+        bounds[("lower",) + key] = float(lower_bound(graph, op_time, device, plan.mem_limit, plan.pool.alignment))
     out = {
         "time_s": t,
         "ideal_time_s": float(ideal),

@@ -86,8 +86,13 @@ def static_memory_plan(graph: DataflowGraph, order: list[int], alignment: int) -
 
 
 def noswap_need(graph: DataflowGraph, alignment: int) -> int:
-    """Device bytes TVM's static plan needs for one iteration on the default schedule (pool + workspace)."""
-    return static_memory_plan(graph, default_order(graph), alignment).need()
+    """Device bytes TVM's static plan needs for one iteration on the default schedule (pool + workspace).
+    Kept with the graph's other derived facts: a percentage limit and plan_graph's no-swap check both ask
+    (a second static plan cost 5 s at 43k ops)."""
+    key = ("noswap_need", int(alignment))
+    if key not in graph._cache:
+        graph._cache[key] = int(static_memory_plan(graph, default_order(graph), alignment).need())
+    return graph._cache[key]
 
 
 def plan_noswap(ctx: PlanningContext) -> Plan:

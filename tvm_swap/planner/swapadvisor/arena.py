@@ -424,6 +424,24 @@ class IntervalPaint:
         self.vs[i:j] = [v]
 
 
+class SegmentPaint:
+    """IntervalPaint for ranges that all start and end at fixed cut points (an arena's object bounds): one
+    value per elementary segment between cuts, so paint and values are list slices, with no list inserts
+    (IntervalPaint's inserts into segment lists as long as the arena has objects made _emit quadratic:
+    22 CPU s at 10^5 ops). values(a, b) lists the same values in the same address order, repeats aside."""
+
+    def __init__(self, cuts, initial=-1):
+        self.pos = {x: k for k, x in enumerate(sorted(set(cuts)))}
+        self.vs = [initial] * max(len(self.pos) - 1, 0)
+
+    def values(self, a: int, b: int) -> list:
+        return self.vs[self.pos[a]:self.pos[b]]
+
+    def paint(self, a: int, b: int, v) -> None:
+        i, j = self.pos[a], self.pos[b]
+        self.vs[i:j] = [v] * (j - i)
+
+
 class ArenaActionBuilder(ActionBuilder):
     """ActionBuilder over arena objects: an arrival waits for the drops that last freed any of its bytes."""
 
@@ -431,7 +449,7 @@ class ArenaActionBuilder(ActionBuilder):
         super().__init__(graph, arena.num_objects)
         self.off = arena.offsets
         self.size = arena.sizes
-        self.freed = IntervalPaint(-1)
+        self.freed = SegmentPaint(list(self.off) + [o + z for o, z in zip(self.off, self.size)], -1)
 
     def _free_deps(self, obj: int) -> list[int]:
         a = self.off[obj]

@@ -78,8 +78,7 @@ def place_stays_zoned(first: list[int], last: list[int], size: list[int], zones:
             a = offsets[r] - base
             region.add(a, a + size[r])
             if region.starts and region.end[region.starts[-1]] == top:   # free space at the top: lower it
-                top = region.starts.pop()
-                del region.end[top]
+                top = region.pop_last()
         k = bisect_left(zfree, (need, -1, -1))
         while k < len(zfree):
             ln, a, z = zfree[k]
@@ -117,11 +116,23 @@ def place_stays_zoned(first: list[int], last: list[int], size: list[int], zones:
 
 
 class _Blocks:
-    """Disjoint free ranges [a, b) by address, neighbours coalesced."""
+    """Disjoint free ranges [a, b) by address, neighbours coalesced; also sorted by (length, start) so that
+    best_fit is a bisection, not a scan of every block (the scan made placement quadratic at 10^5 ops)."""
 
     def __init__(self):
         self.starts: list[int] = []
         self.end: dict[int, int] = {}
+        self.by_len: list[tuple[int, int]] = []     # (length, start) of every block, sorted
+
+    def _put(self, a: int, b: int) -> None:
+        self.end[a] = b
+        insort(self.by_len, (b - a, a))
+
+    def _take(self, a: int) -> int:
+        b = self.end.pop(a)
+        bl = self.by_len
+        del bl[bisect_left(bl, (b - a, a))]
+        return b
 
     def add(self, a: int, b: int) -> None:
         st, end = self.starts, self.end
@@ -129,12 +140,13 @@ class _Blocks:
         if k > 0 and end[st[k - 1]] == a:
             k -= 1
             a = st[k]
+            self._take(a)
             del st[k]
         if k < len(st) and st[k] == b:
-            b = end.pop(b)
+            b = self._take(b)
             del st[k]
         st.insert(k, a)
-        end[a] = b
+        self._put(a, b)
 
     def remove(self, a: int, b: int) -> None:
         """Take [a, b) out (whatever part of it is here)."""
@@ -144,28 +156,28 @@ class _Blocks:
             k += 1
         while k < len(st) and st[k] < b:
             x = st[k]
-            y = end.pop(x)
+            y = self._take(x)
             del st[k]
             if x < a:
                 st.insert(k, x)
-                end[x] = a
+                self._put(x, a)
                 k += 1
             if y > b:
                 st.insert(k, b)
-                end[b] = y
+                self._put(b, y)
                 k += 1
+
+    def pop_last(self) -> int:
+        """Remove the highest block; its start."""
+        a = self.starts.pop()
+        self._take(a)
+        return a
 
     def best_fit(self, need: int) -> int:
         """The start of the smallest range of at least `need` bytes (lowest address on ties), or -1."""
-        best, best_len = -1, -1
-        end = self.end
-        for a in self.starts:
-            ln = end[a] - a
-            if ln >= need and (best < 0 or ln < best_len):
-                best, best_len = a, ln
-                if ln == need:
-                    break
-        return best
+        bl = self.by_len
+        k = bisect_left(bl, (need, -1))
+        return bl[k][1] if k < len(bl) else -1
 
 
 def place_stays_clean(first: list[int], last: list[int], cool: list[int], size: list[int],
@@ -176,104 +188,19 @@ def place_stays_clean(first: list[int], last: list[int], cool: list[int], size: 
     dirty ranges); when none fits, to the free block whose dirt clears first (then the smallest), else the
     top grows, as in place_stays. A tenant of dirty bytes waits for their drop, which waits for the copy, so
     their dirt is forgotten once taken (a later tenant waits on that tenant anyway).
-    Same contract as place_stays; cool[k] >= last[k]."""
+    Same contract as place_stays; cool[k] >= last[k]. Compiled: placement_clean_jit.clean_sweep (the Python
+    loop is the reference in tests/planner/swapadvisor/test_placement_clean_jit.py)."""
+    from .placement_clean_jit import clean_sweep
+
     m = len(first)
-    order = np.lexsort((-np.asarray(size, dtype=np.int64), np.asarray(first, dtype=np.int64))).tolist() \
-        if m else []
-    offsets = [0] * m
-    ends: list = []
-    free = _Blocks()                # free below `top` (clean or dirty)
-    clean = _Blocks()               # clean free bytes below `limit` (above the top included)
-    if limit > 0:
-        clean.add(0, limit)
-    dstarts: list[int] = []         # dirty free ranges (disjoint), by address
-    dirt: dict[int, tuple] = {}     # start -> (end, clean after this slot)
-    expiry: list = []               # heap (clean slot, start, end): dirt that turns clean (lazy)
-    top = peak = 0
-
-    def add_dirt(a: int, b: int, c: int) -> None:
-        insort(dstarts, a)
-        dirt[a] = (b, c)
-        heapq.heappush(expiry, (c, a, b))
-
-    def trim(a: int, b: int) -> None:
-        """Forget the dirt of [a, b) (keeping what lies outside it)."""
-        k = bisect_left(dstarts, a)
-        if k > 0 and dirt[dstarts[k - 1]][0] > a:
-            k -= 1
-        while k < len(dstarts) and dstarts[k] < b:
-            x = dstarts[k]
-            y, c = dirt.pop(x)
-            del dstarts[k]
-            if x < a:
-                add_dirt(x, a, c)
-                k += 1
-            if y > b:
-                add_dirt(b, y, c)
-                k += 1
-
-    def dirty_until(a: int, b: int) -> int:
-        """The last slot at which some byte of [a, b) is still dirty (-1: none)."""
-        k = bisect_left(dstarts, a)
-        if k > 0 and dirt[dstarts[k - 1]][0] > a:
-            k -= 1
-        u = -1
-        while k < len(dstarts) and dstarts[k] < b:
-            c = dirt[dstarts[k]][1]
-            if c > u:
-                u = c
-            k += 1
-        return u
-
-    for s in order:
-        f = first[s]
-        while ends and ends[0][0] < f:
-            _, r = heapq.heappop(ends)
-            a, b = offsets[r], offsets[r] + size[r]
-            if cool[r] >= f:
-                add_dirt(a, b, cool[r])
-            elif a < limit:
-                clean.add(a, min(b, limit))
-            if b == top:                # (merging with the free block below first)
-                k = bisect_left(free.starts, a)
-                if k > 0 and free.end[free.starts[k - 1]] == a:
-                    a = free.starts[k - 1]
-                    free.remove(a, b)
-                top = a
-            else:
-                free.add(a, b)
-        while expiry and expiry[0][0] < f:      # clean again
-            c, a, b = heapq.heappop(expiry)
-            if dirt.get(a) == (b, c):
-                del dirt[a]
-                del dstarts[bisect_left(dstarts, a)]
-                clean.add(a, min(b, limit))
-        need = size[s]
-        o = clean.best_fit(need)
-        if o < 0:                   # nothing clean fits: the free block whose dirt clears first, then the
-            key = None              # smallest; or the top
-            for a in free.starts:
-                ln = free.end[a] - a
-                if ln >= need:
-                    k2 = (dirty_until(a, a + need), ln)
-                    if key is None or k2 < key:
-                        o, key = a, k2
-            if o < 0:
-                o = top
-        if o >= top:
-            if o > top:             # the room skipped below it becomes a free block
-                free.add(top, o)
-            top = o + need
-        else:
-            free.remove(o, o + need)
-        if o < limit:
-            clean.remove(o, min(o + need, limit))
-        trim(o, o + need)
-        offsets[s] = o
-        heapq.heappush(ends, (last[s], s))
-        if top > peak:
-            peak = top
-    return offsets, peak
+    if not m:
+        return [], 0
+    F = np.asarray(first, dtype=np.int64)
+    S = np.asarray(size, dtype=np.int64)
+    order = np.lexsort((-S, F))
+    offsets, peak = clean_sweep(F, np.asarray(last, dtype=np.int64), np.asarray(cool, dtype=np.int64), S, order,
+                                int(limit))
+    return offsets.tolist(), int(peak)
 
 
 def place_by_size(first: list[int], last: list[int], size: list[int], fixed=(), bounds=()
