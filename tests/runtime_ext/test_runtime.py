@@ -208,6 +208,28 @@ def test_stats_count_calls_and_times(mlp_build):
 
 
 # ---------------------------------------------------------------- poisoning: the waits matter
+def _done_before(plan, i: int, removed: int) -> set:
+    """The actions that surely end before action i starts once its wait on `removed` is gone: its other deps,
+    the earlier actions of its own stream (a stream runs in order), and theirs, transitively."""
+    def stream(k):
+        kind = plan.actions[k].kind
+        return "compute" if kind in ("compute", "recompute") else kind
+
+    prev, last = {}, {}
+    for k, act in enumerate(plan.actions):
+        prev[k] = last.get(stream(k))
+        last[stream(k)] = k
+    done, todo = set(), [x for x in plan.actions[i].deps if x != removed] + [prev[i]]
+    while todo:
+        x = todo.pop()
+        if x is None or x in done:
+            continue
+        done.add(x)
+        todo.extend(plan.actions[x].deps)
+        todo.append(prev[x])
+    return done
+
+
 def _drop_one_arrival_wait(graph, skip: int = 0):
     """A plan hook: remove the wait of a compute on a swapped-in tensor it reads (the largest copy first; `skip`
     passes over that many), choosing one the independent verifier then rejects (so the removed dep was not
@@ -226,9 +248,8 @@ def _drop_one_arrival_wait(graph, skip: int = 0):
                     cands.append((-graph.tensors[src.tensor].nbytes, i - d, i, d))
         for _, _, i, d in sorted(cands):
             a, src = plan.actions[i], plan.actions[d]
-            waited = set(a.deps) | {y for x in a.deps if plan.actions[x].kind == "drop" for y in plan.actions[x].deps}
-            if any(x > d and plan.actions[x].kind in ("swap_in", "swap_out") for x in waited):
-                continue        # a later copy it also waits on (a drop waits on its copy out) ends after this
+            if any(x > d and plan.actions[x].kind in ("swap_in", "swap_out") for x in _done_before(plan, i, d)):
+                continue        # a later copy it still waits on, directly or through its stream, ends after this
                 #                 one: the emulated link carries both directions at one shared rate, in order
             p = _copy(plan)
             p.actions[i] = Action("compute", op=a.op, deps=tuple(x for x in a.deps if x != d), out_objs=a.out_objs)
