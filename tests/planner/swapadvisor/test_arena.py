@@ -517,3 +517,67 @@ def test_scorer_packs_recompute_genomes_exactly_as_plan_arena_builds_them():
                 rebuilt += int((a.kind == RECOMPUTE).any())
         assert compared >= 12, seed
     assert rebuilt >= 40
+
+
+def _embedding_training_graph():
+    """Llama's embedding in small: 'embed' is read once, by the lookup at the start; its optimizer step reads a
+    master copy instead (so 'embed' is dead after the lookup), and writes both updates."""
+    from tvm_swap.testing import _GraphMaker
+
+    MB = 1 << 20
+    m = _GraphMaker("embedding")
+    ids, label = m.tensor("ids", 4096, "input"), m.tensor("label", 4096, "input")
+    E = m.tensor("embed", 2 * MB, "param")
+    h = [m.tensor("h0", 2 * MB, "activation")]
+    m.op("lookup", "take", [E, ids], [h[0]], 1e6)
+    W = []
+    for i, (w, a) in enumerate([(4, 8), (2, 2), (1, 8), (8, 4)], 1):
+        W.append(m.tensor(f"W{i}", w * MB, "param"))
+        h.append(m.tensor(f"h{i}", a * MB, "activation"))
+        m.op(f"fwd{i}", "dense", [h[-2], W[-1]], [h[-1]], 1e8)
+    loss = m.tensor("loss", 4, "output")
+    m.op("loss", "loss", [h[-1], label], [loss], 1e6)
+    g = m.tensor("dh4", m.tensors[h[-1]].nbytes, "gradient")
+    m.op("loss_grad", "loss_grad", [h[-1], label], [g], 1e6)
+    outputs, updates = [loss], {}
+    for i in range(len(W), 0, -1):
+        dW = m.tensor(f"dW{i}", m.tensors[W[i - 1]].nbytes, "gradient")
+        dprev = m.tensor(f"dh{i - 1}", m.tensors[h[i - 1]].nbytes, "gradient")
+        m.op(f"bwd{i}", "dense_grad", [g, h[i - 1], W[i - 1]], [dW, dprev], 2e8)
+        new = m.tensor(f"W{i}_new", m.tensors[W[i - 1]].nbytes, "output")
+        m.op(f"sgd{i}", "sgd", [W[i - 1], dW], [new], 1e6)
+        updates[new] = W[i - 1]
+        outputs.append(new)
+        g = dprev
+    dE = m.tensor("dembed", 2 * MB, "gradient")
+    m.op("lookup_grad", "take_grad", [g, ids], [dE], 1e6)
+    master = m.tensor("embed.master", 2 * MB, "param")
+    new_master, new_E = m.tensor("embed.master_new", 2 * MB, "output"), m.tensor("embed_new", 2 * MB, "output")
+    m.op("adam_embed", "sgd", [master, dE], [new_master, new_E], 1e6)
+    updates.update({new_master: master, new_E: E})
+    return m.graph(outputs + [new_master, new_E], updates, {})
+
+
+def test_a_rebuild_reading_a_kept_param_after_its_last_read_copies_its_update_out():
+    """Issue 11 (llama-7b@141GB): a kept pair's old value that is dead (the embedding lookup was its only
+    reader) is read again from the host when the lookup's output is recomputed in the backward pass; the host
+    copy is current only if the update is copied out, so the walk counts the pair as having left."""
+    from tvm_swap.planner.swapadvisor.arena import recompute_candidates
+
+    g = _embedding_training_graph()
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    E = next(t.id for t in g.tensors if t.name == "embed")
+    new_E = next(t.id for t in g.tensors if t.name == "embed_new")
+    lookup = next(o.id for o in g.ops if o.name == "lookup")
+    lo, hi = arena_min_limit(gi), noswap_peak(g)
+    seen = 0
+    for keep in (1.0, 2.0):
+        genes = ArenaGenes(0.0, np.zeros(gi.n_tensors, np.int64), keep, -1.0, recompute_candidates(gi))
+        for lim in np.linspace(lo, hi, 12).astype(np.int64).tolist():
+            plan = plan_arena(gi, gi.default_schedule(), lim, genes).to_plan(g, "t", lim, DEV)
+            assert verify_plan(g, plan, lim) == [], (keep, lim)
+            if E in {t for t, _ in plan.initial_residents} and any(
+                    a.kind == "recompute" and a.op == lookup for a in plan.actions):
+                seen += 1
+                assert new_E in {a.tensor for a in plan.actions if a.kind == "swap_out"}
+    assert seen, "some limit keeps 'embed' on the device and recomputes the lookup"

@@ -761,6 +761,11 @@ class _ArenaWalk:
             if hr == -2:
                 raise PlanError(f"planner bug: tensor {t} is read at position {i} but is neither resident "
                                 f"nor on the host")
+            if t in pair_old:
+                # a kept pair's old value read from the host (evicted, or dead and read again by a rebuild:
+                # llama's embedding lookup, recomputed in the backward pass after 'embed' was dropped): the
+                # host copy is current only if the update is copied out, so count the pair as having left
+                evicted_pairs.add(t)
             need = size[t]
             make_room(need, i, group[t])
             lo = max(hr, i - window)                # the copy may be issued after slot lo at the earliest
