@@ -8,7 +8,7 @@ from tvm_swap.devices import get_device
 from tvm_swap.errors import InfeasibleLimitError, PlanError
 from tvm_swap.plan import Arena, Plan, Pool
 from tvm_swap.planner.api import feasible_floor, plan_graph
-from tvm_swap.planner.swapadvisor.arena import (ArenaGenes, IntervalPaint, arena_min_limit, place_by_size, place_stays,
+from tvm_swap.planner.swapadvisor.arena import (ArenaGenes, SegmentPaint, arena_min_limit, place_by_size, place_stays,
                                     place_stays_zoned, plan_arena, working_set_floor)
 from tvm_swap.planner.bounds import noswap_peak
 from tvm_swap.planner.graphindex import GraphIndex
@@ -47,8 +47,8 @@ def test_placement_never_overlaps_stays_that_overlap_in_time(place):
         assert need >= load
 
 
-def test_interval_paint_keeps_the_last_value_per_byte():
-    p = IntervalPaint(-1)
+def test_segment_paint_keeps_the_last_value_per_byte():
+    p = SegmentPaint([0, 10, 40, 50, 60, 100, 140, 150, 300], -1)
     p.paint(0, 100, 1)
     p.paint(50, 150, 2)
     assert p.values(0, 10) == [1] and p.values(40, 60) == [1, 2] and p.values(140, 300) == [2, -1]

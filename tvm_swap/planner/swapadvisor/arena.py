@@ -391,44 +391,11 @@ def _range_max(a: np.ndarray, lo: int, hi: int) -> int:
 
 
 # ============================================================== byte ranges
-class IntervalPaint:
-    """A value for every byte of [0, inf), changed by painting ranges: `xs` are segment starts (sorted),
-    segment k is [xs[k], xs[k+1]) with value vs[k]. Used for 'the last drop that freed each byte'."""
-
-    def __init__(self, initial=-1):
-        self.xs = [0]
-        self.vs = [initial]
-
-    def _split(self, x: int) -> int:
-        k = bisect_right(self.xs, x) - 1
-        if self.xs[k] != x:
-            self.xs.insert(k + 1, x)
-            self.vs.insert(k + 1, self.vs[k])
-            k += 1
-        return k
-
-    def values(self, a: int, b: int) -> list:
-        xs, vs = self.xs, self.vs
-        k = bisect_right(xs, a) - 1
-        out = []
-        n = len(xs)
-        while k < n and xs[k] < b:
-            out.append(vs[k])
-            k += 1
-        return out
-
-    def paint(self, a: int, b: int, v) -> None:
-        i = self._split(a)
-        j = self._split(b)
-        self.xs[i:j] = [a]
-        self.vs[i:j] = [v]
-
-
 class SegmentPaint:
-    """IntervalPaint for ranges that all start and end at fixed cut points (an arena's object bounds): one
-    value per elementary segment between cuts, so paint and values are list slices, with no list inserts
-    (IntervalPaint's inserts into segment lists as long as the arena has objects made _emit quadratic:
-    22 CPU s at 10^5 ops). values(a, b) lists the same values in the same address order, repeats aside."""
+    """A value for every byte of the arena, changed by painting ranges that start and end at fixed cut points
+    (the objects' bounds), e.g. 'the last drop that freed each byte': one value per elementary segment between
+    cuts, so paint and values are list slices (a map of coalesced segments paid a list insert per paint, which
+    made _emit quadratic: 22 CPU s at 10^5 ops). values(a, b) lists them in address order."""
 
     def __init__(self, cuts, initial=-1):
         self.pos = {x: k for k, x in enumerate(sorted(set(cuts)))}
