@@ -203,6 +203,27 @@ def place_stays_clean(first: list[int], last: list[int], cool: list[int], size: 
     return offsets.tolist(), int(peak)
 
 
+def by_size_arrays(first: list[int], last: list[int], size: list[int], fixed=(), bounds=()):
+    """The arrays placement_jit.by_size takes, (F, L, S, offsets, placed): the m stays first, then the `fixed`
+    ones (placed), then a zero-size stay at each bound, alive always (placed: gaps end there)."""
+    m, nf = len(first), len(fixed)
+    F = np.asarray(list(first) + [x[0] for x in fixed], dtype=np.int64)
+    L = np.asarray(list(last) + [x[1] for x in fixed], dtype=np.int64)
+    S = np.asarray(list(size) + [x[3] for x in fixed], dtype=np.int64)
+    off = np.zeros(m + nf, dtype=np.int64)
+    off[m:] = [x[2] for x in fixed]
+    placed = np.zeros(m + nf, dtype=bool)
+    placed[m:] = True
+    if len(bounds):
+        B = np.asarray(sorted(bounds), dtype=np.int64)
+        F = np.concatenate((F, np.full(len(B), np.iinfo(np.int64).min // 2)))
+        L = np.concatenate((L, np.full(len(B), np.iinfo(np.int64).max // 2)))
+        S = np.concatenate((S, np.zeros(len(B), dtype=np.int64)))
+        off = np.concatenate((off, B))
+        placed = np.concatenate((placed, np.ones(len(B), dtype=bool)))
+    return F, L, S, off, placed
+
+
 def place_by_size(first: list[int], last: list[int], size: list[int], fixed=(), bounds=()
                   ) -> tuple[list[int], int]:
     """Greedy by size (largest first, then by start, each at the lowest offset clear of the already placed
@@ -216,20 +237,6 @@ def place_by_size(first: list[int], last: list[int], size: list[int], fixed=(), 
     m = len(first)
     if not m:
         return [], 0
-    nf = len(fixed)
-    F = np.asarray(list(first) + [x[0] for x in fixed], dtype=np.int64)
-    L = np.asarray(list(last) + [x[1] for x in fixed], dtype=np.int64)
-    S = np.asarray(list(size) + [x[3] for x in fixed], dtype=np.int64)
-    off = np.zeros(m + nf, dtype=np.int64)
-    off[m:] = [x[2] for x in fixed]
-    placed = np.zeros(m + nf, dtype=bool)
-    placed[m:] = True
-    if len(bounds):                 # a zero-size stay at each bound, alive always: gaps end there
-        B = np.asarray(sorted(bounds), dtype=np.int64)
-        F = np.concatenate((F, np.full(len(B), np.iinfo(np.int64).min // 2)))
-        L = np.concatenate((L, np.full(len(B), np.iinfo(np.int64).max // 2)))
-        S = np.concatenate((S, np.zeros(len(B), dtype=np.int64)))
-        off = np.concatenate((off, B))
-        placed = np.concatenate((placed, np.ones(len(B), dtype=bool)))
+    F, L, S, off, placed = by_size_arrays(first, last, size, fixed, bounds)
     off, peak = by_size(F, L, S, np.lexsort((F[:m], -S[:m])), off, placed)
     return off[:m].tolist(), int(peak)

@@ -24,26 +24,13 @@ def place_by_size_orders(first: list[int], last: list[int], size: list[int], fix
                          fits: int | None = None, seed: int = 0) -> tuple[list[int], int] | None:
     """The best greedy-by-size placement over several visit orders: (offsets, bytes needed), stopping at the
     first that needs at most `fits` bytes; None above MAX_STAYS stays (or none at all)."""
+    from .placement import by_size_arrays
     from .placement_jit import by_size
 
     m = len(first)
     if not m or m > MAX_STAYS:
         return None
-    nf = len(fixed)
-    F = np.asarray(list(first) + [x[0] for x in fixed], dtype=np.int64)
-    L = np.asarray(list(last) + [x[1] for x in fixed], dtype=np.int64)
-    S = np.asarray(list(size) + [x[3] for x in fixed], dtype=np.int64)
-    off0 = np.zeros(m + nf, dtype=np.int64)
-    off0[m:] = [x[2] for x in fixed]
-    placed0 = np.zeros(m + nf, dtype=bool)
-    placed0[m:] = True
-    if len(bounds):                 # a zero-size stay at each bound, alive always: gaps end there
-        B = np.asarray(sorted(bounds), dtype=np.int64)
-        F = np.concatenate((F, np.full(len(B), np.iinfo(np.int64).min // 2)))
-        L = np.concatenate((L, np.full(len(B), np.iinfo(np.int64).max // 2)))
-        S = np.concatenate((S, np.zeros(len(B), dtype=np.int64)))
-        off0 = np.concatenate((off0, B))
-        placed0 = np.concatenate((placed0, np.ones(len(B), dtype=bool)))
+    F, L, S, off0, placed0 = by_size_arrays(first, last, size, fixed, bounds)
     f, l_, s = F[:m], L[:m], S[:m]
     span = l_ - f + 1
     orders = [np.lexsort((f, -s, -span)),          # longest stay first
