@@ -414,6 +414,7 @@ def main(argv=None) -> int:
             print(f"  FAIL {pl} {check}: {msg}")
         return 1 if r["failures"] else 0
     seeds = range(args.start, args.start + args.n)
+    commit = _git_commit()         # now: the tree may move on while a long run goes (its modules are loaded)
     print(f"fuzzing {args.n} cases (seeds {args.start}..{args.start + args.n - 1}), planners "
           f"{', '.join(planners)}, {args.workers} workers", flush=True)
     # Ctrl-C or a timeout's SIGTERM: the cases finished so far are summarized (and written) all the same,
@@ -442,7 +443,7 @@ def main(argv=None) -> int:
           f"{len(lines)} failures" + (f"; CUT SHORT: {len(results)} of {args.n} cases" if cut else ""))
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "commit": _git_commit(), "n": args.n, "cases_done": len(results), "cut_short": cut,
+            "commit": commit, "n": args.n, "cases_done": len(results), "cut_short": cut,
             "start": args.start, "workers": args.workers,
             "planners": planners, "wall_s": wall, "table": table, "failures": lines,
             "determinism_every": args.determinism_every,
