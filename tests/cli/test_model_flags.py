@@ -124,15 +124,9 @@ def test_a_percent_limit_below_the_floor_is_refused_before_lowering(tmp_path):
     # (another module, e.g. another fusion cap, has another key: tests/test_graph_cache.py)
 
 
-def test_unsupported_operators_are_all_named_before_converting(tmp_path):
+def test_unsupported_operators_are_all_named_before_converting(tmp_path, odd_symbol):
     pytest.importorskip("tvm")
-    sym = {"nodes": [{"op": "null", "name": "data", "inputs": []},
-                     {"op": "FancyOp", "name": "f1", "inputs": [[0, 0, 0]]},
-                     {"op": "relu", "name": "r1", "inputs": [[1, 0, 0]]},
-                     {"op": "OtherOp", "name": "o1", "inputs": [[2, 0, 0]]}],
-           "arg_nodes": [0], "heads": [[3, 0, 0]], "attrs": {"mxnet_version": ["int", 10901]}}
-    path = tmp_path / "odd-symbol.json"
-    path.write_text(json.dumps(sym))
+    path = odd_symbol
     r, elapsed = timed_cli("compile", str(path), "--shape", "data=2,3", "--mem-limit", "60%",
                            "-o", str(tmp_path / "m.so"))
     assert r.returncode == 1 and elapsed < BOUND_S

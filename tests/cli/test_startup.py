@@ -107,16 +107,8 @@ def test_a_tvm_swap_library_names_its_program_blob(tmp_path):
     assert holds_tvm_blob(str(path))
 
 
-def test_unknown_mxnet_operators_are_refused_without_importing_tvm(tmp_path):
-    import json
-
-    sym = {"nodes": [{"op": "null", "name": "data", "inputs": []},
-                     {"op": "FancyOp", "name": "f1", "inputs": [[0, 0, 0]]},
-                     {"op": "relu", "name": "r1", "inputs": [[1, 0, 0]]},
-                     {"op": "OtherOp", "name": "o1", "inputs": [[2, 0, 0]]}],
-           "arg_nodes": [0], "heads": [[3, 0, 0]], "attrs": {"mxnet_version": ["int", 10901]}}
-    path = tmp_path / "odd-symbol.json"
-    path.write_text(json.dumps(sym))
+def test_unknown_mxnet_operators_are_refused_without_importing_tvm(odd_symbol):
+    path = odd_symbol
     r = _py("import sys\n"
             "from tvm_swap.errors import UnsupportedModelError\n"
             "from tvm_swap.frontends.model_io import load_model_for_build\n"
