@@ -31,7 +31,10 @@ def plan(graph, mem_limit, budget_s: float = 60.0, progress: bool | None = None,
 
 
 def build(mod, target="llvm", mem_limit=None, params=None, **kw):
-    """Lower, plan, verify, apply and build a Relax module; returns a SwapModule."""
+    """Lower, plan, verify, apply and build a Relax module; returns a SwapModule.
+
+    Every keyword (device, planner, budget_s, seed, generations, pool, recompute, graph_cache, ...) is
+    documented in tvm_swap.pipeline.build."""
     from .pipeline import build as _build
 
     return _build(mod, target=target, mem_limit=mem_limit, params=params, **kw)

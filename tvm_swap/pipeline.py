@@ -198,6 +198,9 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
     example_inputs, random data where missing); False: roofline times of `device`. op_time overrides all three.
     debug_poison: every dropped pool object is overwritten with 0xFF (NaN) and copies land at the end of their
     window, so a missing wait shows up as wrong numbers.
+    graph_cache (default True): keep the lowered graph on disk (tvm_swap.graph_cache, in the folder
+    tvm_swap.timing_cache.cache_dir() names), so building this module again refuses an infeasible limit
+    before lowering; False neither reads nor writes it. progress=True prints the search's progress.
 
     Raises InfeasibleLimitError (with the smallest feasible limit) when no plan can meet mem_limit, and
     UnsupportedModelError for dynamic shapes or constructs the planner cannot place.
