@@ -235,13 +235,15 @@ def noswap_need(graph) -> int:
 
 
 def smallest_feasible(graph, args) -> int:
-    """The smallest limit the planners accept: ask one at a limit of 1 byte and read its refusal."""
+    """The smallest limit swapadvisor accepts in the run's first pool (the arena by default): ask it at a limit
+    of 1 byte and read its refusal (the floor check runs before any search). Baselines with size classes may
+    need more (their cells say N/A below it)."""
     from tvm_swap.devices import get_device
     from tvm_swap.planner.api import plan_graph
 
     try:
-        plan_graph(graph, mem_limit=1, device=get_device(args.device), planner="odswap", budget_s=1,
-                   seed=args.seed, workers=1, progress=False)
+        plan_graph(graph, mem_limit=1, device=get_device(args.device), planner="swapadvisor", budget_s=1,
+                   seed=args.seed, workers=1, progress=False, pool=args.pool)
     except InfeasibleLimitError as e:
         return int(e.min_feasible)
     return 1
@@ -661,6 +663,13 @@ def tflms_section(rows: list[dict], planners: list[str], meta: dict) -> list[str
     return lines
 
 
+def _search_words(meta: dict) -> str:
+    """How a piece searched: a fixed number of generations, or a budget."""
+    if meta.get("generations") is not None:
+        return f"{meta['generations']} GA generations"
+    return f"a {meta.get('budget_s', 0):g} s budget"
+
+
 def inference_section(inf: dict | None, planners: list[str]) -> list[str]:
     if not inf:
         return []
@@ -670,8 +679,8 @@ def inference_section(inf: dict | None, planners: list[str]) -> list[str]:
              f"the ideal. The paper's text gives batch 1 at 64 MB as 1.40x unlimited and at 192 MB as 1.06x; "
              f"those are shown beside ours as *x unlimited*. *lower bound*: no plan can be faster (the weights that "
              f"do not fit must cross the link every inference); our unlimited time is a roofline V100's, faster "
-             f"than the paper's MXNet run, so the same bytes weigh more. Measured at commit `{inf.get('commit')}` with a "
-             f"{inf.get('budget_s', 0):g} s swapadvisor budget per cell.", ""]
+             f"than the paper's MXNet run, so the same bytes weigh more. Measured at commit `{inf.get('commit')}` with "
+             f"{_search_words(inf)} per swapadvisor cell.", ""]
     for row in inf["rows"]:
         b = row["batch"]
         lines += [f"### batch {b}", "",
