@@ -13,7 +13,7 @@ from tvm_swap.graph import from_relax
 from tvm_swap.zoo.models.nasnet import nasnet_a
 from tvm_swap.zoo.models.training import train_step_module
 from tvm_swap.zoo.stats import memory_stats
-from tvm_swap.planner.baseline_noswap import noswap_need
+from tvm_swap.planner.baselines.noswap import noswap_need
 out = {}
 # Run from the repository root: python scripts/nasnet_scaling.py   (about 2 minutes per point on a free core)
 for R in (1, 2, 3):
