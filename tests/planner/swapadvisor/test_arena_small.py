@@ -52,6 +52,25 @@ def test_more_greedy_orders_keep_both_pairs():
     assert simulate(g, plan, t, DEV).time_s < 2.9e-3     # main: 3.70 ms for these genes
 
 
+def test_activations_may_span_the_zones_of_several_away_pairs():
+    # train67@0.8 on the exact model's optimal schedule: four pairs of 3.15 MB zones leave 4.6 MB above them,
+    # and the 4 MB activations fit only across the update zones of pairs not yet updated. With a zone per
+    # pair (old value and update side by side) no activation could span two zones and only W1 and W2 stayed
+    # (2.44 ms against the stage optimum's 1.93 ms); with the old values' zones in one block and the updates'
+    # in another, all four stay and the plan verifies (the blocks trade places between iterations)
+    g, t, ap, plan, kept, arena = plan_keep_all(67, 0.8, [0, 1, 2, 3, 4, 6, 7, 5])
+    assert kept == ["W1", "W2", "m1", "m2"]
+    assert ap.stats["evictions"] == 0
+    pool = plan.pool
+    half = sum(pool.sizes[o] for _, o in plan.initial_residents)     # the old values' block
+    edges = sorted({pool.offsets[o] for _, o in plan.initial_residents} | {half + pool.offsets[o]
+                                                                             for _, o in plan.initial_residents})
+    spans = [(o, s) for o, s in zip(pool.offsets, pool.sizes)
+             if o + s <= 2 * half and any(o < e < o + s for e in edges)]
+    assert spans, "no object spans two zones: the test no longer covers what it is for"
+    assert all(not (o < half < o + s) for o, s in spans)       # never across the two blocks
+
+
 def test_pairs_last_breaks_ties_only():
     bias = [0, 2, -1, 0]
     assert _pairs_last(bias, [(1, 3)]) == [0, 1.5, -1, 0]

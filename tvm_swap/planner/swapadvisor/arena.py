@@ -39,10 +39,12 @@ repeats without moving anything between calls, except the kept pairs (ArenaGenes
 that stays on the device is resident from the start to its last read and its update p' from its production
 to the end; the walk counts exactly those bytes. Placement gives the pair two zones of p's size at the
 bottom, Z (p) and Z' (p'), and lets other stays use Z after p's last read and Z' before p' is made
-(`place_stays_zoned`). Between iterations Z and Z' trade places as a whole: p's object and p''s, and each
-object inside a zone with its mirror at the same place in the other zone (`_mirror_swaps`), so the renaming
-maps the layout onto itself and every iteration has the same layout (the verifier checks that property,
-not the plan's word). Measured on bench_gap's five worst training instances: the GA's time -30% to -40%
+(`place_stays_zoned`). The old values' zones sit side by side in one block, the updates' in a second block
+above it in the same order. Between iterations the two blocks trade places as a whole: p's object and p''s,
+and each object inside a block with its mirror at the same place in the other block (`_mirror_swaps`), so
+the renaming maps the layout onto itself and every iteration has the same layout (the verifier checks that
+property, not the plan's word); greedy by size may so place a stay across the zones of several pairs that
+are away at once. Measured on bench_gap's five worst training instances: the GA's time -30% to -40%
 (a kept pair used to reserve both zones for the whole iteration). A kept pair may also leave mid-iteration
 (keep genes above 1 keep pairs that do not fit beside every op): p is a victim like any other tensor (it is
 read back from the host, so p' is copied out every iteration and the host copy stays current), and p',
@@ -986,19 +988,26 @@ def working_set_floor(gi: GraphIndex) -> int:
 def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight, cool=None):
     """Kept pairs at the bottom, each in two zones of its size (old value, update); the other stays above, or
     inside a pair's zone while its tenant is away (place_stays_zoned): in the old value's zone after its last
-    read, in the update's zone before it is made. Between iterations the two zones trade places as a whole
-    (their objects and the mirror objects of every stay inside them, see _mirror_swaps), so what sits in a
-    zone sits in the same zone of the same layout every iteration. Returns (offsets, bytes needed).
+    read, in the update's zone before it is made. The old values' zones lie side by side in one block and the
+    updates' zones in a second block above it, in the same order, so trading every pair's two zones between
+    iterations is one translation of the first block onto the second and back (the objects of both blocks
+    and the mirror objects of every stay inside them, see _mirror_swaps): what sits in a block sits in the
+    same block of the same layout every iteration, and greedy by size may place a stay across neighbouring
+    zones of one block while all of their tenants are away (a pair's zone alone is often smaller than the
+    activations that could use it: train67@0.8 kept 2 of its 4 pairs with a zone per pair). Returns
+    (offsets, bytes needed).
     `tight(overflow)`: whether greedy by size (no zones) is worth trying after the sweep overflowed by that
     much (near the floor, where the sweep fragments). `cool`: stay ends by which their bytes are clean: the
     stays are placed clean-first (place_stays_clean) above the pairs, without zones or greedy by size."""
     n_st = len(sizes)
     offsets = [0] * n_st
+    half = sum(sizes[sp] for sp, _ in d.pair_stays)
     base = 0
     for sp, sq in d.pair_stays:
         offsets[sp] = base
-        offsets[sq] = base + sizes[sp]
-        base += 2 * sizes[sp]
+        offsets[sq] = half + base
+        base += sizes[sp]
+    base = 2 * half
     in_pair = {k for pr in d.pair_stays for k in pr}
     rest = [k for k in range(n_st) if k not in in_pair]
     sub_first = [first[k] for k in rest]
@@ -1017,15 +1026,13 @@ def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight
             # the sweep fragments small instances: greedy by size around the pairs' own stays
             fixed = [(first[k], last[k], offsets[k], sizes[k]) for pr in d.pair_stays for k in pr]
             # a zone is open to stays only while its tenant is away (the fixed stays), and no stay straddles
-            # two zones or a zone and the region above them
-            offs2, need2 = place_by_size(sub_first, sub_last, sub_size, fixed,
-                                         [z[0] for z in zones] + [base])
+            # the two blocks or a block and the region above them
+            offs2, need2 = place_by_size(sub_first, sub_last, sub_size, fixed, [half, base])
             need2 = max(need2, base)           # the zones themselves (their own stays are not counted)
             if need2 < need:
                 offs, need = offs2, need2
             if need > arena_bytes:             # small instances: the same greedy in other orders
-                more = place_by_size_orders(sub_first, sub_last, sub_size, fixed,
-                                            [z[0] for z in zones] + [base], arena_bytes)
+                more = place_by_size_orders(sub_first, sub_last, sub_size, fixed, [half, base], arena_bytes)
                 if more is not None and max(more[1], base) < need:
                     offs, need = more[0], max(more[1], base)
         if need <= arena_bytes:
@@ -1281,17 +1288,18 @@ def _plan_with_classes(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, all
 
 
 def _mirror_swaps(d: _Decisions, offsets, sizes, obj_of: dict, objs: list) -> list[tuple[int, int]]:
-    """The objects that trade buffers between iterations: each kept pair's two zones (see _place_with_pairs)
-    trade places as a whole, so every object inside one zone is paired with the object at the same place in
-    the other zone (added, unused, when no stay sits there). The renaming then maps the arena's layout onto
-    itself (objects that overlap still overlap, the others still do not: the verifier checks it)."""
+    """The objects that trade buffers between iterations: the kept pairs' two blocks of zones (the old values'
+    and the updates', in the same order, see _place_with_pairs) trade places as a whole, so every object
+    inside one block is paired with the object at the same place in the other block (added, unused, when no
+    stay sits there). The renaming then maps the arena's layout onto itself (objects that overlap still
+    overlap, the others still do not: the verifier checks it)."""
     if not d.pairs:
         return []
-    zones = []                     # (start, size, the other zone's start), sorted by start
-    for sp, sq in d.pair_stays:
-        a, b, s = offsets[sp], offsets[sq], sizes[sp]
-        zones += [(a, s, b), (b, s, a)]
-    zones.sort()
+    lo = min(offsets[sp] for sp, _ in d.pair_stays)
+    half = sum(sizes[sp] for sp, _ in d.pair_stays)
+    if any(offsets[sq] - offsets[sp] != half or sizes[sq] != sizes[sp] for sp, sq in d.pair_stays):
+        raise PlanError("planner bug: a kept pair's zones are not a block apart")
+    zones = [(lo, half, lo + half), (lo + half, half, lo)]   # (start, size, the other block's start)
     zstart = [z[0] for z in zones]
     swaps = []
     for off, sz in list(objs):
@@ -1299,7 +1307,7 @@ def _mirror_swaps(d: _Decisions, offsets, sizes, obj_of: dict, objs: list) -> li
         if j < 0 or off >= zstart[j] + zones[j][1]:
             continue
         if off + sz > zstart[j] + zones[j][1]:
-            raise PlanError("planner bug: an arena object straddles a kept pair's zone")
+            raise PlanError("planner bug: an arena object straddles a block of kept pairs' zones")
         mirror = (zones[j][2] + off - zstart[j], sz)
         if mirror not in obj_of:
             obj_of[mirror] = len(obj_of)
