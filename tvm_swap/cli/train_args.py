@@ -78,9 +78,10 @@ def prepare_model(model: str, shapes=None, params=None, init: str | None = None,
     Runs before lowering: every refusal here (missing params, shapes, unsupported operators, no gradient)
     comes in well under a second after the import."""
     from ..frontends.init_params import init_params
-    from ..frontends.model_io import load_model_for_build
+    from ..frontends.model_io import load_model_for_build, refuse_before_import
     from ..model_checks import check_limit_before_lowering, check_params, params_without_value
 
+    refuse_before_import(model, shapes=shapes, params=params, init=init)   # what the file proves: before TVM
     mod, prm, inputs = load_model_for_build(model, shapes=shapes, params=params)
     if train is None:       # before making params: a refusal costs nothing (a step is checked once made)
         check_limit_before_lowering(mod, mem_limit)

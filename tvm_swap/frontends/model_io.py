@@ -67,6 +67,35 @@ def load_model_for_build(spec: str, shapes: dict | None = None, params: str | No
     )
 
 
+def refuse_before_import(spec: str, shapes: dict | None = None, params: str | None = None,
+                         init: str | None = None) -> None:
+    """The refusals an MXNet symbol proves before its importer imports TVM (seconds; frontends.mxnet_early):
+    the symbol's own errors that come first there (a `--shape` for an input it lacks, operators the importer
+    lacks), a `--shape` of the wrong rank for the convolution it feeds and, without params or `init`, a
+    function that would read parameters without a value (the message model_checks.check_params gives after
+    importing). Anything not proven here is left to the importer."""
+    if model_kind(spec) != "mxnet" or not Path(spec).is_file():
+        return
+    from . import find_mxnet_params
+    from .mxnet import _check_shapes, check_supported
+    from .mxnet_early import input_rank_error, surely_missing_params
+    from .mxnet_graph import parse_symbol
+
+    graph = parse_symbol(spec)
+    shapes = _check_shapes(shapes, graph)
+    check_supported(graph)
+    err = input_rank_error(graph, shapes)
+    if err is not None:
+        raise err
+    if init is not None or params is not None or find_mxnet_params(spec) is not None:
+        return
+    missing = surely_missing_params(graph, shapes)
+    if missing:
+        from ..model_checks import MissingParamsError
+
+        raise MissingParamsError(missing, len(missing), cli=True, model=spec)
+
+
 def _safe_example_names() -> list[str]:
     try:
         return example_names()

@@ -1,0 +1,158 @@
+"""tvm_swap.frontends.mxnet_early: missing params proven from an MXNet symbol before TVM is imported (issue 16).
+
+Soundness: wherever the early check names missing params, the importer's function (params=None) reads exactly
+those without a value, in the same order (the CLI then gives model_checks' message word for word); it says
+nothing where that is not provable. Checked on every MXNet symbol the tests and fixtures have, and on variants
+that make a weight unread (fix_gamma, a zeros_like consumer, an ignored loss label)."""
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.shared_fixtures import fixture_dir
+
+tvm = pytest.importorskip("tvm")
+
+from tvm_swap.frontends.mxnet_early import surely_missing_params  # noqa: E402
+from tvm_swap.frontends.mxnet_graph import parse_symbol  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "mxnet"
+
+
+def _symbols():
+    out = []
+    for d in (DATA, fixture_dir("mxnet")):
+        for sym in sorted(d.glob("*-symbol.json")) if d.is_dir() else []:
+            name = sym.name[: -len("-symbol.json")]
+            inp = d / f"{name}.input.json"
+            if inp.exists():
+                shapes = {i["name"]: tuple(i["shape"]) for i in json.loads(inp.read_text())["inputs"]}
+                out.append((name, json.loads(sym.read_text()), shapes))
+    return out
+
+
+def _importer_missing(sym, shapes):
+    """What model_checks.check_params finds after the importer (the check the early one stands for)."""
+    from tvm_swap.frontends.mxnet import from_mxnet
+    from tvm_swap.model_checks import params_without_value
+
+    try:
+        mod, prm = from_mxnet(sym, params=None, shapes=shapes)
+    except Exception as e:  # noqa: BLE001 - the importer refuses otherwise: the early check must not claim
+        return type(e).__name__
+    missing, total = params_without_value(mod, prm)
+    return missing, total
+
+
+def _variants(sym):
+    """The symbol, plus: every BatchNorm with fix_gamma flipped; the first head behind a zeros_like (every
+    weight then unread: the importer's function reads none)."""
+    yield "as is", sym
+    flipped = copy.deepcopy(sym)
+    n_bn = 0
+    for n in flipped["nodes"]:
+        if n["op"] == "BatchNorm":
+            attrs = n.setdefault("attrs", {})
+            attrs["fix_gamma"] = "False" if attrs.get("fix_gamma", "True") in ("True", "true", "1") else "True"
+            n_bn += 1
+    if n_bn:
+        yield "fix_gamma flipped", flipped
+    dead = copy.deepcopy(sym)
+    head = dead["heads"][0]
+    dead["nodes"].append({"op": "zeros_like", "name": "z", "inputs": [head]})
+    dead["heads"] = [[len(dead["nodes"]) - 1, 0, 0]]
+    yield "behind zeros_like", dead
+
+
+def test_the_early_check_names_exactly_what_the_importer_would_or_nothing():
+    cases = _symbols()
+    assert len(cases) >= 5, [c[0] for c in cases]
+    proven = []
+    for name, sym, shapes in cases:
+        for how, variant in _variants(sym):
+            early = surely_missing_params(parse_symbol(variant), shapes)
+            if early is None:
+                continue
+            late = _importer_missing(variant, shapes)
+            assert late == (early, len(early)), f"{name} ({how}): early {early[:5]}... vs importer {late}"
+            proven.append(f"{name} ({how})")
+    print("proven early:", proven)
+    assert "resnet18_v1 (as is)" in proven or not fixture_dir("mxnet").is_dir()
+    assert any(p.startswith("small_cnn") for p in proven) or not fixture_dir("mxnet").is_dir()
+
+
+def _conv_symbol():
+    conv = {"op": "Convolution", "name": "c", "attrs": {"kernel": "(3, 3)", "num_filter": "4"},
+            "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0]]}
+    return {"nodes": [{"op": "null", "name": "data", "inputs": []}, {"op": "null", "name": "c_weight", "inputs": []},
+                      {"op": "null", "name": "c_bias", "inputs": []}, conv],
+            "arg_nodes": [0, 1, 2], "heads": [[3, 0, 0]]}
+
+
+def test_an_ignored_label_or_a_dead_weight_is_left_to_the_importer():
+    base = _conv_symbol()
+    shapes = {"data": (1, 3, 8, 8)}
+    assert surely_missing_params(parse_symbol(base), shapes) == ["c_weight", "c_bias"]
+    assert _importer_missing(base, shapes) == (["c_weight", "c_bias"], 2)
+    labelled = copy.deepcopy(base)     # a loss layer's label: a variable the importer never reads
+    labelled["nodes"] += [{"op": "null", "name": "label", "inputs": []},
+                          {"op": "SoftmaxOutput", "name": "s", "inputs": [[3, 0, 0], [4, 0, 0]]}]
+    labelled["heads"] = [[5, 0, 0]]
+    assert surely_missing_params(parse_symbol(labelled), shapes) is None
+    shape_only = copy.deepcopy(base)   # the conv's output only gives a shape: its data may never be read
+    shape_only["nodes"].append({"op": "zeros_like", "name": "z", "inputs": [[3, 0, 0]]})
+    shape_only["heads"] = [[4, 0, 0]]
+    assert surely_missing_params(parse_symbol(shape_only), shapes) is None   # (today's importer still reads it)
+    no_bias = copy.deepcopy(base)
+    no_bias["nodes"][3]["attrs"]["no_bias"] = "True"   # c_bias is needed by nothing the converter reads
+    assert surely_missing_params(parse_symbol(no_bias), shapes) is None
+
+
+def test_the_cli_refuses_missing_params_before_importing_tvm(tmp_path):
+    """The same message the importer's check gives, from a process that never imports TVM, within a second of
+    the command's own time (generous: benchmarks/error_messages.md has the measured seconds)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    sym = tmp_path / "conv-symbol.json"
+    sym.write_text(json.dumps(_conv_symbol()))
+    code = ("import sys, time\n"
+            "from tvm_swap.cli import main\n"
+            "t0 = time.perf_counter()\n"
+            f"rc = main(['compile', {str(sym)!r}, '--shape', 'data=1,3,8,8', '--mem-limit', '60%', "
+            f"'-o', {str(tmp_path / 'x.so')!r}, '-q'])\n"
+            "print(rc, round(time.perf_counter() - t0, 3), 'tvm' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                       env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+    rc, seconds, tvm_loaded = r.stdout.split()
+    print(seconds, r.stderr.strip().splitlines()[-1])
+    assert rc == "1" and tvm_loaded == "False", r.stdout + r.stderr[-2000:]
+    assert "parameters without a value" in r.stderr and "--init random|zeros" in r.stderr
+    assert float(seconds) < 1.0
+
+
+def test_a_wrong_rank_found_early_is_the_importers_own_error():
+    """Every symbol with each --shape input one dim short and one dim long: where the early check names an
+    error, the importer fails with that very message (it converts in node order and stops at the first)."""
+    from tvm_swap.errors import UnsupportedModelError
+    from tvm_swap.frontends.mxnet import from_mxnet
+    from tvm_swap.frontends.mxnet_early import input_rank_error
+
+    found = []
+    for name, sym, shapes in _symbols():
+        for inp, shape in shapes.items():
+            for wrong in (shape[:-1], shape + (2,)):
+                if not wrong:
+                    continue
+                bad = {**shapes, inp: wrong}
+                early = input_rank_error(parse_symbol(sym), bad)
+                if early is None:
+                    continue
+                with pytest.raises(UnsupportedModelError) as e:
+                    from_mxnet(sym, params=None, shapes=bad)
+                assert str(e.value) == str(early), name
+                found.append(name)
+    print("found early:", found)
+    assert "resnet18_v1" in found or not fixture_dir("mxnet").is_dir()
