@@ -22,8 +22,9 @@ for a training step). Two bounds known before lowering decide most limits far be
   after fusion takes each parameter the op reads as an input (in its WS), and a function result as an output.
   Nothing else of the op is sure: on llvm relay_passes.cpu_inline inlines a fused kernel's elementwise stages
   and computes epilogues one element at a time, so an op's other inputs, its result and the buffers its kernel
-  allocates alone (a convolution's padded input, ...) may never be materialised (GPU schedules do the same,
-  which is why only llvm targets are checked: there the fusion that decides it is TVM's default). Only ops
+  allocates alone (a convolution's padded input, ...) may never be materialised (GPU schedules do the same:
+  none of that is counted, so the bound holds on cuda as on llvm; the argument needs only that the pipeline's
+  Relax-level steps are those named above, which relay_passes.lower runs for both). Only ops
   whose legalization is exactly one call_tir of a kernel that is not a reshape count; an op whose inputs are
   not surely data (the parameters, and results of single kernels that read such data, through views and
   tuples; anything else may be folded into a constant by FoldConstant, e.g. a zeros_like) may itself be
@@ -38,7 +39,9 @@ tests/test_early_floor.py checks the bounds against the lowered graphs). The sam
 on the floor as a share of the no-swap need (FloorBounds.floor_share_at_least), which the message gives.
 A byte limit below M is refused too.
 Everything else (and any module with a construct not covered: calls of other Relax functions, control
-flow, dynamic shapes, non-llvm targets) goes on to lowering and the exact check, as before.
+flow, dynamic shapes, targets other than llvm and cuda) goes on to lowering and the exact check, as before.
+tests/test_early_floor.py checks the bounds against graphs lowered for both targets (lowering for cuda needs
+no GPU).
 """
 from __future__ import annotations
 
@@ -264,9 +267,14 @@ def floor_bounds(mod, func_name: str = "main", target="llvm") -> FloorBounds | N
 
 def _target_kind(target) -> str:
     kind = getattr(getattr(target, "kind", None), "name", None)
+    if kind is None and isinstance(target, dict):
+        kind = str(target.get("kind", ""))
     if kind is None:
         kind = str(target).split()[0] if target is not None else "llvm"
     return kind
+
+
+_CHECKED_KINDS = ("llvm", "cuda")      # the targets whose lowered graphs the bounds are tested against
 
 
 def _vars_in(e) -> list:
@@ -317,7 +325,8 @@ def _legalize_calls(calls, target):
     import tvm_ffi
     from tvm import relax
 
-    from relay_passes.lower import _stage_passes, as_target
+    from relay_passes.cuda_build import resolve_target
+    from relay_passes.lower import _stage_passes
 
     funcs, names, originals_of = {}, [], []
     by_hash: dict = {}
@@ -334,7 +343,7 @@ def _legalize_calls(calls, target):
             by_hash.setdefault(h, []).append((name, new))
             names.append(name)
         originals_of.append(originals)
-    t = as_target(target)
+    t = resolve_target(target)          # (a CUDA target gets its arch, as compile_model's does)
     dispatch, *_ = _stage_passes(t)
     iso = tvm.IRModule({tvm.ir.GlobalVar(n): f for n, f in funcs.items()})
     with t:
@@ -346,7 +355,7 @@ def _legalize_calls(calls, target):
 def _floor_bounds(mod, func_name, target):
     from tvm import relax
 
-    if _target_kind(target) != "llvm":
+    if _target_kind(target) not in _CHECKED_KINDS:
         return None
     func = mod[func_name]
     if not isinstance(func, relax.Function):

@@ -66,17 +66,17 @@ def _check_shapes(model, shapes):
 
 def from_onnx(model, shapes=None, dtypes=None, opset=None, fix_broadcasts: bool = True):
     """ONNX file path or ModelProto -> (IRModule with main(*inputs, *params), {name: np.ndarray})."""
+    model = _load(model)
+    shapes = {k: [int(d) for d in v] for k, v in (shapes or {}).items()}
+    _check_shapes(model, shapes)        # (a file that is no model, or shapes that do not fit: before TVM, seconds)
     from tvm.relax.frontend import detach_params
     from tvm.relax.frontend.onnx import from_onnx as tvm_from_onnx
 
-    model = _load(model)
-    shapes = {k: [int(d) for d in v] for k, v in (shapes or {}).items()}
     missing = _unsupported_ops(model)
     if missing:
         ops = ", ".join(f"{op} (x{n})" for op, n in sorted(missing.items()))
         raise UnsupportedModelError(f"TVM's ONNX frontend has no converter for {ops}; re-export the model "
                                     "without them (e.g. from PyTorch with tvm_swap.frontends.from_torch)")
-    _check_shapes(model, shapes)
     try:
         mod = tvm_from_onnx(model, shape_dict=shapes or None, dtype_dict=dtypes or "float32", opset=opset,
                             keep_params_in_input=True)
