@@ -131,3 +131,83 @@ def test_parsing_imports_no_planner_until_a_planner_is_named():
     r = _py(code)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["False", "odswap", "True"]
+
+
+def _conv_symbol(path):
+    """A one-convolution MXNet symbol without a params file."""
+    import json
+
+    path.write_text(json.dumps({
+        "nodes": [{"op": "null", "name": "data", "inputs": []}, {"op": "null", "name": "c_weight", "inputs": []},
+                  {"op": "null", "name": "c_bias", "inputs": []},
+                  {"op": "Convolution", "name": "c", "attrs": {"kernel": "(3, 3)", "num_filter": "4"},
+                   "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0]]}],
+        "arg_nodes": [0, 1, 2], "heads": [[3, 0, 0]]}))
+    return path
+
+
+def _early_error_cases(tmp_path, odd_symbol):
+    import numpy
+
+    conv = str(_conv_symbol(tmp_path / "conv-symbol.json"))
+    broken = tmp_path / "broken-symbol.json"
+    broken.write_text("{")
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"not a protobuf")
+    foreign = sorted(glob.glob(os.path.join(os.path.dirname(numpy.__file__), "**", "*.so"), recursive=True),
+                     key=os.path.getsize)[0]
+    out = ["-o", str(tmp_path / "never.so")]
+    return [
+        ("usage", ["compile", conv, *out], 2, "--mem-limit"),
+        ("missing file", ["compile", str(tmp_path / "nosuch-symbol.json"), "--mem-limit", "50%", *out], 1,
+         "does not exist"),
+        ("malformed symbol", ["compile", str(broken), "--mem-limit", "50%", *out], 1, "not valid JSON"),
+        ("malformed onnx", ["compile", str(garbage), "--mem-limit", "50%", *out], 1, "not a readable ONNX model"),
+        ("missing params", ["compile", conv, "--shape", "data=1,3,8,8", "--mem-limit", "50%", *out], 1,
+         "2 of its 2 parameters without a value"),
+        ("shape rank", ["compile", conv, "--shape", "data=1,3,8", "--init", "random", "--mem-limit", "50%", *out], 1,
+         "a 2-d kernel needs a 4-d input"),
+        ("shape name", ["compile", conv, "--shape", "image=1,3,8,8", "--mem-limit", "50%", *out], 1,
+         "which the symbol does not have"),
+        ("unknown operators", ["compile", str(odd_symbol), "--shape", "data=2,3", "--mem-limit", "50%", *out], 1,
+         "are not supported by the MXNet importer"),
+        ("not a library of ours", ["run", foreign], 1, "not a tvm_swap module"),
+    ]
+
+
+def test_importing_the_cli_imports_no_tvm():
+    r = _py("import sys\n"
+            "import tvm_swap.cli, tvm_swap.cli.commands\n"
+            "from tvm_swap.cli.main import build_parser\n"
+            "build_parser().parse_args(['compile', 'm-symbol.json', '--mem-limit', '5%', '-o', 'm.so'])\n"
+            "print([m for m in ('tvm', 'tvm_ffi', 'torch', 'onnx', 'numba', 'scipy') if m in sys.modules])\n")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "[]"
+
+
+def test_early_errors_come_within_a_second_without_importing_tvm(tmp_path, odd_symbol):
+    """Each error `tvm-swap` can know from its arguments and the model file, run as a user runs it (`python -m
+    tvm_swap.cli ...`): the right message, no TVM (nor torch, numba, scipy) imported, and the process's own CPU
+    time under a second (CPU time, not wall: this machine is shared; generous, they take 0.2-0.4 s; wall seconds
+    are in benchmarks/error_messages.md)."""
+    import re
+    import resource
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TVM_SWAP_CACHE_DIR": str(tmp_path / "cache")}
+    slow = []
+    for name, argv, code, text in _early_error_cases(tmp_path, odd_symbol):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        r = subprocess.run([sys.executable, "-X", "importtime", "-m", "tvm_swap.cli", *argv], capture_output=True,
+                           text=True, timeout=600, env=env, cwd=tmp_path)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        imported = set(re.findall(r"^import time:.*\|\s+(\S+)$", r.stderr, re.M))
+        message = [ln for ln in r.stderr.splitlines() if not ln.startswith("import time:")]
+        print(f"{name}: {cpu:.2f} s CPU, {message[-1][:150]}")
+        assert r.returncode == code, (name, r.stderr[-1500:])
+        assert text in r.stderr, (name, message)
+        heavy = imported & {"tvm", "tvm_ffi", "torch", "numba", "scipy"}
+        assert not heavy, (name, heavy)
+        if cpu > 1.0:
+            slow.append((name, round(cpu, 2)))
+    assert not slow, slow
