@@ -1,6 +1,8 @@
 #!/usr/bin/env python
 """Seconds `tvm-swap ...` takes as a user runs it (`python -m tvm_swap.cli ...`, imports and all), this tree
 beside an older one, median of N runs, the two trees' runs interleaved so both see the same machine load.
+Wall seconds, and the process's own CPU seconds (user + system): on a shared machine wall time counts the
+waits for a core, CPU time is close to what the command takes on an idle core.
 
     python scripts/startup_times.py --before /tmp/base [--repeat 3] [--out benchmarks/startup_times.json]
 
@@ -14,6 +16,7 @@ import argparse
 import glob
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,6 +54,9 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
                      key=os.path.getsize)[0]
     r18 = str(_mx() / "resnet18_v1-symbol.json")
     out = ["-o", str(tmp / "never.so")]
+    conv = _conv_symbol(tmp)
+    garbage = tmp / "garbage.onnx"
+    garbage.write_bytes(b"not a protobuf")
     return [
         ("--help", ["--help"]),
         ("compile --help", ["compile", "--help"]),
@@ -59,18 +65,42 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
         ("compile: unknown operators", ["compile", str(_odd_symbol(tmp)), "--shape", "data=2,3", "--mem-limit", "60%",
                                         *out]),
         ("compile: missing params", ["compile", r18, "--shape", "data=1,3,224,224", "--mem-limit", "60%", *out]),
-        ("compile cnn-train --mem-limit 5% (first)", ["compile", "cnn-train", "--mem-limit", "5%", *out]),
+        ("compile: shape rank", ["compile", r18, "--shape", "data=1,3,224", "--init", "random", "--mem-limit", "60%",
+                                 *out]),
+        ("compile: malformed ONNX", ["compile", str(garbage), "--mem-limit", "60%", *out]),
+        ("compile: missing params (1 conv)", ["compile", str(conv), "--shape", "data=1,3,8,8", "--mem-limit", "60%",
+                                              *out]),
+        ("compile cnn-train --mem-limit 0.5% (first)", ["compile", "cnn-train", "--mem-limit", "0.5%", *out]),
+        ("compile cnn-train --target cuda --mem-limit 0.5% (first)",
+         ["compile", "cnn-train", "--target", "cuda -arch=sm_90", "--mem-limit", "0.5%", *out]),
     ]
 
 
-def once(tree: Path, argv: list[str], tmp: Path) -> tuple[float, int, str]:
+def _conv_symbol(tmp: Path) -> Path:
+    """One convolution, no params file."""
+    path = tmp / "conv-symbol.json"
+    path.write_text(json.dumps({
+        "nodes": [{"op": "null", "name": "data", "inputs": []}, {"op": "null", "name": "c_weight", "inputs": []},
+                  {"op": "null", "name": "c_bias", "inputs": []},
+                  {"op": "Convolution", "name": "c", "attrs": {"kernel": "(3, 3)", "num_filter": "4"},
+                   "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0]]}],
+        "arg_nodes": [0, 1, 2], "heads": [[3, 0, 0]]}))
+    return path
+
+
+def once(tree: Path, argv: list[str], tmp: Path) -> tuple[float, float, int, str]:
+    """(wall s, CPU s, exit code, last line of stderr) of one run."""
     env = {**os.environ, "PYTHONPATH": str(tree),
            "TVM_SWAP_CACHE_DIR": tempfile.mkdtemp(prefix="cache-", dir=tmp)}
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "tvm_swap.cli", *argv], capture_output=True, text=True, env=env,
                        timeout=900, cwd=tmp)
+    wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     last = (r.stderr.strip().splitlines() or [""])[-1]
-    return time.perf_counter() - t0, r.returncode, last
+    return wall, cpu, r.returncode, last
 
 
 def main() -> None:
@@ -82,33 +112,43 @@ def main() -> None:
     from tvm_swap.provenance import git_commit
 
     before = Path(args.before).resolve()
+    commit = git_commit(short=False)        # read now: the tree measured is the one at the start
     load0 = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory(prefix="tvm_swap_startup_") as d:
         tmp = Path(d)
         for name, argv in cases(tmp):
             times = {"before": [], "after": []}
+            cpus = {"before": [], "after": []}
             codes = {}
             for _ in range(args.repeat):
                 for which, tree in (("before", before), ("after", ROOT)):
-                    s, rc, last = once(tree, argv, tmp)
+                    s, cpu, rc, last = once(tree, argv, tmp)
                     times[which].append(round(s, 3))
+                    cpus[which].append(round(cpu, 3))
                     codes[which] = (rc, last[:160])
             row = {"command": name, "argv": argv, "before_s": times["before"], "after_s": times["after"],
                    "before_median_s": statistics.median(times["before"]),
                    "after_median_s": statistics.median(times["after"]),
+                   "before_cpu_s": cpus["before"], "after_cpu_s": cpus["after"],
+                   "before_median_cpu_s": statistics.median(cpus["before"]),
+                   "after_median_cpu_s": statistics.median(cpus["after"]),
                    "before_exit": codes["before"], "after_exit": codes["after"]}
             rows.append(row)
-            print(f"{name:<45} before {row['before_median_s']:6.2f} s  after {row['after_median_s']:6.2f} s  "
+            print(f"{name:<45} before {row['before_median_s']:6.2f} s ({row['before_median_cpu_s']:.2f} CPU)  "
+                  f"after {row['after_median_s']:6.2f} s ({row['after_median_cpu_s']:.2f} CPU)  "
                   f"(exit {codes['before'][0]} / {codes['after'][0]})", flush=True)
-    doc = {"commit": git_commit(short=False), "before": str(before), "repeat": args.repeat,
+    doc = {"commit": commit, "before": str(before), "repeat": args.repeat,
            "load_avg_start": load0, "load_avg_end": os.getloadavg(), "rows": rows}
     Path(args.out).write_text(json.dumps(doc, indent=1))
-    print(f"\n| `tvm-swap ...` | before s (median of {args.repeat}) | after s | runs before | runs after |")
-    print("|---|---|---|---|---|")
+    print(f"\n| `tvm-swap ...` | before s (median of {args.repeat}) | after s | before CPU s | after CPU s | "
+          f"runs before | runs after | exit before / after |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['command']} | {r['before_median_s']:.2f} | {r['after_median_s']:.2f} | "
-              f"{', '.join(f'{x:.2f}' for x in r['before_s'])} | {', '.join(f'{x:.2f}' for x in r['after_s'])} |")
+              f"{r['before_median_cpu_s']:.2f} | {r['after_median_cpu_s']:.2f} | "
+              f"{', '.join(f'{x:.2f}' for x in r['before_s'])} | {', '.join(f'{x:.2f}' for x in r['after_s'])} | "
+              f"{r['before_exit'][0]} / {r['after_exit'][0]} |")
     print(f"\nwrote {args.out} (commit {doc['commit'][:10]}, load average {load0[0]:.1f} -> {os.getloadavg()[0]:.1f})")
 
 
