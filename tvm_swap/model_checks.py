@@ -109,16 +109,30 @@ def largest_tensor(mod, func_name: str = "main") -> tuple[int, str]:
 def check_limit_before_lowering(mod, mem_limit, func_name: str = "main", alignment: int = 256) -> None:
     """Refuse an absolute limit below the largest tensor the model must hold (percent limits need the
     lowered graph; compile_model checks those, and every limit exactly, right after lowering)."""
-    from .plan import aligned_bytes
+    if _absolute_limit(mem_limit) is None:
+        return
+    refuse_below_tensor(mem_limit, *largest_tensor(mod, func_name), alignment=alignment)
+
+
+def _absolute_limit(mem_limit) -> int | None:
+    """Bytes of a limit given in bytes (None for a percentage, which needs the lowered graph, or a bad one,
+    which resolve_limit words after lowering)."""
     from .units import parse_limit
 
     if mem_limit is None or (isinstance(mem_limit, str) and mem_limit.strip().endswith("%")):
-        return
+        return None
     try:
-        limit = int(parse_limit(mem_limit, None))
+        return int(parse_limit(mem_limit, None))
     except (TypeError, ValueError):
-        return            # resolve_limit words the error after lowering
-    need, what = largest_tensor(mod, func_name)
+        return None
+
+
+def refuse_below_tensor(mem_limit, need: int, what: str, alignment: int = 256) -> None:
+    """InfeasibleLimitError when a byte limit is below `need` bytes (aligned) of one tensor `what` the model
+    must hold (largest_tensor, or frontends.mxnet_early.largest_tensor from a symbol before importing)."""
+    from .plan import aligned_bytes
+
+    limit = _absolute_limit(mem_limit)
     floor = aligned_bytes(need, alignment) if need else 0
-    if limit < floor:
+    if limit is not None and limit < floor:
         raise InfeasibleLimitError(limit, floor, f"the model's {what} alone needs that much", exact=False)

@@ -167,6 +167,8 @@ def _early_error_cases(tmp_path, odd_symbol):
          "2 of its 2 parameters without a value"),
         ("shape rank", ["compile", conv, "--shape", "data=1,3,8", "--init", "random", "--mem-limit", "50%", *out], 1,
          "a 2-d kernel needs a 4-d input"),
+        ("byte limit below a tensor", ["compile", conv, "--shape", "data=8,3,8,8", "--init", "random", "--mem-limit",
+                                       "1KB", *out], 1, "parameter 'data' alone needs that much"),
         ("shape name", ["compile", conv, "--shape", "image=1,3,8,8", "--mem-limit", "50%", *out], 1,
          "which the symbol does not have"),
         ("unknown operators", ["compile", str(odd_symbol), "--shape", "data=2,3", "--mem-limit", "50%", *out], 1,

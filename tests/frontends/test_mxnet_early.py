@@ -156,3 +156,41 @@ def test_a_wrong_rank_found_early_is_the_importers_own_error():
                 found.append(name)
     print("found early:", found)
     assert "resnet18_v1" in found or not fixture_dir("mxnet").is_dir()
+
+
+def test_the_largest_tensor_from_the_symbol_is_the_importers():
+    """Where the symbol gives the largest tensor (a byte limit below it is refused before importing), it is what
+    model_checks.largest_tensor finds on the imported function, bytes and name; at two batch sizes, so that a
+    data input is the largest in some case."""
+    from tvm_swap.frontends.mxnet import from_mxnet
+    from tvm_swap.frontends.mxnet_early import largest_tensor as early_largest
+    from tvm_swap.model_checks import largest_tensor
+
+    found = []
+    for name, sym, shapes in _symbols():
+        for batch in (1, 64):
+            scaled = {k: (batch,) + tuple(v[1:]) for k, v in shapes.items()}
+            for how, variant in _variants(sym):
+                early = early_largest(parse_symbol(variant), scaled)
+                if early is None:
+                    continue
+                mod, _ = from_mxnet(variant, params=None, shapes=scaled)
+                assert largest_tensor(mod) == early, (name, batch, how)
+                found.append((name, batch, early[1]))
+    print("found early:", found)
+    if fixture_dir("mxnet").is_dir():
+        assert {"resnet18_v1", "small_cnn"} <= {f[0] for f in found}
+        assert any(f[2] == "parameter 'data'" for f in found) and any("weight" in f[2] for f in found)
+
+
+def test_a_byte_limit_below_a_tensor_is_refused_before_importing(tmp_path):
+    from tvm_swap.errors import InfeasibleLimitError
+    from tvm_swap.frontends.model_io import refuse_before_import
+
+    sym = tmp_path / "conv-symbol.json"
+    sym.write_text(json.dumps(_conv_symbol()))
+    refuse_before_import(str(sym), {"data": (1, 3, 8, 8)}, init="random", mem_limit="1KB")   # 768 B at most
+    with pytest.raises(InfeasibleLimitError, match="the model's parameter 'data' alone needs that much") as e:
+        refuse_before_import(str(sym), {"data": (8, 3, 8, 8)}, init="random", mem_limit="1KB")
+    assert e.value.min_feasible == 8 * 3 * 8 * 8 * 4
+    refuse_before_import(str(sym), {"data": (8, 3, 8, 8)}, init="random", mem_limit="50%")  # percent: after lowering

@@ -81,7 +81,8 @@ def prepare_model(model: str, shapes=None, params=None, init: str | None = None,
     from ..frontends.model_io import load_model_for_build, refuse_before_import
     from ..model_checks import check_limit_before_lowering, check_params, params_without_value
 
-    refuse_before_import(model, shapes=shapes, params=params, init=init)   # what the file proves: before TVM
+    refuse_before_import(model, shapes=shapes, params=params, init=init,   # what the file proves: before TVM
+                         mem_limit=mem_limit if train is None else None)
     mod, prm, inputs = load_model_for_build(model, shapes=shapes, params=params)
     if train is None:       # before making params: a refusal costs nothing (a step is checked once made)
         check_limit_before_lowering(mod, mem_limit)

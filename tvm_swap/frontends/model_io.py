@@ -68,17 +68,19 @@ def load_model_for_build(spec: str, shapes: dict | None = None, params: str | No
 
 
 def refuse_before_import(spec: str, shapes: dict | None = None, params: str | None = None,
-                         init: str | None = None) -> None:
+                         init: str | None = None, mem_limit=None) -> None:
     """The refusals an MXNet symbol proves before its importer imports TVM (seconds; frontends.mxnet_early):
     the symbol's own errors that come first there (a `--shape` for an input it lacks, operators the importer
-    lacks), a `--shape` of the wrong rank for the convolution it feeds and, without params or `init`, a
+    lacks), a `--shape` of the wrong rank for the convolution it feeds and, without params: with no `init`, a
     function that would read parameters without a value (the message model_checks.check_params gives after
-    importing). Anything not proven here is left to the importer."""
+    importing), and a byte `mem_limit` (give it only for the forward function, not a training step) below one
+    of the function's tensors (model_checks.check_limit_before_lowering's message). Anything not proven here
+    is left to the importer."""
     if model_kind(spec) != "mxnet" or not Path(spec).is_file():
         return
     from . import find_mxnet_params
     from .mxnet import _check_shapes, check_supported
-    from .mxnet_early import input_rank_error, surely_missing_params
+    from .mxnet_early import input_rank_error, largest_tensor, surely_missing_params
     from .mxnet_graph import parse_symbol
 
     graph = parse_symbol(spec)
@@ -87,12 +89,18 @@ def refuse_before_import(spec: str, shapes: dict | None = None, params: str | No
     err = input_rank_error(graph, shapes)
     if err is not None:
         raise err
-    if init is not None or params is not None or find_mxnet_params(spec) is not None:
+    if params is not None or find_mxnet_params(spec) is not None:
+        return
+    from ..model_checks import MissingParamsError, _absolute_limit, refuse_below_tensor
+
+    if _absolute_limit(mem_limit) is not None:       # (checked first after importing too)
+        largest = largest_tensor(graph, shapes)
+        if largest is not None:
+            refuse_below_tensor(mem_limit, *largest)
+    if init is not None:
         return
     missing = surely_missing_params(graph, shapes)
     if missing:
-        from ..model_checks import MissingParamsError
-
         raise MissingParamsError(missing, len(missing), cli=True, model=spec)
 
 
