@@ -10,11 +10,11 @@ command run as a user runs it (`python -m tvm_swap.cli ...`: only what it needs 
 system, are close to what it takes on an idle core, its wall seconds count the waits on a shared one), and
 `before lowering`
 says the refusal came without lowering anything (the percentage's first compile runs untrapped: it lowers).
-Issue 16 asks each within 1 s. Percentages below the floor, against one empty cache folder: 0.5% is refused on
-the first compile from bounds on the Relax function (tvm_swap.early_floor; since relay_passes.cpu_inline those
-prove only 0.69% for cnn-train, against an exact floor of 17.46%); 10% is below the exact floor but above what
-the bounds prove, so its first compile lowers (and refuses before profiling) and the second refuses from the
-kept graph (tvm_swap.graph_cache). The CUDA target gets the same early check (built without a GPU here).
+Issue 16 asks each within 1 s. Percentages below the floor, against one empty cache folder: 2% is refused on
+the first compile from bounds on the Relax function (tvm_swap.early_floor: 3.55% for cnn-train, what one
+convolution's kernel surely holds across kernel boundaries, against an exact floor of 16.33%); 10% is below the
+exact floor but above what the bounds prove, so its first compile lowers (and refuses before profiling) and the
+second refuses from the kept graph (tvm_swap.graph_cache). The CUDA target gets the same early check (built without a GPU here).
 
 Setup (not timed): a bundled MLP compiled once (for the damaged-library cases), a symbol with two operators
 the importer lacks, and numpy's smallest extension module as a shared library that is not ours.
@@ -118,9 +118,9 @@ def cases(mx: Path, f: dict, d: Path) -> list[tuple[str, list[str], bool]]:
         ("not a model (ONNX)", ["compile", f["onnx"], "--mem-limit", "60%", *out], True),
         ("limit below the largest tensor (bytes)", ["compile", r18, "--shape", "data=1,3,224,224", "--init", "random",
                                                     "--mem-limit", "1MB", *out], True),
-        ("limit below the floor (0.5%), first compile", ["compile", "cnn-train", "--mem-limit", "0.5%", *out], True),
-        ("limit below the floor (0.5%), first compile, CUDA", ["compile", "cnn-train", "--target", "cuda -arch=sm_90",
-                                                              "--mem-limit", "0.5%", *out], True),
+        ("limit below the floor (2%), first compile", ["compile", "cnn-train", "--mem-limit", "2%", *out], True),
+        ("limit below the floor (2%), first compile, CUDA", ["compile", "cnn-train", "--target", "cuda -arch=sm_90",
+                                                            "--mem-limit", "2%", *out], True),
         ("limit below the floor (10%), first compile", ["compile", "cnn-train", "--mem-limit", "10%", *out], False),
         ("limit below the floor (10%), again", ["compile", "cnn-train", "--mem-limit", "10%", *out], True),
         ("not a tvm_swap library", ["run", f["foreign"]], True),

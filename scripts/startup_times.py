@@ -70,9 +70,11 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
         ("compile: malformed ONNX", ["compile", str(garbage), "--mem-limit", "60%", *out]),
         ("compile: missing params (1 conv)", ["compile", str(conv), "--shape", "data=1,3,8,8", "--mem-limit", "60%",
                                               *out]),
-        ("compile cnn-train --mem-limit 0.5% (first)", ["compile", "cnn-train", "--mem-limit", "0.5%", *out]),
-        ("compile cnn-train --target cuda --mem-limit 0.5% (first)",
-         ["compile", "cnn-train", "--target", "cuda -arch=sm_90", "--mem-limit", "0.5%", *out]),
+        ("compile: byte limit below a tensor", ["compile", r18, "--shape", "data=1,3,224,224", "--init", "random",
+                                                "--mem-limit", "1MB", *out]),
+        ("compile cnn-train --mem-limit 2% (first)", ["compile", "cnn-train", "--mem-limit", "2%", *out]),
+        ("compile cnn-train --target cuda --mem-limit 2% (first)",
+         ["compile", "cnn-train", "--target", "cuda -arch=sm_90", "--mem-limit", "2%", *out]),
     ]
 
 

@@ -20,11 +20,22 @@ for a training step). Two bounds known before lowering decide most limits far be
 - WS + W >= A, the largest raw bytes one live, unfolded op surely touches: the parameters it reads (deduplicated
   up to plain aliases), plus its result when that is a result of the function. Why: the kernel that runs the op
   after fusion takes each parameter the op reads as an input (in its WS), and a function result as an output.
-  Nothing else of the op is sure: on llvm relay_passes.cpu_inline inlines a fused kernel's elementwise stages
-  and computes epilogues one element at a time, so an op's other inputs, its result and the buffers its kernel
-  allocates alone (a convolution's padded input, ...) may never be materialised (GPU schedules do the same:
-  none of that is counted, so the bound holds on cuda as on llvm; the argument needs only that the pipeline's
-  Relax-level steps are those named above, which relay_passes.lower runs for both). Only ops
+  Inside a fused kernel nothing else is sure: on llvm relay_passes.cpu_inline inlines a fused kernel's
+  elementwise stages and computes epilogues one element at a time, so values that stay inside one fused kernel
+  and the buffers a kernel allocates alone (a convolution's padded input, ...) may never be materialised (GPU
+  schedules do the same). What crosses kernels is: a fused kernel's inputs and outputs are tensors, and FuseOps
+  (TVM's GraphPartitioner, on the op_pattern AnnotateTIROpPattern gives each legalized kernel) merges groups
+  only by fusing a node into its post-dominator's group: an elementwise/broadcast node into a consumer of
+  pattern at most injective or a reduction (never into a kOutEWiseFusable or opaque one: the edge into it
+  carries that pattern), an injective node along an all-injective path, a kOutEWiseFusable node (convolution,
+  matmul, pooling) forward along elementwise/broadcast consumers; reductions and opaque kernels fuse into
+  nothing. So also counted, for an op run by one kernel: every input of a kOutEWiseFusable or opaque op (no
+  producer joins its group); every input of a reduction that comes from a kernel of pattern above broadcast
+  (not a reshape, which may become a view); and its result when it is a reduction or opaque op that a live
+  op reads, or a kOutEWiseFusable op that a live kernel of pattern above broadcast reads (a reader outside its
+  group: the result is an output of the group's kernel). Deeper fusion limits (fuse_max_depth) only cut
+  groups, and the schedules (cpu_inline on llvm, dlight on cuda) work inside one kernel, so the bound holds on
+  cuda as on llvm (relay_passes.lower runs the same Relax-level steps for both). Only ops
   whose legalization is exactly one call_tir of a kernel that is not a reshape count; an op whose inputs are
   not surely data (the parameters, and results of single kernels that read such data, through views and
   tuples; anything else may be folded into a constant by FoldConstant, e.g. a zeros_like) may itself be
@@ -164,6 +175,13 @@ def _leaf_bytes(ty) -> list[int]:
     return []
 
 
+# op_pattern values (AnnotateTIROpPattern; tvm/relax/op_attr_types.h) and what FuseOps does with each
+# (the module docstring: kernel boundaries)
+BROADCAST, INJECTIVE, COMM_REDUCE, OUT_EWISE_FUSABLE, OPAQUE = 1, 2, 3, 4, 8
+NO_PRODUCER_FUSED = (OUT_EWISE_FUSABLE, OPAQUE)     # every input of such a kernel comes from another kernel
+NO_CONSUMER_FUSED = (COMM_REDUCE, OPAQUE)           # every reader of its result is another kernel
+
+
 def _aligned(n: int) -> int:
     return (int(n) + ALIGN - 1) // ALIGN * ALIGN
 
@@ -211,6 +229,7 @@ class _Legal:
     kernel: tuple | None      # one call_tir and nothing else: (parameter indices it reads, raw output bytes,
                               # raw bytes of the buffers it allocates, whether it is a reshape)
     identity: int | None      # no call at all, the result is this parameter
+    pattern: int | None = None   # the kernel's op_pattern (AnnotateTIROpPattern), when `kernel` is set
 
 
 def _legalized_facts(mod_legal, name: str) -> _Legal:
@@ -251,6 +270,9 @@ def _legalized_facts(mod_legal, name: str) -> _Legal:
             reads = [params[f] for f in fields if not _is_const(f)]
             kernel = (reads, sum(_leaf_bytes(b.var.ty)), int(kernel_workspace(pf)),
                       bool(relax.analysis.has_reshape_pattern(pf)))
+            attrs = pf.attrs
+            pattern = int(attrs["op_pattern"]) if attrs is not None and "op_pattern" in attrs else None
+            return _Legal(written, kernel, identity, pattern)
     return _Legal(written, kernel, identity)
 
 
@@ -347,7 +369,8 @@ def _legalize_calls(calls, target):
     dispatch, *_ = _stage_passes(t)
     iso = tvm.IRModule({tvm.ir.GlobalVar(n): f for n, f in funcs.items()})
     with t:
-        legal = tvm.transform.Sequential(dispatch + [relax.transform.LegalizeOps()])(iso)
+        legal = tvm.transform.Sequential(dispatch + [relax.transform.LegalizeOps(),
+                                                     relax.transform.AnnotateTIROpPattern()])(iso)
     facts = {n: _legalized_facts(legal, n) for n in funcs}
     return [(facts[n], o) for n, o in zip(names, originals_of)]
 
@@ -374,7 +397,20 @@ def _floor_bounds(mod, func_name, target):
             live.add(x)
             stack.extend(deps.get(x, ()))
 
-    legal = iter(_legalize_calls([v for _, v in bindings if isinstance(v, relax.Call)], target))
+    calls = [(var, v) for var, v in bindings if isinstance(v, relax.Call)]
+    legal_list = _legalize_calls([v for _, v in calls], target)
+    legal = iter(legal_list)
+    # Kernel boundaries (see the module docstring): each op's kernel pattern (AnnotateTIROpPattern), and which
+    # results a live op reads directly: any call, or a kernel that is neither elementwise/broadcast nor a reshape
+    pattern = {var: facts.pattern for (var, _), (facts, _) in zip(calls, legal_list)
+               if facts.kernel is not None and not facts.kernel[3]}
+    read_by_any, read_beyond_broadcast = set(), set()
+    for (var, v), (facts, originals) in zip(calls, legal_list):
+        if var not in live:
+            continue
+        read_by_any.update(_vars_in(v))
+        if pattern.get(var) is not None and pattern[var] > BROADCAST:
+            read_beyond_broadcast.update(originals[i] for i in facts.kernel[0])
 
     # In program order. `sure`: vars that are surely data in the lowered graph (not constants FoldConstant
     # made): parameters, and the results of single-kernel calls reading one of them (a kernel reading only
@@ -444,12 +480,19 @@ def _floor_bounds(mod, func_name, target):
             if var not in live:
                 continue
             classes: dict = {}
+            mine = pattern.get(var)
             for a in ins:
-                if a in params:                # anything else may be inlined into the kernel that runs this op
+                # parameters; the inputs of a kernel no producer fuses into; a reduction's inputs that are not
+                # elementwise/broadcast results (or reshapes, which may be views). Anything else may be
+                # inlined into the kernel that runs this op.
+                if (a in params or mine in NO_PRODUCER_FUSED
+                        or (mine == COMM_REDUCE and pattern.get(a) is not None and pattern[a] > BROADCAST)):
                     r = find(a)
                     classes[r] = max(classes.get(r, 0), sum(_leaf_bytes(a.ty)))
             buffers = 0                        # a kernel's own buffers may be inlined too (cpu_inline)
-            io = sum(classes.values()) + (out_bytes if var in results else 0)
+            out_sure = (var in results or (mine in NO_CONSUMER_FUSED and var in read_by_any)
+                        or (mine == OUT_EWISE_FUSABLE and var in read_beyond_broadcast))
+            io = sum(classes.values()) + (out_bytes if out_sure else 0)
             if io + buffers > best[0]:
                 best = (io + buffers, f"op {v.op.name.removeprefix('relax.')!r} (binding {var.name!r})", io, buffers)
     if best[0] == 0:
