@@ -191,7 +191,7 @@ def test_early_errors_come_within_a_second_without_importing_tvm(tmp_path, odd_s
     """Each error `tvm-swap` can know from its arguments and the model file, run as a user runs it (`python -m
     tvm_swap.cli ...`): the right message, no TVM (nor torch, numba, scipy) imported, and the process's own CPU
     time under a second (CPU time, not wall: this machine is shared; generous, they take 0.2-0.4 s; wall seconds
-    are in benchmarks/error_messages.md)."""
+    are in benchmarks/error_messages.md), two for a file the ONNX importer reads."""
     import re
     import resource
 
@@ -210,6 +210,7 @@ def test_early_errors_come_within_a_second_without_importing_tvm(tmp_path, odd_s
         assert text in r.stderr, (name, message)
         heavy = imported & {"tvm", "tvm_ffi", "torch", "numba", "scipy"}
         assert not heavy, (name, heavy)
-        if cpu > 1.0:
+        # (a file handed to the ONNX importer costs importing the onnx package: 0.8 CPU s, 0.6 of it ml_dtypes)
+        if cpu > (2.0 if argv[1].endswith(".onnx") else 1.0):
             slow.append((name, round(cpu, 2)))
     assert not slow, slow
