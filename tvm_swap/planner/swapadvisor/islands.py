@@ -63,6 +63,29 @@ def hybrid_islands(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit:
     return [swap, hybrid]
 
 
+def size_class_island(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit: int, alignment: int, seed: int,
+                      settings: GASettings, evaluator: Evaluator) -> GeneticSearch | None:
+    """The size-class search (the paper's CLS/CNT genomes, its seeds and operators, a Generator seeded by `seed`)
+    as an island of the arena search, scored by the arena evaluator: a size-class Allocation plans in the arena
+    as swapplan.plan_swaps with the pool's objects side by side (arena.class_genome), the same plan and time as
+    pool="size-classes" with updated params read from the host (keep_updated=False, the arena's periodicity
+    rule). So at the same seed and generations the arena search is never slower than the size-class search
+    when that one keeps no updated param on the device (its choice, planners._keep_updated_or_not, on every
+    paper point measured), by construction. None below the size-class pool's floor (no size-class plan)."""
+    from ...errors import InfeasibleLimitError
+    from .encoding import AllocationSpace
+
+    ev = evaluator
+    if ev.pool != "arena":
+        raise ValueError("a size-class island needs an arena evaluator")
+    try:
+        space = AllocationSpace(ev.gi, mem_limit)
+    except InfeasibleLimitError:
+        return None
+    return GeneticSearch(graph, op_time, device, mem_limit, alignment, settings=settings, evaluator=ev, space=space,
+                         rng=np.random.default_rng(seed), name="size-classes")
+
+
 def island_summary(islands: list[GeneticSearch]) -> list[dict]:
     """Per island: its name, best time and evaluations (for plan.search)."""
     return [{"name": isl.name, "best_s": isl.pop[0].time_s if isl.pop else None, "evaluations": isl.evaluations}
