@@ -39,7 +39,11 @@ ended at 0.759 of ideal, the size-class search at 0.786, although the arena's be
 size-class pools' (0.677): the CLS/CNT search walked its 13 one-GiB param objects to a split that keeps the
 big weights resident across their forward-to-backward gaps (l3.fw.wh: fetched once; the arena's Belady over
 one byte budget evicted it and fetched it twice: 70 param swap-ins, 53.9 GiB, against 67 and 51.9 GiB), which
-the arena genes (per-tensor biases, headroom, a soft params/others split) did not find in 3 generations. Cost:
+the arena genes (per-tensor biases, headroom, a soft params/others split) did not find in 3 generations. Under
+it, fragmentation: on the default schedule the sweep placement of the walk at the full 14.9 GiB budget needs
+17.6 GiB (1 GiB weights among short small stays), so the plain seed is decided at 12.2 GiB (headroom3 at 12.8):
+2.1-2.7 GiB of the arena never hold a tensor, where the size-class pool's 13 one-GiB objects and its small classes
+use all 14.9. Cost:
 the size-class search's own evaluations (BRNN-4-8K@64, 3 generations, one loaded run: the size-class search
 alone 44 s, the arena search with the island 3.9 min).
 
