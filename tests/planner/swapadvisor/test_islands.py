@@ -1,11 +1,13 @@
-"""The hybrid search's two islands (islands.py, ga.evolve): each evolves exactly as its search alone, the result
-is the faster island's best, shared genomes are simulated once, and a time budget still gives a verified plan."""
+"""The arena search's islands (islands.py, ga.evolve): the hybrid search's two and the size-class search; each
+evolves exactly as its search alone, the result is the fastest island's best, shared genomes are simulated once,
+and a time budget still gives a verified plan."""
 import numpy as np
 
 from tvm_swap.devices import get_device
+from tvm_swap.plan import Arena
 from tvm_swap.planner import plan_graph
 from tvm_swap.planner.swapadvisor.ga import Evaluator, GASettings, GeneticSearch, Genome, evolve
-from tvm_swap.planner.swapadvisor.islands import hybrid_islands
+from tvm_swap.planner.swapadvisor.islands import hybrid_islands, size_class_island
 from tvm_swap.planner.bounds import noswap_peak
 from tvm_swap.testing import random_op_times, random_training_graph
 
@@ -83,6 +85,42 @@ def test_a_time_budget_shares_the_islands_and_still_plans():
                    seed=0)
     assert p.verified
     isl = {i["name"]: i for i in p.search["islands"]}
-    assert set(isl) == {"swap-only", "hybrid"}
+    assert set(isl) == {"swap-only", "hybrid", "size-classes"}
     assert all(i["evaluations"] > 0 for i in isl.values())
     assert p.predicted["time_s"] == min(i["best_s"] for i in isl.values())
+
+
+def test_the_size_class_island_evolves_exactly_as_the_size_class_search_alone():
+    s = GASettings(population=6)
+    g, t, limit = _case(14, 0.6)
+    ev = _evaluator(g, t, limit, False)
+    islands = [GeneticSearch(g, t, DEV, limit, 256, 0, s, evaluator=ev),
+               size_class_island(g, t, DEV, limit, 256, 0, s, ev)]
+    res = evolve(islands, generations=2, workers=1)
+    alone = GeneticSearch(g, t, DEV, limit, 256, 0, s,
+                          evaluator=Evaluator(g, t, DEV, limit, 256, keep_updated=False, pool="size-classes"))
+    alone_res = alone.run(generations=2, workers=1)
+    arena = GeneticSearch(g, t, DEV, limit, 256, 0, s, evaluator=_evaluator(g, t, limit, False))
+    arena_res = arena.run(generations=2, workers=1)
+    assert _population(islands[1]) == _population(alone)          # same genomes, same times
+    assert _population(islands[0]) == _population(arena)
+    assert res.best.time_s == min(alone_res.best.time_s, arena_res.best.time_s)
+
+
+def test_no_size_class_island_below_the_size_class_floor():
+    g, t, limit = _case(0, 0.5)           # feasible in an arena, not with size classes
+    assert size_class_island(g, t, DEV, limit, 256, 0, GASettings(population=4), _evaluator(g, t, limit, False)) \
+        is None
+
+
+def test_the_arena_search_is_never_slower_than_the_size_class_search():
+    # random graphs where the arena search alone ended slower than the size-class search at 2 generations
+    for seed, frac in ((11, 0.8), (14, 0.6), (18, 0.8)):
+        g = random_training_graph(seed, n_layers=8)
+        t = random_op_times(g, seed)
+        limit = int(frac * noswap_peak(g))
+        kw = dict(planner="swapadvisor", generations=2, workers=1, seed=0, recompute="off")
+        arena = plan_graph(g, limit, DEV, t, pool="arena", **kw)
+        sc = plan_graph(g, limit, DEV, t, pool="size-classes", keep_updated=False, **kw)
+        assert arena.verified and isinstance(arena.pool, Arena)
+        assert arena.predicted["time_s"] <= sc.predicted["time_s"]

@@ -1232,7 +1232,7 @@ def plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | Non
     bytes until its copy is likely done (_cooled_lasts). Recompute genes never make a limit infeasible: when
     their plan does not fit (rebuilds hold their inputs, which can fragment a tight arena), the same genes
     without recompute are planned."""
-    if genes is not None and genes.recompute is not None and genes.recompute.any():
+    if isinstance(genes, ArenaGenes) and genes.recompute is not None and genes.recompute.any():
         try:
             return _plan_arena(gi, schedule, mem_limit, genes, op_time, device)
         except PlanError:
@@ -1245,8 +1245,9 @@ def _plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | No
     if gi.keep_updated:
         raise PlanError("arena plans use the exact periodicity rule: build the GraphIndex with keep_updated=False")
     schedule = np.asarray(schedule, dtype=np.int64)
-    if genes is not None and genes.classes is not None:
-        return _plan_with_classes(gi, schedule, mem_limit, genes.classes)
+    classes = class_genome(genes)
+    if classes is not None:
+        return _plan_with_classes(gi, schedule, mem_limit, classes)
     walk, d, offsets, sizes, capacity, rounds = _decide_arena(gi, schedule, mem_limit, genes, op_time, device)
     arena_bytes = arena_bytes_for(gi, mem_limit)
     # objects: one per distinct (offset, size)
@@ -1263,6 +1264,16 @@ def _plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | No
         (o + s for o, s in zip(offsets, sizes)), default=0)), "evictions": int(d.evicted),
         "recomputes": len(d.recomputes)}
     return ArenaPlan(schedule, arena, tclass, [(t, stay_obj[sid]) for t, sid in d.pinned], b.actions, stats)
+
+
+def class_genome(genes):
+    """The size-class Allocation a memory genome plans with, or None (an arena genome). A genome is either
+    ArenaGenes (with `classes` set: a class genome of the arena search) or a size-class Allocation itself (the
+    size-class search run as an island of the arena search, islands.size_class_island): both plan as
+    swapplan.plan_swaps with the pool's objects laid side by side in the arena."""
+    if genes is None:
+        return None
+    return genes.classes if isinstance(genes, ArenaGenes) else genes
 
 
 def _plan_with_classes(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, alloc) -> ArenaPlan:
@@ -1424,8 +1435,9 @@ class ArenaScorer:
 
         gi = self.gi
         schedule = np.asarray(schedule, dtype=np.int64)
-        if genes.classes is not None:
-            return self._class_scorer().packed(schedule, genes.classes)
+        classes = class_genome(genes)
+        if classes is not None:
+            return self._class_scorer().packed(schedule, classes)
         with gc_paused():
             try:
                 walk, d, offsets, sizes, _, _ = _decide_arena(gi, schedule, self.mem_limit, genes, self.op_time,

@@ -146,6 +146,10 @@ class GeneticSearch:
         self.ev = evaluator or Evaluator(graph, op_time, device, mem_limit, alignment)
         self.gi = self.ev.gi
         self.space = self.ev.space if space is None else space
+        # the genome space, not the evaluator, says what an island breeds: an arena evaluator also scores
+        # size-class Allocations (laid out in the arena), so the size-class search can be an island of the
+        # arena search (islands.size_class_island)
+        self.arena_genomes = isinstance(self.space, ArenaSpace)
         self.mem_limit, self.alignment = int(mem_limit), int(alignment)
         self.s = settings or GASettings()
         self.rng = np.random.default_rng(seed) if rng is None else rng
@@ -160,7 +164,7 @@ class GeneticSearch:
         then two memory-greedy schedules (encoding.locality_schedule) with the three best-grouped pools."""
         sched = self.gi.default_schedule()
         sp = self.space
-        if self.ev.pool == "arena":
+        if self.arena_genomes:
             # each memory seed with the three schedules before the next memory seed: under a time budget the
             # seeds evaluated first are the plain genomes (best on BERT-large: hot; on the RNNs: free, default)
             named = sp.seeds()
@@ -199,7 +203,7 @@ class GeneticSearch:
         n = self.gi.n_ops
         cut = int(rng.integers(1, n)) if n > 1 else 0
         scheds = [crossover_schedules(a.schedule, b.schedule, cut), crossover_schedules(b.schedule, a.schedule, cut)]
-        arena = self.ev.pool == "arena"
+        arena = self.arena_genomes
         if arena:
             allocs = list(sp.crossover(a.alloc, b.alloc, rng))
         elif sp.m > 1:          # size classes: one cut on the sorted sizes

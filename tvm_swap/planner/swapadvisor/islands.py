@@ -27,6 +27,26 @@ none: the hybrid's swap-only seeds are simulated once). Measured (benchmarks/nev
 1.95x the evaluations of recompute off at 1, 3 and 10 generations on 40 random training cases, 1.80x on
 BERT-large@32 16 GB at 3 generations.
 
+The size-class island (size_class_island; the arena planners add it unless the planner option
+size_class_island="off"): the size-class search itself (AllocationSpace genomes, GeneticSearch's size-class seeds
+and CLS/CNT operators, its own Generator seeded by `seed`) scored by the same arena evaluator, which plans a
+size-class Allocation as swapplan.plan_swaps with the pool's objects side by side in the arena (the same time as
+pool="size-classes" with updated params read from the host). So the arena search is never slower than the
+size-class search at the same seed and generations, by construction (when the size-class planner keeps no updated
+param on the device: its choice on the paper points checked, BRNN-4-8K@64/128 and RNN-8-8K@128), and never slower
+than the arena search alone. Why it is needed: at BRNN-4-8K@64 (3 generations, seed 0) the arena search alone
+ended at 0.759 of ideal, the size-class search at 0.786, although the arena's best seed (0.726) beats the
+size-class pools' (0.677): the CLS/CNT search walked its 13 one-GiB param objects to a split that keeps the
+big weights resident across their forward-to-backward gaps (l3.fw.wh: fetched once; the arena's Belady over
+one byte budget evicted it and fetched it twice: 70 param swap-ins, 53.9 GiB, against 67 and 51.9 GiB), which
+the arena genes (per-tensor biases, headroom, a soft params/others split) did not find in 3 generations. Under
+it, fragmentation: on the default schedule the sweep placement of the walk at the full 14.9 GiB budget needs
+17.6 GiB (1 GiB weights among short small stays), so the plain seed is decided at 12.2 GiB (headroom3 at 12.8):
+2.1-2.7 GiB of the arena never hold a tensor, where the size-class pool's 13 one-GiB objects and its small classes
+use all 14.9. Cost:
+the size-class search's own evaluations (BRNN-4-8K@64, 3 generations, one loaded run: the size-class search
+alone 44 s, the arena search with the island 3.9 min).
+
 A wall-clock budget (no `generations`): the islands share it, the seeds of both first, then their random
 genomes, then a crossover each in turn, so the swap-only island makes about half the evaluations recompute off
 would make in the same time. The guarantee then holds against the swap-only search stopped where its island
@@ -61,6 +81,29 @@ def hybrid_islands(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit:
     hybrid = GeneticSearch(graph, op_time, device, mem_limit, alignment, settings=settings, evaluator=ev,
                            rng=np.random.default_rng(seed), known=known, name="hybrid")
     return [swap, hybrid]
+
+
+def size_class_island(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit: int, alignment: int, seed: int,
+                      settings: GASettings, evaluator: Evaluator) -> GeneticSearch | None:
+    """The size-class search (the paper's CLS/CNT genomes, its seeds and operators, a Generator seeded by `seed`)
+    as an island of the arena search, scored by the arena evaluator: a size-class Allocation plans in the arena
+    as swapplan.plan_swaps with the pool's objects side by side (arena.class_genome), the same plan and time as
+    pool="size-classes" with updated params read from the host (keep_updated=False, the arena's periodicity
+    rule). So at the same seed and generations the arena search is never slower than the size-class search
+    when that one keeps no updated param on the device (its choice, planners._keep_updated_or_not, on every
+    paper point measured), by construction. None below the size-class pool's floor (no size-class plan)."""
+    from ...errors import InfeasibleLimitError
+    from .encoding import AllocationSpace
+
+    ev = evaluator
+    if ev.pool != "arena":
+        raise ValueError("a size-class island needs an arena evaluator")
+    try:
+        space = AllocationSpace(ev.gi, mem_limit)
+    except InfeasibleLimitError:
+        return None
+    return GeneticSearch(graph, op_time, device, mem_limit, alignment, settings=settings, evaluator=ev, space=space,
+                         rng=np.random.default_rng(seed), name="size-classes")
 
 
 def island_summary(islands: list[GeneticSearch]) -> list[dict]:

@@ -14,6 +14,14 @@ recompute jointly with the schedule; the plan is the faster island's best. So at
 the hybrid is never slower than recompute off, by construction, for 1.6-2x its evaluations; under a
 wall-clock budget the islands share it (islands.py says what holds then).
 
+In the arena pool the search also runs the size-class search itself as one more island (islands.size_class_island;
+planner option `size_class_island`, default on): a size-class plan is an arena plan whose objects never overlap, so
+at the same seed and generations the arena plan is never slower than pool="size-classes" (when that one keeps no
+updated param on the device, its choice at BRNN-4-8K@64/128 and RNN-8-8K@128). Measured on BRNN-4-8K@64, where
+the arena search alone ended below the size-class search (0.759 vs 0.786 of ideal at 3 generations): the
+size-class CLS/CNT search climbs from its best seed (0.677) faster than the arena genomes do from theirs (0.726);
+the arena's own plans lose 2.1-2.7 GiB of the 14.9 GiB arena to placement fragmentation (islands.py).
+
 Defaults (RECOMPUTE_DEFAULT): on for `swapadvisor` in the arena pool (on the issue's points with 3
 generations, benchmarks/recompute.md: 1.01x to 1.52x swap-only, 0.99x on
 RNN-8-8K@256, where the two searches diverged); off for `swapadvisor-nosearch` (its fixed rule, recompute whatever
@@ -34,7 +42,7 @@ from ..graphindex import GraphIndex
 from .arena import ArenaGenes, plan_arena, recompute_candidates
 from .encoding import AllocationSpace
 from .ga import Evaluator, GASettings, GeneticSearch, evolve
-from .islands import hybrid_islands, island_summary
+from .islands import hybrid_islands, island_summary, size_class_island
 from .swapplan import plan_swaps
 
 
@@ -58,6 +66,12 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
     else:
         islands = [GeneticSearch(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed,
                                  settings, evaluator=ev)]
+    if ctx.pool == "arena" and size_class_island_option(ctx):
+        # the size-class search as one more island: never slower than pool="size-classes" (islands.py)
+        sc = size_class_island(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed,
+                               settings, ev)
+        if sc is not None:
+            islands.append(sc)
     search = islands[0]
     res = evolve(islands, budget_s=budget, generations=ctx.generations, workers=ctx.workers,
                  progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
@@ -72,7 +86,7 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
         "seed": ctx.seed, "population": settings.population, "history": res.history,
         "seed_times_s": res.seed_times, "recompute": recompute,
     }
-    if recompute:
+    if len(islands) > 1:
         plan.search["islands"] = island_summary(islands)
     if res.interrupted:         # Ctrl-C: the best plan so far, still verified and predicted by plan_graph
         plan.search["interrupted"] = True
@@ -96,6 +110,17 @@ def recompute_option(ctx: PlanningContext, planner: str) -> bool:
     if on and ctx.pool != "arena":
         raise TvmSwapError("recompute is planned in the arena pool only: use pool='arena' (--pool arena) or "
                            "recompute='off'")
+    return on
+
+
+def size_class_island_option(ctx: PlanningContext) -> bool:
+    """Planner option `size_class_island` (default on; arena pool): whether the arena search also runs the
+    size-class search as an island (islands.size_class_island). Off reproduces the arena search alone (for
+    ablations: before/after in one session)."""
+    v = ctx.options.get("size_class_island", True)
+    on = {"on": True, "off": False, True: True, False: False}.get(v.lower() if isinstance(v, str) else v)
+    if on is None:
+        raise TvmSwapError(f"bad swapadvisor option size_class_island={v!r}: use 'on' or 'off'")
     return on
 
 
