@@ -25,9 +25,12 @@ Exit code: 0 when nothing failed, 1 otherwise. `--json FILE` writes the counts, 
 The summary also gives CPU seconds per planner (its plans, re-plans and checks) and per case: CPU time, so
 the numbers hold on a shared machine; on idle cores the wall time is about total / workers. A case computes
 its floors once and does not plan a planner twice at one limit (the determinism re-plan aside).
-The GA runs 0-3 generations of 2-8 genomes, and in three cases of four tries its seeds with the default
-schedule only (GASettings.seed_schedules=1): a small search, as the fuzz checks plans, not their quality.
-benchmarks/fuzz.md has the measurements.
+The GA (swapadvisor, its swap-only and size-class variants) runs 0-3 generations of 2-8 genomes per case
+(the case's draw: the same for every GA planner of the case, at every limit it plans), and in three cases of
+four tries its seeds with the default schedule only (GASettings.seed_schedules=1): a small search, as the
+fuzz checks plans, not their quality. swapadvisor recomputes by default, so it runs two islands (swap-only
+and hybrid, islands.py); the swap-only variant then finds its genome times remembered with the graph
+(ga.genome_times) and simulates nothing again. benchmarks/fuzz.md has the measurements.
 """
 from __future__ import annotations
 
