@@ -13,6 +13,7 @@ apart (never as a pass): tvm-codegen, TVM 0.27's LLVM codegen failing on a kerne
 whose advice (fuse_max_depth=1) is then taken and must build and match ('workaround' when it does not).
 
     python scripts/fuzz_runtime.py --n 50 --json out.json   # a line per case, a reproducer per failure, a table
+    python scripts/fuzz_runtime.py --n 100 --workers 2     # cases in 2 processes (lines in the order cases end)
     python scripts/fuzz_runtime.py --case 7
 Exit code: 0 when no case failed (known limitations allowed), 1 otherwise.
 """
@@ -279,12 +280,50 @@ def summarize(results: list[dict], wall_s: float) -> tuple[str, dict]:
                    "wall_s": round(wall_s, 1)}
 
 
+def case_line(r: dict) -> str:
+    """One case's line (and, for a failure, its kind, why and reproducer)."""
+    status = "ok  " if r["ok"] else ("KNOWN" if r["kind"] in KNOWN_KINDS else "FAIL")
+    b = r["below"] or {}
+    return (f"{status} seed {r['seed']:<5} {r.get('planner', '-'):<21} min {r.get('min', '-')!s:<9} "
+            f"limit {r.get('limit', '-')!s:<9} below {b.get('limit', '-')!s:<8} {b.get('outcome', '-'):<8} "
+            f"swap-ins {r.get('swaps', '-')!s:<4} poison {r.get('poison', '-')!s:<5} {r.get('model', '')}"
+            + ("" if r["ok"] else f"\n     {r['kind']}: {r['why'][:600]}\n     python scripts/fuzz_runtime.py "
+               f"--case {r['seed']}"))
+
+
+def run_cases(seeds, workers: int = 1):
+    """The cases' results as they end: in this process, or in `workers` processes started fresh (spawn: TVM
+    runs threads, which a fork would copy mid-flight), each importing TVM once and taking one case at a time,
+    so a long case (a CNN training step: a minute) never holds up a queue behind it. A worker that dies (a
+    crash inside TVM) fails its case as 'crash', and the cases not yet finished with it."""
+    if workers <= 1:
+        yield from map(run_case, seeds)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    exe = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        futures = {exe.submit(run_case, s): s for s in seeds}
+        for f in as_completed(futures):
+            try:
+                yield f.result()
+            except BrokenProcessPool as e:
+                yield {"seed": futures[f], "ok": False, "kind": "crash", "below": None,
+                       "why": f"a worker process died while this case was pending or running ({e})"}
+    finally:
+        exe.shutdown(wait=False, cancel_futures=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=20)
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--case", type=int, default=None)
     ap.add_argument("--json", default=None, help="write every case and the counts here")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="processes running cases side by side (each builds and runs on its own; default 1)")
     args = ap.parse_args(argv)
     seeds = [args.case] if args.case is not None else list(range(args.start, args.start + args.n))
     from tvm_swap.provenance import git_commit
@@ -292,16 +331,10 @@ def main(argv=None) -> int:
     commit = git_commit()        # the code measured: HEAD when the run starts
     t0 = time.perf_counter()
     results = []
-    for s in seeds:
-        r = run_case(s)
+    for r in run_cases(seeds, args.workers):
         results.append(r)
-        status = "ok  " if r["ok"] else ("KNOWN" if r["kind"] in KNOWN_KINDS else "FAIL")
-        b = r["below"] or {}
-        print(f"{status} seed {s:<5} {r.get('planner', '-'):<21} min {r.get('min', '-')!s:<9} "
-              f"limit {r.get('limit', '-')!s:<9} below {b.get('limit', '-')!s:<8} {b.get('outcome', '-'):<8} "
-              f"swap-ins {r.get('swaps', '-')!s:<4} poison {r.get('poison', '-')!s:<5} {r.get('model', '')}"
-              + ("" if r["ok"] else f"\n     {r['kind']}: {r['why'][:600]}\n     python scripts/fuzz_runtime.py "
-                 f"--case {s}"), flush=True)
+        print(case_line(r), flush=True)
+    results.sort(key=lambda r: r["seed"])
     wall = time.perf_counter() - t0
     table, counts = summarize(results, wall)
     print(table)

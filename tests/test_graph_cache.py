@@ -49,3 +49,30 @@ def test_the_key_changes_with_the_module_target_and_fusion_cap():
     assert k == graph_key(mlp().mod, "llvm")                   # the same module built again: the same key
     assert len({k, graph_key(b, "llvm"), graph_key(a, "llvm", fuse_max_depth=2),
                 graph_key(a, {"kind": "cuda", "arch": "sm_90"})}) == 4
+
+
+def test_a_cached_graph_refuses_with_the_exact_min_not_the_early_bound():
+    """A limit below even the largest tensor, for a module lowered before: the kept graph names the planner's
+    own min (exact), not the pre-lowering bound (the largest tensor alone, exact=False), which the refusal
+    used to give because the tensor check ran before the cache lookup."""
+    pytest.importorskip("tvm")
+    from relay_passes.cuda_build import resolve_target
+    from relay_passes.lower import lower
+    from tvm_swap.errors import InfeasibleLimitError
+    from tvm_swap.examples import mlp
+    from tvm_swap.graph.extract import graph_from_relax
+    from tvm_swap.graph_cache import graph_key
+    from tvm_swap.pipeline import compile_model
+    from tvm_swap.testing import planner_min_limit
+
+    mod = mlp().mod
+    with pytest.raises(InfeasibleLimitError) as first:           # first compile: refused before lowering
+        compile_model(mod, mem_limit=1000, profile=False)
+    assert not first.value.exact
+    target = resolve_target("llvm")
+    graph = graph_from_relax(lower(mod, target), "main", target=str(target))
+    store_graph(graph_key(mod, target), graph)                    # as a feasible compile of it would
+    with pytest.raises(InfeasibleLimitError) as again:
+        compile_model(mod, mem_limit=1000, profile=False)
+    assert again.value.exact and again.value.min_feasible == planner_min_limit(graph, "swapadvisor")[0]
+    assert again.value.min_feasible > first.value.min_feasible

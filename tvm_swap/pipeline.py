@@ -126,7 +126,6 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
         mod, mem_limit, _ = micro_batched(mod, int(micro_batches), mem_limit, target, fuse_max_depth, func_name)
     from .model_checks import check_limit_before_lowering
 
-    check_limit_before_lowering(mod, mem_limit, func_name)   # a tensor bigger than the limit: refused now
     target = resolve_target(target)
     kind = target.kind.name
     times = {}
@@ -140,10 +139,12 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
             _check_limit(early, mem_limit, planner, spec, planner_options, key)
             checked = True             # (on the very graph lowering makes again: no second check below)
     if mem_limit is not None and not checked:
-        # first compile of this module: refused now where bounds from the Relax function prove it
-        # (tvm_swap.early_floor: never a feasible limit; the rest gets the exact check after lowering)
+        # first compile of this module: refused now where bounds from the Relax function prove it (a tensor
+        # bigger than the limit; tvm_swap.early_floor: never a feasible limit; the rest gets the exact check
+        # after lowering). Not before the cache lookup above: a lowered graph names the exact min instead
         from .early_floor import check_before_lowering
 
+        check_limit_before_lowering(mod, mem_limit, func_name)
         check_before_lowering(mod, mem_limit, func_name, target)
     lowered = lower(mod, target, fuse_max_depth=fuse_max_depth, func_name=func_name)
     graph = graph_from_relax(lowered, func_name, target=str(target))

@@ -100,14 +100,16 @@ class Action:
 
     @classmethod
     def from_json(cls, d: dict) -> "Action":
-        try:
-            k = ActionKind(d["k"])
-        except ValueError:
-            raise PlanError(f"unknown action kind {d['k']!r}") from None
-        deps = tuple(int(x) for x in d.get("deps", ()))
-        if runs_kernel(k):
-            return cls(k, op=int(d["op"]), deps=deps, out_objs=tuple(int(x) for x in d.get("out", ())))
+        k = _KIND_OF.get(d["k"]) if isinstance(d["k"], str) else None
+        if k is None:
+            raise PlanError(f"unknown action kind {d['k']!r}")
+        deps = tuple(map(int, d.get("deps", ())))
+        if k in KERNEL_KINDS:
+            return cls(k, op=int(d["op"]), deps=deps, out_objs=tuple(map(int, d.get("out", ()))))
         return cls(k, tensor=int(d["t"]), obj=int(d["obj"]), deps=deps)
+
+
+_KIND_OF = {k.value: k for k in ActionKind}      # a plan holds ~10^5 actions: a dict, not Enum's lookup
 
 
 @dataclass

@@ -129,3 +129,12 @@ def test_a_long_codegen_message_is_a_crash_not_a_known_limitation(monkeypatch):
     monkeypatch.setattr(tvm_swap, "build", traceback_inside)
     r = fuzz_runtime.run_case(6)
     assert r["kind"] == "crash", r
+
+
+@pytest.mark.slow          # a fresh process importing TVM for each worker
+def test_cases_run_in_worker_processes_as_in_this_one():
+    here = {r["seed"]: r for r in map(fuzz_runtime.run_case, [6, 7])}
+    there = {r["seed"]: r for r in fuzz_runtime.run_cases([6, 7], workers=2)}
+    assert sorted(there) == [6, 7]
+    for s in (6, 7):
+        assert {k: v for k, v in there[s].items() if k != "why"} == {k: v for k, v in here[s].items() if k != "why"}

@@ -38,7 +38,7 @@ from .arena import ArenaScorer, ArenaSpace
 from .encoding import Allocation, AllocationSpace, crossover_schedules, locality_schedule, mutate_schedule
 from ..graphindex import GraphIndex
 from ..recompute import MAX_CHAIN_DEPTH
-from .executors import make_pool
+from .executors import Done, make_pool
 from .swapplan import SwapPlanScorer
 
 
@@ -120,12 +120,38 @@ class Evaluator:
             self.gi = GraphIndex.build(graph, alignment, keep_updated)
             self.space = AllocationSpace(self.gi, mem_limit)
             self.scorer = SwapPlanScorer(self.gi, self.space, self.op_time, device)
+        self.memo = genome_times(graph, pool, keep_updated, mem_limit, alignment, device, self.op_time)
+
+    def __getstate__(self) -> dict:
+        # workers only evaluate: the memo stays with the driver (ga.GeneticSearch.submit looks it up)
+        return {**self.__dict__, "memo": {}}
 
     def time_of(self, schedule: np.ndarray, alloc: Allocation) -> float:
         try:
             return self.scorer.time_of(schedule, alloc)
         except PlanError:
             return math.inf
+
+    def remembered_time(self, genome: "Genome") -> float:
+        """time_of, looked up in (and kept in) the memo the graph keeps for this evaluator's settings."""
+        k = genome.key()
+        t = self.memo.get(k)
+        if t is None:
+            t = self.memo[k] = self.time_of(genome.schedule, genome.alloc)
+        return t
+
+
+def genome_times(graph: DataflowGraph, pool: str, keep_updated, mem_limit: int, alignment: int,
+                 device: DeviceSpec, op_time: np.ndarray) -> dict:
+    """Genome key -> simulated time, kept with the graph per scorer setting (pool, limit, alignment, device, op
+    times; not the recompute flag, which only changes the genome space, and all-off recompute genes key as
+    none: Genome.key). An evaluation is a pure function of these and the genome, so another search on the same
+    graph and settings (swapadvisor with recompute off after on, whose swap-only island is the same search; a
+    second plan_graph at the same limit) reuses the times instead of simulating again. Evaluation counts are
+    unchanged: a remembered time still counts as evaluated by the search that asks for it."""
+    key = ("genome_times", pool, keep_updated, int(mem_limit), int(alignment), repr(device),
+           hashlib.blake2b(np.ascontiguousarray(op_time, dtype=np.float64).tobytes(), digest_size=16).digest())
+    return graph._cache.setdefault(key, {})
 
 
 def default_workers() -> int:
@@ -227,7 +253,9 @@ class GeneticSearch:
             k = g.key()
             if k not in self.known and k not in pending and k not in new:
                 new[k] = g
-        pending.update(zip(new, ((f, self) for f in pool.submit_many(list(new.values())))))
+        memo = self.ev.memo                # times an earlier search on this graph and settings found
+        futures = iter(pool.submit_many([g for k, g in new.items() if k not in memo]))
+        pending.update((k, (Done(memo[k]) if k in memo else next(futures), self)) for k in new)
 
     def select(self, candidates: list[Genome], k: int) -> list[Genome]:
         uniq, seen = [], set()
@@ -255,7 +283,7 @@ class GeneticSearch:
 
 def _collect(known: dict, pending: dict) -> None:
     for k, (f, island) in pending.items():
-        known[k] = f.result()
+        known[k] = island.ev.memo[k] = f.result()
         island.evaluations += 1
     pending.clear()
 

@@ -139,7 +139,7 @@ def _keep_updated_or_not(ctx: PlanningContext):
     for ev in evs:
         seeds = GeneticSearch(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed,
                               evaluator=ev).seed_genomes()
-        best.append(min(ev.time_of(g.schedule, g.alloc) for _, g in seeds))
+        best.append(min(ev.remembered_time(g) for _, g in seeds))    # the search then reuses them
     return evs[0] if best[0] <= best[1] else evs[1]
 
 
