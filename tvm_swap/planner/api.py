@@ -54,7 +54,7 @@ def feasible_floor(graph: DataflowGraph, pool: str, alignment: int = 256, memo=N
             memo.put(pool, alignment, known)
         return known
     if pool == "arena":
-        gi = GraphIndex.build(graph, alignment, keep_updated=False)
+        gi = GraphIndex.of(graph, alignment, keep_updated=False)
         return arena_min_limit(gi), ("in an arena the largest op's inputs, outputs and workspace must fit at "
                                      "once, plus the fragmentation placement cannot avoid")
     return min_feasible_limit(graph, alignment), (
@@ -68,7 +68,7 @@ def infeasible_floor(graph: DataflowGraph, limit: int, pool: str, alignment: int
         # one plan at the limit settles most cases; the min feasible limit (a search) only for a refusal
         from .swapadvisor.arena import arena_fits, working_set_floor
 
-        gi = GraphIndex.build(graph, alignment, keep_updated=False)
+        gi = GraphIndex.of(graph, alignment, keep_updated=False)
         if limit >= working_set_floor(gi) + gi.workspace and arena_fits(gi, limit):
             return None
     floor, why = feasible_floor(graph, pool, alignment, memo)

@@ -126,6 +126,16 @@ class GraphIndex:
                    np.asarray(nin, dtype=np.int64), produced, role, old_of, workspace, pair_op[order], pair_size[order],
                    succ_ptr, succ, indeg, reader_ptr, rd_op[o2], keep_updated)
 
+    @classmethod
+    def of(cls, graph: DataflowGraph, alignment: int = 256, keep_updated: bool | None = None) -> "GraphIndex":
+        """build, kept with the graph's other derived facts: the feasibility check, the planner and the search
+        read one index (each build cost ~1 CPU s at 10^5 ops). Read-only, as the graph."""
+        key = ("graph_index", int(alignment), KEEP_UPDATED if keep_updated is None else bool(keep_updated))
+        gi = graph._cache.get(key)
+        if gi is None:
+            gi = graph._cache[key] = cls.build(graph, alignment, keep_updated)
+        return gi
+
     @property
     def num_sizes(self) -> int:
         return int(len(self.ts))

@@ -82,6 +82,7 @@ BERT-large@32 on a V100 at 16 GB 0.47 -> 0.65 of ideal, at 8 GB 0.42 -> 0.63, on
 from __future__ import annotations
 
 import heapq
+import weakref
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
@@ -1156,6 +1157,35 @@ def _clean_first(walk, d, first, sizes, arena_bytes, capacity, cool, rounds, aga
 def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pinned=(), judge=None):
     """Decide at a capacity, place, lower the capacity by the overflow until the placement fits; then
     _cooled (with `judge`, the simulator's time of a placement, a clean-first placement may win)."""
+    d, first, sizes, offsets, capacity, rounds, again = _rounds_memo(walk, arena_bytes, genes, pinned)
+    return _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again, judge)
+
+
+_LAST_ROUNDS: list = []   # [(weakref to the GraphIndex, schedule, arena bytes, rounds result, walk.end_kept)]
+
+
+def _rounds_memo(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pinned):
+    """_rounds, remembered for the plain genome (the no-search plan's) on one schedule and arena size: the
+    feasibility check (arena_fits) and the plan that follows make the same decisions on the same schedule
+    (two walks and two placements, ~5 CPU s at 10^5 ops). The rounds do not depend on op times (only
+    _cooled does), and walks are deterministic, so a remembered result is the result. Read-only to callers."""
+    if pinned or not genes.is_plain():
+        return _rounds(walk, arena_bytes, genes, pinned)
+    if _LAST_ROUNDS:
+        ref, sched, size, hit, end_kept = _LAST_ROUNDS[0]
+        if ref() is walk.gi and size == arena_bytes and np.array_equal(sched, walk.sched):
+            walk.end_kept = list(end_kept)
+            return hit
+    _LAST_ROUNDS.clear()          # (a failed decision raises before it is kept: it is cheap to fail again)
+    hit = _rounds(walk, arena_bytes, genes, pinned)
+    _LAST_ROUNDS.append((weakref.ref(walk.gi), np.asarray(walk.sched, dtype=np.int64), arena_bytes, hit,
+                         list(walk.end_kept)))
+    return hit
+
+
+def _rounds(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pinned=()):
+    """_decide_and_place before _cooled: (decisions, stay firsts, sizes, offsets, capacity, rounds, the
+    arguments another walk needs), or PlanError when no round fits."""
     a = walk.gi.alignment
     floor = working_set_floor(walk.gi)
     room = arena_bytes
@@ -1186,8 +1216,7 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
             d, first, d.stay_last, sizes, arena_bytes,
             lambda over, c=capacity, lt=last_try, m=len(sizes): lt or c - over < floor or m <= BY_SIZE_ALWAYS_STAYS)
         if need <= arena_bytes:
-            return _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rnd + 1, (bias, pinned, pairs, genes),
-                           judge)
+            return d, first, sizes, offsets, capacity, rnd + 1, (bias, pinned, pairs, genes)
         if 0 < len(pairs) <= PAIR_BACKOFF_MAX and not last_try:
             # kept pairs' zones fragment the arena: first keep one pair fewer (the last used goes) at the same
             # capacity; lowering the capacity by the overflow of a placement with zones loses them all. Only
@@ -1204,8 +1233,8 @@ def _decide_and_place(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pin
         sizes = [walk.size[t] for t in d.stay_t]
         offsets, need = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes, lambda over: True)
         if need <= arena_bytes:
-            return _cooled(walk, d, first, sizes, arena_bytes, floor, offsets, MAX_ROUNDS + 2,
-                           (bias, pinned, choose_pairs(walk.gi, sched, floor, genes.keep), genes), judge)
+            return (d, first, sizes, offsets, floor, MAX_ROUNDS + 2,
+                    (bias, pinned, choose_pairs(walk.gi, sched, floor, genes.keep), genes))
     raise PlanError(f"no arena placement fits {arena_bytes} bytes (fragmentation); raise the limit")
 
 

@@ -113,7 +113,7 @@ class Evaluator:
         self.device = device
         self.pool = pool
         if pool == "arena":
-            self.gi = GraphIndex.build(graph, alignment, keep_updated=False)
+            self.gi = GraphIndex.of(graph, alignment, keep_updated=False)
             self.space = ArenaSpace(self.gi, mem_limit, recompute, self.op_time, device)
             self.scorer = ArenaScorer(self.gi, mem_limit, self.op_time, device)
         else:

@@ -147,7 +147,7 @@ def plan_swapadvisor_nosearch(ctx: PlanningContext) -> Plan:
     """The swap planner on the default (graph) schedule and a single-class pool (arena: Belady, no headroom)."""
     recompute = recompute_option(ctx, "swapadvisor-nosearch")
     if ctx.pool == "arena":
-        gi = GraphIndex.build(ctx.graph, ctx.alignment, keep_updated=False)
+        gi = GraphIndex.of(ctx.graph, ctx.alignment, keep_updated=False)
         genes = None
         if recompute:     # the fixed heuristic: every eviction that may be recomputed is
             genes = ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64), recompute=recompute_candidates(gi))
