@@ -107,26 +107,6 @@ def test_compiled_placement_places_exactly_as_the_python_loop(place, ref):
         assert place(first, last, size) == ref(first, last, size)
 
 
-def test_compiled_prefetch_slot_matches_the_numpy_slices():
-    from tvm_swap.planner.swapadvisor.placement_jit import prefetch_slot
-
-    rng = np.random.default_rng(5)
-    for _ in range(500):
-        n = int(rng.integers(2, 40))
-        usage = rng.integers(0, 10, size=n).astype(np.int64)
-        i = int(rng.integers(1, n))
-        lo = int(rng.integers(-1, i - 1)) if i > 1 else -1
-        room, need = int(rng.integers(0, 10)), int(rng.integers(1, 5))
-        ref = usage.copy()
-        q = lo
-        over = np.flatnonzero(ref[lo + 1:i] > room)
-        if len(over):
-            q = lo + 1 + int(over[-1])
-        ref[q + 1:i] += need
-        assert prefetch_slot(usage, lo, i, room, need) == q
-        assert (usage == ref).all()
-
-
 def test_compiled_greedy_by_size_around_fixed_stays_and_bounds_places_as_the_python_loop():
     # kept pairs' own stays (fixed) and their zone edges (bounds), as arena._place_with_pairs passes them
     rng = np.random.default_rng(3)

@@ -25,7 +25,7 @@ for the drops of the previous tenants of every byte it takes, so address reuse f
 is not a free block, and a plan only leaves this module once its placement fits.
 
 What it costs: the walk is O((ops + tensor touches) log tensors) plus, per swap-in and per eviction, one
-numpy slice over the slots between the copy and the use; placement is O(stays x free blocks) (free blocks
+range update of the per-slot usage between the copy and the use (slot_usage.py: by blocks); placement is O(stays x free blocks) (free blocks
 stay few: freed neighbours coalesce). A failed placement repeats both, a few rounds at most. The GA's
 fitness (ArenaScorer) packs the decisions for the simulator directly (packed_builder.pack_decisions with
 byte ranges), without Action objects: 0.24 CPU s per genome on BERT-large@32, 0.73 s on BRNN-4-8K@128,
@@ -510,7 +510,7 @@ class _ArenaWalk:
         within `depth` recomputes (the genome's, planner.recompute.MAX_CHAIN_DEPTH by default), and the op's working set plus every rebuild chain planned for
         that slot (inputs and outputs) fits what pinned tensors leave of the capacity, so a rebuild always
         finds room. Otherwise it is copied out as before."""
-        from .placement_jit import prefetch_slot
+        from .slot_usage import new_usage, prefetch_slot, usage_add, usage_set
 
         n, gi = self.n, self.gi
         n_t = gi.n_tensors
@@ -524,7 +524,7 @@ class _ArenaWalk:
         last = [-1] * n_t
         host_ready = [-2 if produced[t] else -1 for t in range(n_t)]
         prod_slot = [-1] * n_t
-        usage = np.zeros(max(n, 1), dtype=np.int64)      # bytes of stays covering each slot (decided so far)
+        ub, ul, um = new_usage(n)          # bytes of stays covering each slot (decided so far; slot_usage.py)
         group = self.group
         heaps: list = [[], []]                           # eviction candidates per group (0: params and state)
         group_res = [0, 0]
@@ -713,7 +713,7 @@ class _ArenaWalk:
             resident -= size[v]
             group_res[group[v]] -= size[v]
             if d + 1 < i:
-                usage[d + 1:i] -= size[v]
+                usage_add(ub, ul, um, d + 1, i, -size[v])
             evicted += 1
 
         def make_room(need: int, i: int, g: int) -> None:
@@ -740,7 +740,7 @@ class _ArenaWalk:
             make_room(need, i, group[t])
             lo = max(hr, i - window)                # the copy may be issued after slot lo at the earliest
             # after the last slot before i without room for it; the slots it then spans hold it
-            q = prefetch_slot(usage, lo, i, capacity - need, need) if lo + 1 < i else lo
+            q = prefetch_slot(ub, ul, um, lo, i, capacity - need, need) if lo + 1 < i else lo
             sid = len(stay_t)
             stay_t.append(t)
             stay_first.append(q + 1)
@@ -820,7 +820,7 @@ class _ArenaWalk:
                 prod_slot[t] = i
                 outs.append(sid)
             out_stays[i] = outs
-            usage[i] = resident
+            usage_set(ub, ul, um, i, resident)
             for k in range(a, b):
                 t = touch_t[k]
                 nu = touch_next[k]

@@ -115,17 +115,3 @@ def by_size(first, last, size, order, off, placed):
         if off[s] + need > peak:
             peak = off[s] + need
     return off, peak
-
-
-@njit(cache=True, nogil=True)
-def prefetch_slot(usage, lo, i, room, need):
-    """The walk's prefetch (arena._ArenaWalk.run, bring): the last slot q in (lo, i) whose usage exceeds
-    `room` (else lo), after which a swap-in for slot i is issued; adds `need` to the usage of slots q+1..i-1."""
-    q = lo
-    for s in range(i - 1, lo, -1):
-        if usage[s] > room:
-            q = s
-            break
-    for s in range(q + 1, i):
-        usage[s] += need
-    return q
