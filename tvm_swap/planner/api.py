@@ -144,6 +144,7 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     """
     from ..errors import VerificationError
     from ..verify import check_plan, verify_prediction
+    from .gc_pause import gc_paused
 
     t0 = time.perf_counter()
     if not isinstance(graph, DataflowGraph):
@@ -167,24 +168,25 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
         raise TvmSwapError("ray_address is only for executor='ray'")
     options = {**options, "executor": executor, "ray_address": ray_address}
     dev = get_device(device)
-    limit = resolve_limit(graph, mem_limit, alignment)
-    times = resolve_op_time(graph, dev, op_time)
-    no_swap_fits = planner in SEARCH_PLANNERS and pool_given is None and limit >= _no_swap_bytes(graph, alignment)
-    if no_swap_fits:      # "100%" means no swapping: TVM's own plan fits, so there is nothing to move or search
-        planner, pool = "noswap", "size-classes"
-    check_feasible(graph, limit, pool, alignment, planner, dev, times, seed, options)
-    # the budget covers all of plan_graph: what the checks above took (an arena plan for feasibility) is spent
-    budget_left = max(0.1 * float(budget_s), float(budget_s) - (time.perf_counter() - t0))
-    ctx = PlanningContext(graph, times, dev, limit, alignment, int(seed), budget_left,
-                          None if generations is None else int(generations), workers, bool(progress), dict(options),
-                          pool)
-    plan = PLANNERS[planner](ctx)
-    check_plan(graph, plan, limit)
-    plan.predicted = predict(graph, plan, times, dev)
-    wrong = verify_prediction(plan)     # what the plan now reports of itself must hold too
-    if wrong:
-        plan.verified = False
-        raise VerificationError(wrong)
+    with gc_paused():      # (gc_pause.py: collections rescan millions of live objects at 10^5 ops)
+        limit = resolve_limit(graph, mem_limit, alignment)
+        times = resolve_op_time(graph, dev, op_time)
+        no_swap_fits = planner in SEARCH_PLANNERS and pool_given is None and limit >= _no_swap_bytes(graph, alignment)
+        if no_swap_fits:      # "100%" means no swapping: TVM's own plan fits, so there is nothing to move or search
+            planner, pool = "noswap", "size-classes"
+        check_feasible(graph, limit, pool, alignment, planner, dev, times, seed, options)
+        # the budget covers all of plan_graph: what the checks above took (an arena plan for feasibility) is spent
+        budget_left = max(0.1 * float(budget_s), float(budget_s) - (time.perf_counter() - t0))
+        ctx = PlanningContext(graph, times, dev, limit, alignment, int(seed), budget_left,
+                              None if generations is None else int(generations), workers, bool(progress), dict(options),
+                              pool)
+        plan = PLANNERS[planner](ctx)
+        check_plan(graph, plan, limit)
+        plan.predicted = predict(graph, plan, times, dev)
+        wrong = verify_prediction(plan)     # what the plan now reports of itself must hold too
+        if wrong:
+            plan.verified = False
+            raise VerificationError(wrong)
     search = dict(plan.search or {})
     for k, v in (("search_s", round(time.perf_counter() - t0, 4)), ("generations", 0), ("evaluations", 1),
                  ("seed", int(seed)), ("history", [])):

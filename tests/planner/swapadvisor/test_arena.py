@@ -581,3 +581,39 @@ def test_a_rebuild_reading_a_kept_param_after_its_last_read_copies_its_update_ou
                 seen += 1
                 assert new_E in {a.tensor for a in plan.actions if a.kind == "swap_out"}
     assert seen, "some limit keeps 'embed' on the device and recomputes the lookup"
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_plan_actions_are_those_arena_action_builder_builds(seed):
+    """plan_arena makes its actions with the packed deps (arena._actions); ArenaActionBuilder (arena._emit)
+    is the reference: the same actions, field by field, for random swap and recompute genomes and schedules
+    from the min limit up (kept pairs, splits and rebuilds included)."""
+    from tvm_swap.planner.swapadvisor.arena import ArenaSpace, _actions, _decide_arena, _emit
+    from tvm_swap.testing import random_op_times, random_topological_order
+
+    g = random_training_graph(seed, n_layers=4 + seed % 4, momentum=bool(seed % 3)) if seed % 4 else \
+        random_dag(seed, n_ops=30 + 5 * seed)
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    ot = random_op_times(g, seed)
+    lo = arena_min_limit(gi)
+    top = max(lo, noswap_peak(g))
+    rng = np.random.default_rng(seed)
+    compared = 0
+    for lim in (lo, (2 * lo + top) // 3, (lo + 2 * top) // 3):
+        space = ArenaSpace(gi, lim, recompute=True, op_time=ot, device=DEV)
+        for k in range(5):
+            sched = np.asarray(random_topological_order(g, seed * 10 + k) if k % 2 else gi.default_schedule())
+            genes = space.random(rng) if k else space.zero(keep=1.0)
+            if k == 4:
+                genes.split = 0.4
+            try:
+                walk, d, offsets, sizes, _, _ = _decide_arena(gi, sched, lim, genes, ot, DEV)
+            except PlanError:
+                continue
+            obj_of: dict = {}
+            stay_obj = [obj_of.setdefault(key, len(obj_of)) for key in zip(offsets, sizes)]
+            objs = sorted(obj_of, key=obj_of.get)
+            arena = Arena(1 << 62, [o for o, _ in objs], [s for _, s in objs], 256, gi.workspace, [])
+            assert _actions(walk, d, stay_obj, offsets, sizes) == _emit(walk, d, arena, stay_obj).actions
+            compared += 1
+    assert compared >= 8

@@ -25,8 +25,8 @@ for the drops of the previous tenants of every byte it takes, so address reuse f
 is not a free block, and a plan only leaves this module once its placement fits.
 
 What it costs: the walk is O((ops + tensor touches) log tensors) plus, per swap-in and per eviction, one
-range update of the per-slot usage between the copy and the use (slot_usage.py: by blocks); placement is O(stays x free blocks) (free blocks
-stay few: freed neighbours coalesce). A failed placement repeats both, a few rounds at most. The GA's
+range update of the per-slot usage between the copy and the use (slot_usage.py: by blocks); placement is
+O(stays x free blocks) (free blocks stay few: freed neighbours coalesce). A failed placement repeats both, a few rounds at most. The GA's
 fitness (ArenaScorer) packs the decisions for the simulator directly (packed_builder.pack_decisions with
 byte ranges), without Action objects: 0.24 CPU s per genome on BERT-large@32, 0.73 s on BRNN-4-8K@128,
 where the walk and placement, pure-Python loops, are now 3/4 of the time.
@@ -900,9 +900,76 @@ class _ArenaWalk:
                           list(pairs), dirty, recomputes, pair_stays)
 
 
+def _actions(walk: _ArenaWalk, d: _Decisions, stay_obj: list[int], offsets, sizes) -> list:
+    """The plan's actions: what _emit builds through ArenaActionBuilder, with the deps that
+    packed_builder.pack_decisions derives for the same decisions and byte ranges (numpy: one sort per kind
+    of event), so only the Action objects are made one by one here (ArenaActionBuilder cost ~10 us per
+    action, 7.8 CPU s at 10^5 ops). The order is _emit's; tests/planner/swapadvisor/test_arena.py checks
+    that both give the same actions, and the verifier checks the plan either way."""
+    from ...plan import Action, ActionKind
+    from ..simulator import KIND_CODE
+
+    gi, n = walk.gi, walk.n
+    zeros = np.zeros(max(gi.n_ops, gi.n_tensors), dtype=np.float64)
+    packed = pack_decisions(n, np.asarray(walk.sched, dtype=np.int64), d.out_stays, d.swap_outs, d.drops,
+                            d.swap_ins, gi.op_ptr, gi.op_tensors, gi.op_nin, zeros, zeros,
+                            ranges=(offsets, sizes), recomputes=d.recomputes)
+    ptr, dep = packed.dep_indptr.tolist(), packed.dep_indices.tolist()
+    post_out: list[list[int]] = [[] for _ in range(n + 1)]
+    post_drop: list[list[int]] = [[] for _ in range(n + 1)]
+    post_in: list[list[tuple[int, int]]] = [[] for _ in range(n + 1)]
+    for s, t in d.swap_outs:
+        post_out[s + 1].append(t)
+    for s, t, _ in d.drops:
+        post_drop[s + 1].append(t)
+    floor = -1
+    for q, t, sid in d.swap_ins:
+        if q > floor:
+            floor = q
+        post_in[floor + 1].append((t, stay_obj[sid]))
+    where = {t: stay_obj[sid] for t, sid in d.pinned}      # tensor -> its object (what a swap-out names)
+    pre_rc: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for s, op, sid in d.recomputes:
+        pre_rc[s].append((op, stay_obj[sid]))
+    ops = gi.graph.ops
+    sched = walk.sched
+    COMPUTE, RECOMPUTE, SWAP_OUT, DROP, SWAP_IN = (ActionKind.COMPUTE, ActionKind.RECOMPUTE, ActionKind.SWAP_OUT,
+                                                   ActionKind.DROP, ActionKind.SWAP_IN)
+    out = []
+    for s in range(-1, n):
+        if s >= 0:
+            for op, o in pre_rc[s]:
+                k = len(out)
+                out.append(Action(RECOMPUTE, op, -1, -1, tuple(dep[ptr[k]:ptr[k + 1]]), (o,)))
+                for t in ops[op].outputs:
+                    where[t] = o
+            op = sched[s]
+            objs = tuple(stay_obj[x] for x in d.out_stays[s])
+            k = len(out)
+            out.append(Action(COMPUTE, op, -1, -1, tuple(dep[ptr[k]:ptr[k + 1]]), objs))
+            for t, o in zip(ops[op].outputs, objs):
+                where[t] = o
+        j = s + 1
+        for t in post_out[j]:
+            k = len(out)
+            out.append(Action(SWAP_OUT, -1, t, where[t], tuple(dep[ptr[k]:ptr[k + 1]])))
+        for t in post_drop[j]:
+            k = len(out)
+            out.append(Action(DROP, -1, t, where.pop(t), tuple(dep[ptr[k]:ptr[k + 1]])))
+        for t, o in post_in[j]:
+            k = len(out)
+            out.append(Action(SWAP_IN, -1, t, o, tuple(dep[ptr[k]:ptr[k + 1]])))
+            where[t] = o
+    kinds = np.fromiter((KIND_CODE[a.kind] for a in out), dtype=np.int8, count=len(out))
+    if len(out) != len(packed.kind) or not np.array_equal(kinds, packed.kind):
+        raise PlanError("planner bug: the arena's actions and their packed deps are in different orders")
+    return out
+
+
 def _emit(walk: _ArenaWalk, d: _Decisions, arena: Arena, stay_obj: list[int]):
     """Every decision through ArenaActionBuilder in plan order (as swapplan._emit: after compute i come its
-    swap-outs, drops and swap-ins; swap-ins in need order, never issued before the one needed earlier)."""
+    swap-outs, drops and swap-ins; swap-ins in need order, never issued before the one needed earlier).
+    The reference for _actions (tests), which plan_arena uses."""
     n = walk.n
     b = ArenaActionBuilder(walk.gi.graph, arena)
     post_out: list[list[int]] = [[] for _ in range(n + 1)]
@@ -1287,12 +1354,12 @@ def _plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | No
     objs = sorted(obj_of, key=obj_of.get)
     swaps = _mirror_swaps(d, offsets, sizes, obj_of, objs)
     arena = Arena(arena_bytes, [o for o, _ in objs], [s for _, s in objs], gi.alignment, gi.workspace, swaps)
-    b = _emit(walk, d, arena, stay_obj)
+    actions = _actions(walk, d, stay_obj, offsets, sizes)
     tclass = np.where(gi.used, 0, -1).astype(np.int64)
     stats = {"capacity_bytes": int(capacity), "rounds": int(rounds), "placed_bytes": int(max(
         (o + s for o, s in zip(offsets, sizes)), default=0)), "evictions": int(d.evicted),
         "recomputes": len(d.recomputes)}
-    return ArenaPlan(schedule, arena, tclass, [(t, stay_obj[sid]) for t, sid in d.pinned], b.actions, stats)
+    return ArenaPlan(schedule, arena, tclass, [(t, stay_obj[sid]) for t, sid in d.pinned], actions, stats)
 
 
 def class_genome(genes):
@@ -1460,7 +1527,7 @@ class ArenaScorer:
     def packed(self, schedule, genes: ArenaGenes):
         """The simulator's arrays of plan_arena's actions, without building them: the same decisions and
         placement, packed with the arena's dep rule (packed_builder.pack_decisions with ranges)."""
-        from .swapplan import gc_paused
+        from ..gc_pause import gc_paused
 
         gi = self.gi
         schedule = np.asarray(schedule, dtype=np.int64)

@@ -37,10 +37,8 @@ stream serves them in the order they are needed).
 """
 from __future__ import annotations
 
-import gc
 import heapq
 from collections import deque
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +47,7 @@ from ...devices import DeviceSpec
 from ...errors import PlanError
 from ...plan import Action, Plan, Pool
 from ..builder import ActionBuilder
+from ..gc_pause import gc_paused
 from .packed_builder import pack_decisions
 from ..simulator import simulate_time
 from .encoding import Allocation, AllocationSpace
@@ -326,19 +325,6 @@ def _emit(d: _Decisions, sink) -> None:
             drop(t)
         for t, o in post_in[j]:
             swap_in(t, o)
-
-
-@contextmanager
-def gc_paused():
-    """Pause the cyclic garbage collector: a pass allocates ~10^5 small objects and creates no cycles, and
-    collections triggered by those allocations (scanning everything alive) can double its time."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _decide(gi: GraphIndex, space: AllocationSpace, schedule, alloc: Allocation, two_pass: bool) -> _Decisions:
