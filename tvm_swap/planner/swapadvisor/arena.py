@@ -1076,14 +1076,18 @@ def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight
         offsets[sq] = half + base
         base += sizes[sp]
     base = 2 * half
-    in_pair = {k for pr in d.pair_stays for k in pr}
-    rest = [k for k in range(n_st) if k not in in_pair]
-    sub_first = [first[k] for k in rest]
-    sub_last = [last[k] for k in rest]
-    sub_size = [sizes[k] for k in rest]
+    if d.pair_stays:
+        in_pair = {k for pr in d.pair_stays for k in pr}
+        rest = [k for k in range(n_st) if k not in in_pair]
+        sub_first = [first[k] for k in rest]
+        sub_last = [last[k] for k in rest]
+        sub_size = [sizes[k] for k in rest]
+    else:                       # every stay, at base 0 (no copies of 10^5-long lists)
+        rest, sub_first, sub_last, sub_size = None, first, last, sizes
     if cool is not None:        # (zones are extra room only: leaving them unused is valid)
-        return _shifted(rest, offsets, base, *place_stays_clean(sub_first, sub_last, [cool[k] for k in rest],
-                                                                sub_size, arena_bytes - base))
+        sub_cool = cool if rest is None else [cool[k] for k in rest]
+        return _shifted(rest, offsets, base, *place_stays_clean(sub_first, sub_last, sub_cool, sub_size,
+                                                                arena_bytes - base))
     if d.pairs:
         zones = []
         for sp, sq in d.pair_stays:
@@ -1123,6 +1127,8 @@ def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight
 
 
 def _shifted(rest, offsets, base, offs, need):
+    if rest is None:            # every stay, base 0: the placement's own (fresh) list
+        return offs, need
     for k, o in zip(rest, offs):
         offsets[k] = base + o
     return offsets, base + need
