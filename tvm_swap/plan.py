@@ -275,7 +275,7 @@ class Plan:
             "swap_in_bytes": int(tensor_bytes[inn].sum()) if inn else 0,
         }
 
-    def recompute_stats(self, op_output_bytes: Sequence[int], op_time: Sequence[float]) -> dict:
+    def recompute_stats(self, op_output_bytes: Sequence[int] | Mapping[int, int], op_time: Sequence[float]) -> dict:
         """Recompute totals: count, bytes written (all outputs of each recomputed op) and compute seconds.
         op_output_bytes[o] / op_time[o]: op o's output bytes and seconds."""
         ops = [a.op for a in self.actions if a.kind == ActionKind.RECOMPUTE]

@@ -256,5 +256,7 @@ def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: Devic
     }
     out.update(plan.swap_stats(graph.tensor_bytes()))
     tb = graph.tensor_bytes()
-    out.update(plan.recompute_stats([int(tb[list(op.outputs)].sum()) for op in graph.ops], op_time))
+    # output bytes of the recomputed ops only (of every op it cost ~0.4 CPU s at 10^5 ops)
+    rc_ops = {a.op for a in plan.actions if a.kind == "recompute"}
+    out.update(plan.recompute_stats({o: int(tb[list(graph.ops[o].outputs)].sum()) for o in rc_ops}, op_time))
     return out
