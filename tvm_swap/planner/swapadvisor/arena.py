@@ -19,9 +19,9 @@ Method: decide, then place, with a tightened capacity when placement fails.
 
 Why it is sound: the walk keeps, at every slot, the bytes of the stays covering that slot <= capacity, and
 the placement gives stays whose slot intervals intersect disjoint address ranges inside [0, arena). The
-actions are then emitted through ActionBuilder with `ArenaActionBuilder`, which makes every arrival wait
-for the drops of the previous tenants of every byte it takes, so address reuse follows happens-before
-(which is what the verifier checks, with its own code). Fragmentation is real and handled: a free byte count
+actions then follow `ArenaActionBuilder`'s rule (made by `_actions` with pack_decisions' deps; the builder is
+the tested reference), which makes every arrival wait for the drops of the previous tenants of every byte it
+takes, so address reuse follows happens-before (which is what the verifier checks, with its own code). Fragmentation is real and handled: a free byte count
 is not a free block, and a plan only leaves this module once its placement fits.
 
 What it costs: the walk is O((ops + tensor touches) log tensors) plus, per swap-in and per eviction, one
