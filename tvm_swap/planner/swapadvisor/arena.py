@@ -1351,6 +1351,7 @@ def _plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | No
     if classes is not None:
         return _plan_with_classes(gi, schedule, mem_limit, classes)
     walk, d, offsets, sizes, capacity, rounds = _decide_arena(gi, schedule, mem_limit, genes, op_time, device)
+    _LAST_ROUNDS.clear()        # the feasibility check's decisions are used (or not): free them for what follows
     arena_bytes = arena_bytes_for(gi, mem_limit)
     # objects: one per distinct (offset, size)
     obj_of: dict = {}
