@@ -104,3 +104,12 @@ def test_the_determinism_replan_does_not_reuse_what_a_planner_remembered_with_th
     case = fuzz.draw_case(10)
     copy = fuzz.fresh_copy(case.graph)
     assert copy is not case.graph and not copy._cache and copy.to_dict() == case.graph.to_dict()
+
+
+def test_a_rebuild_never_reads_a_param_updated_since_its_input_was_rebuilt():
+    """Fuzz seed 1920 (found by the 10^4-case run): a rebuild chain at the last slot re-ran an op whose input was
+    pending when the chain was judged (so not checked at that slot) but dead by then, and that op read a param
+    updated in between; the plan failed verification instead of planning."""
+    r = fuzz.run_case(1920, planners=["swapadvisor-nosearch+recompute", "swapadvisor"], determinism=False)
+    assert r["outcomes"]["swapadvisor-nosearch+recompute"] == "planned", r
+    assert not r["failures"], r["failures"]

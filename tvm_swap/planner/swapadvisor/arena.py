@@ -617,10 +617,12 @@ class _ArenaWalk:
 
         def sound(t: int, at: int, reads: set, lvl: int = 1, ok=None) -> bool:
             """Whether t's producer can run again at slot `at` (t at level `lvl` of a rebuild chain): no
-            param it reads is updated before, and every produced input is still live then, pending, or dead
-            but rebuildable itself within `depth` levels (a temporary whose producer may be recomputed, whose
-            own inputs are sound at `at`: rebuilt for that slot only). Collects every tensor the rebuild
-            reads, through dead inputs, in `reads`."""
+            param it reads is updated before, and every produced input is still live then, or dead but
+            rebuildable itself within `depth` levels (a temporary whose producer may be recomputed, whose
+            own inputs are sound at `at`: rebuilt for that slot only). A pending input dead by `at` counts as
+            dead: it is rebuilt at its own next use, before `at`, and again at `at` (fuzz seed 1920: such an
+            input's producer read a param updated in between). Collects every tensor the rebuild reads,
+            through dead inputs, in `reads`."""
             ok = set() if ok is None else ok
             for x in op_inputs[producer[t]]:
                 reads.add(x)
@@ -628,7 +630,7 @@ class _ArenaWalk:
                     u = upd_slot.get(x)
                     if u is not None and u < at:
                         return False
-                elif produced[x] and last_touch[x] < at and x not in pending:
+                elif produced[x] and last_touch[x] < at:
                     if (x, lvl) in ok:
                         continue
                     if lvl >= depth or not rebuildable[x] or not sound(x, at, reads, lvl + 1, ok):
