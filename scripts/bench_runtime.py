@@ -170,14 +170,17 @@ def main(argv=None) -> int:
     ap.add_argument("--models", nargs="*", default=None, help="subset of: mlp mlp-train cnn-train")
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "runtime.json"))
     args = ap.parse_args(argv)
+    from tvm_swap.provenance import git_commit
+
+    commit = git_commit()        # read first: the tree may move on while the benchmark runs
     load_before = os.getloadavg()
     t0 = time.perf_counter()
     records = run(args)
     print()
-    print(f"{'model':10s} {'limit':>5s} {'measured':>10s} {'predicted':>10s} {'error':>7s} "
+    print(f"{'model':10s} {'limit':>5s} {'pool':12s} {'measured':>10s} {'predicted':>10s} {'error':>7s} "
           f"{'plain VM':>10s} {'swap@100%':>10s} {'overhead':>8s}")
     for r in records:
-        print(f"{r['model']:10s} {r['limit']:>5s} {r['measured_s'] * 1e3:8.2f}ms {r['predicted_s'] * 1e3:8.2f}ms "
+        print(f"{r['model']:10s} {r['limit']:>5s} {r['pool']:12s} {r['measured_s'] * 1e3:8.2f}ms {r['predicted_s'] * 1e3:8.2f}ms "
               f"{100 * r['error']:+6.1f}% {r['plain_vm_s'] * 1e3:8.2f}ms {r['swap_100_unthrottled_s'] * 1e3:8.2f}ms "
               f"{100 * r['overhead']:+7.2f}%")
     errs = [abs(r["error"]) for r in records]
@@ -188,7 +191,7 @@ def main(argv=None) -> int:
     print(f"\nerror: max |{100 * summary['max_abs_error']:.1f}%|, mean |{100 * summary['mean_abs_error']:.1f}%|, "
           f"{summary['within_10pct']}/{summary['runs']} within 10%;  overhead at 100%: max "
           f"{100 * summary['max_overhead']:+.2f}%")
-    out = {"benchmark": "runtime", "settings": vars(args), "machine": {"cpus": os.cpu_count(),
+    out = {"benchmark": "runtime", "commit": commit, "settings": vars(args), "machine": {"cpus": os.cpu_count(),
            "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
            "wall_s": time.perf_counter() - t0, "summary": summary, "records": records}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
