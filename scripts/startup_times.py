@@ -27,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tvm_swap.testing import write_conv_symbol  # noqa: E402
+
 
 def _mx() -> Path:
     for d in (ROOT.parent / "shared" / "fixtures" / "mxnet", Path("/work/shared/fixtures/mxnet")):
@@ -54,7 +56,7 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
                      key=os.path.getsize)[0]
     r18 = str(_mx() / "resnet18_v1-symbol.json")
     out = ["-o", str(tmp / "never.so")]
-    conv = _conv_symbol(tmp)
+    conv = write_conv_symbol(tmp / "conv-symbol.json")
     garbage = tmp / "garbage.onnx"
     garbage.write_bytes(b"not a protobuf")
     return [
@@ -78,16 +80,6 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
     ]
 
 
-def _conv_symbol(tmp: Path) -> Path:
-    """One convolution, no params file."""
-    path = tmp / "conv-symbol.json"
-    path.write_text(json.dumps({
-        "nodes": [{"op": "null", "name": "data", "inputs": []}, {"op": "null", "name": "c_weight", "inputs": []},
-                  {"op": "null", "name": "c_bias", "inputs": []},
-                  {"op": "Convolution", "name": "c", "attrs": {"kernel": "(3, 3)", "num_filter": "4"},
-                   "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0]]}],
-        "arg_nodes": [0, 1, 2], "heads": [[3, 0, 0]]}))
-    return path
 
 
 def once(tree: Path, argv: list[str], tmp: Path) -> tuple[float, float, int, str]:

@@ -365,3 +365,19 @@ def planner_min_limit(graph: DataflowGraph, planner: str, device="cpu", pool: st
             raise RuntimeError(f"check_feasible named a lower bound, not the min: {e}") from None
         return int(e.min_feasible), e.reason
     return 1, "a 1-byte limit is feasible"
+
+
+def write_conv_symbol(path):
+    """An MXNet symbol of one 3x3 convolution (4 filters) and no params file, written to `path` (returned):
+    the smallest model whose missing params, input rank and byte limits the CLI refuses before importing TVM."""
+    import json
+    from pathlib import Path
+
+    path = Path(path)
+    path.write_text(json.dumps({
+        "nodes": [{"op": "null", "name": "data", "inputs": []}, {"op": "null", "name": "c_weight", "inputs": []},
+                  {"op": "null", "name": "c_bias", "inputs": []},
+                  {"op": "Convolution", "name": "c", "attrs": {"kernel": "(3, 3)", "num_filter": "4"},
+                   "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0]]}],
+        "arg_nodes": [0, 1, 2], "heads": [[3, 0, 0]]}))
+    return path

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tvm_swap.testing import write_conv_symbol
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -133,23 +135,12 @@ def test_parsing_imports_no_planner_until_a_planner_is_named():
     assert r.stdout.split() == ["False", "odswap", "True"]
 
 
-def _conv_symbol(path):
-    """A one-convolution MXNet symbol without a params file."""
-    import json
-
-    path.write_text(json.dumps({
-        "nodes": [{"op": "null", "name": "data", "inputs": []}, {"op": "null", "name": "c_weight", "inputs": []},
-                  {"op": "null", "name": "c_bias", "inputs": []},
-                  {"op": "Convolution", "name": "c", "attrs": {"kernel": "(3, 3)", "num_filter": "4"},
-                   "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0]]}],
-        "arg_nodes": [0, 1, 2], "heads": [[3, 0, 0]]}))
-    return path
 
 
 def _early_error_cases(tmp_path, odd_symbol):
     import numpy
 
-    conv = str(_conv_symbol(tmp_path / "conv-symbol.json"))
+    conv = str(write_conv_symbol(tmp_path / "conv-symbol.json"))
     broken = tmp_path / "broken-symbol.json"
     broken.write_text("{")
     garbage = tmp_path / "garbage.onnx"
