@@ -353,6 +353,10 @@ def _worker_signals() -> None:
 
 
 def _interrupt(signum, frame):
+    # the first signal cuts the run; the ones after it (a timeout wrapper's SIGTERM to the whole group, a
+    # second Ctrl-C) must not cut the summary of what was done, so they are ignored until it is written
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
@@ -444,6 +448,7 @@ def main(argv=None) -> int:
     _settle_gc()
     t0 = time.perf_counter()
     old_term = signal.signal(signal.SIGTERM, _interrupt)
+    old_int = signal.signal(signal.SIGINT, _interrupt)
     cut = False
     try:
         results, wall = fuzz(seeds, planners, args.workers, args.determinism_every, progress=True, results=done)
@@ -451,8 +456,15 @@ def main(argv=None) -> int:
         cut = True
         results, wall = sorted(done, key=lambda r: r["seed"]), time.perf_counter() - t0
         print(f"interrupted after {len(results)} of {args.n} cases", file=sys.stderr)
+    try:
+        return _report(args, planners, commit, results, wall, cut)
     finally:
         signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGINT, old_int)
+
+
+def _report(args, planners, commit, results, wall, cut) -> int:
+    """Print the summary and write the JSON; the exit code (130 for a run cut short)."""
     if not results:
         return 130 if cut else 1
     table, lines = summarize(results, planners)

@@ -113,3 +113,38 @@ def test_a_rebuild_never_reads_a_param_updated_since_its_input_was_rebuilt():
     r = fuzz.run_case(1920, planners=["swapadvisor-nosearch+recompute", "swapadvisor"], determinism=False)
     assert r["outcomes"]["swapadvisor-nosearch+recompute"] == "planned", r
     assert not r["failures"], r["failures"]
+
+
+def test_a_run_cut_by_a_timeout_still_summarizes_when_the_signal_comes_again(tmp_path):
+    """`timeout` signals the whole process group, and a user presses Ctrl-C twice: the cases done so far are
+    summarized and written all the same (exit 130), and no worker is left behind."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import time
+
+    out = tmp_path / "fuzz.json"
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "fuzz.py"), "--n", "100000", "--workers", "2",
+         "--planner", "swapadvisor-nosearch", "--determinism-every", "0", "--json", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        for line in proc.stderr:                      # a progress line: at least 100 cases are done
+            if "/100000 cases" in line:
+                break
+        for sig in (signal.SIGTERM, signal.SIGTERM, signal.SIGINT, signal.SIGTERM):
+            os.killpg(proc.pid, sig)
+            time.sleep(0.01)
+        stdout, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, (proc.returncode, stdout[-2000:])
+    assert "CUT SHORT" in stdout
+    data = json.loads(out.read_text())
+    assert data["cut_short"] and data["cases_done"] >= 100
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):            # the workers were ended with the run
+        os.killpg(proc.pid, 0)
