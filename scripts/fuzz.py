@@ -347,7 +347,10 @@ def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, pro
 
 
 def _worker_signals() -> None:
-    """Workers leave Ctrl-C and a timeout's SIGTERM to the parent, which ends them (pool.terminate)."""
+    """Workers leave Ctrl-C and a timeout's SIGTERM to the parent, which ends them (pool.terminate). They run
+    in a process group of their own: `timeout` and a terminal signal the whole group, and a worker killed
+    while it holds the task queue's lock would hang pool.terminate (the parent waits for that lock)."""
+    os.setpgrp()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
@@ -456,11 +459,13 @@ def main(argv=None) -> int:
         cut = True
         results, wall = sorted(done, key=lambda r: r["seed"]), time.perf_counter() - t0
         print(f"interrupted after {len(results)} of {args.n} cases", file=sys.stderr)
-    try:
-        return _report(args, planners, commit, results, wall, cut)
-    finally:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)   # the summary is written whatever comes now
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    rc = _report(args, planners, commit, results, wall, cut)
+    if not cut:         # a run cut short keeps ignoring them: it exits now, with 130 however often it is told
         signal.signal(signal.SIGTERM, old_term)
         signal.signal(signal.SIGINT, old_int)
+    return rc
 
 
 def _report(args, planners, commit, results, wall, cut) -> int:
