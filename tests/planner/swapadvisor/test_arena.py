@@ -251,10 +251,10 @@ def test_verifier_catches_a_renaming_that_does_not_map_the_layout_onto_itself():
     plan = plan_arena(gi, gi.default_schedule(), lim, ArenaGenes(0.0, np.zeros(gi.n_tensors, np.int64), 1.0)) \
         .to_plan(g, "t", lim, DEV)
     q = copy.deepcopy(plan)
-    a, b = q.pool.swaps[0]
-    other = next(k for k in range(q.pool.num_objects) if all(k not in pr for pr in q.pool.swaps))
-    q.pool.offsets[other] = q.pool.offsets[a]                    # another object now shares a pair's bytes
-    q.pool.sizes[other] = q.pool.sizes[a]                        # (but not its partner's)
+    a = q.pool.swaps[0][0]
+    other = next(k for k in range(q.pool.num_objects) if all(k not in c for c in q.pool.swaps))
+    q.pool.offsets[other] = q.pool.offsets[a]                    # another object now shares a renamed one's bytes
+    q.pool.sizes[other] = q.pool.sizes[a]                        # (but not those of the object backing it)
     assert any("does not map the layout onto itself" in x for x in verify_plan(g, q))
 
 
@@ -354,7 +354,12 @@ def test_a_kept_pair_may_leave_mid_iteration_and_its_host_copy_stays_current():
     assert times[2.0] < times[0.0]
 
 
-def test_three_training_steps_with_ping_pong_pairs_match_the_unlimited_build():
+@pytest.mark.parametrize("limit", ["150%", "100%", "60%"])
+def test_three_training_steps_with_kept_updates_match_the_unlimited_build(limit):
+    """mlp-train in the arena, three chained steps bitwise equal to the unlimited build. At 150% and 100% every
+    update stays on the device by rotation (equal slots renamed by cycles longer than a ping-pong pair, other
+    tensors placed in the slots while they are free and renamed with them), so no param crosses the link;
+    at 60% some params are read from the host and the renaming is pairs."""
     import tvm_swap
     from tvm_swap.examples import EXAMPLES
     from relay_passes.lower import lower_unlimited_build
@@ -362,9 +367,9 @@ def test_three_training_steps_with_ping_pong_pairs_match_the_unlimited_build():
     from tvm import relax
 
     ex = EXAMPLES["mlp-train"]()
-    m = tvm_swap.build(ex.mod, target="llvm", mem_limit="150%", params=ex.params, generations=0, workers=1,
+    m = tvm_swap.build(ex.mod, target="llvm", mem_limit=limit, params=ex.params, generations=0, workers=1,
                        pool="arena")   # an explicit pool: the default takes the no-swap plan at >= 100%
-    assert m.plan.pool.kind == "arena" and m.plan.pool.swaps, "the roomy plan keeps its updates on the device"
+    assert m.plan.pool.kind == "arena" and m.plan.pool.swaps, "the plan keeps updates on the device"
     vm = relax.VirtualMachine(lower_unlimited_build(ex.mod, "llvm"), tvm.cpu())
     args = [tvm.runtime.tensor(a) for a in ex.args()]
     n_in = len(ex.inputs)
@@ -373,14 +378,20 @@ def test_three_training_steps_with_ping_pong_pairs_match_the_unlimited_build():
         ref = [r.numpy() for r in vm["main"](*args)]
         assert all(a.tobytes() == b.tobytes() for a, b in zip(got, ref)), f"step {step} differs"
         args = args[:n_in] + [tvm.runtime.tensor(r) for r in ref[1:]]
-    kept = len(set(m.compiled.graph.updates.values()) & {t for t, _ in m.plan.initial_residents})
-    updates = len(m.compiled.graph.updates)
-    # other tensors sat in the pairs' zones (mirror objects that trade places too) and the steps still match
-    renamed = {x for pr in m.plan.pool.swaps for x in pr}
-    used = {a.obj for a in m.plan.actions if a.kind == "swap_in"} | \
-        {o for a in m.plan.actions if a.kind in ("compute", "recompute") for o in a.out_objs}
-    assert len(used & renamed) > 2 * kept
-    assert m.stats()["swap_in_count"] <= n_in + updates - kept      # a kept param is never read from the host
+    g = m.compiled.graph
+    kept = len(set(g.updates.values()) & {t for t, _ in m.plan.initial_residents})
+    assert kept > 0
+    if limit != "60%":
+        assert m.stats()["swap_in_count"] <= n_in      # only the inputs are read from the host
+        assert kept == len(g.updates) and max(map(len, m.plan.pool.swaps)) > 2, "every update kept, by rotation"
+        moved = {g.tensors[a.tensor].kind for a in m.plan.actions if a.kind in ("swap_in", "swap_out")}
+        assert moved <= {"input", "output"}
+        # other tensors sat in the slots (objects renamed with them) and the steps still match
+        renamed = {x for c in m.plan.pool.swaps for x in c}
+        keptish = set(g.updates) | set(g.updates.values())
+        other = {o for a in m.plan.actions if a.kind in ("compute", "recompute")
+                 for t, o in zip(g.ops[a.op].outputs, a.out_objs) if t not in keptish}
+        assert other & renamed
 
 
 # ---------------------------------------------------------------- the scorer's packed fast path
