@@ -628,3 +628,63 @@ def test_plan_actions_are_those_arena_action_builder_builds(seed):
             assert _actions(walk, d, stay_obj, offsets, sizes) == _emit(walk, d, arena, stay_obj).actions
             compared += 1
     assert compared >= 8
+
+
+def _chained_updates_graph(k: int = 6):
+    """k equal 4 MB params W1..Wk, each read in the forward and the backward pass; the optimizer steps run
+    after the backward pass, each reading its param (so it is alive while its update is written) and its
+    gradient: the updates chain (the step of W(i+1) can write into the bytes W(i) left)."""
+    from tvm_swap.testing import _GraphMaker
+
+    MB = 1 << 20
+    m = _GraphMaker("chained")
+    x, label = m.tensor("x", MB, "input"), m.tensor("label", 4096, "input")
+    W = [m.tensor(f"W{i}", 4 * MB, "param") for i in range(1, k + 1)]
+    h = [x]
+    for i, w in enumerate(W, 1):
+        h.append(m.tensor(f"h{i}", MB, "activation"))
+        m.op(f"fwd{i}", "dense", [h[-2], w], [h[-1]], 1e8)
+    loss = m.tensor("loss", 4, "output")
+    m.op("loss", "loss", [h[-1], label], [loss], 1e6)
+    g = m.tensor("dh", MB, "gradient")
+    m.op("loss_grad", "loss_grad", [h[-1], label], [g], 1e6)
+    grads = {}
+    for i in range(k, 0, -1):
+        dW, dprev = m.tensor(f"dW{i}", 4 * MB, "gradient"), m.tensor(f"dh{i - 1}", MB, "gradient")
+        m.op(f"bwd{i}", "dense_grad", [g, h[i - 1], W[i - 1]], [dW, dprev], 2e8)
+        grads[i], g = dW, dprev
+    outputs, updates = [loss], {}
+    for i in range(1, k + 1):
+        new = m.tensor(f"W{i}_new", 4 * MB, "output")
+        m.op(f"sgd{i}", "sgd", [W[i - 1], grads[i]], [new], 1e6)
+        updates[new] = W[i - 1]
+        outputs.append(new)
+    return m.graph(outputs, updates, {})
+
+
+@pytest.mark.parametrize("rotate", [True, False])
+def test_kept_updates_of_one_size_rotate_through_one_spare_slot(rotate, monkeypatch):
+    """Six equal params kept with updates that chain: by rotation they hold 7 slots of 4 MB, renamed by one
+    7-cycle (each slot played next iteration by the slot its param's update was written into); as ping-pong
+    pairs (ROTATE_KEPT off, the old behaviour) they held 12 zones. Both verify; the rotation's arena holds
+    the kept params in 5 zones' worth less."""
+    from tvm_swap.planner.swapadvisor import arena as arena_mod
+
+    monkeypatch.setattr(arena_mod, "ROTATE_KEPT", rotate)
+    g = _chained_updates_graph(6)
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    lim = 3 * noswap_peak(g)
+    plan = plan_arena(gi, gi.default_schedule(), lim, ArenaGenes(0.0, np.zeros(gi.n_tensors, np.int64), 1.0)) \
+        .to_plan(g, "t", lim, DEV)
+    assert verify_plan(g, plan, lim) == []
+    assert {t for t, _ in plan.initial_residents} >= set(g.updates.values())
+    kept_objs = {o for t, o in plan.initial_residents} | {
+        o for a in plan.actions if a.kind == "compute" for t, o in zip(g.ops[a.op].outputs, a.out_objs)
+        if t in g.updates}
+    lengths = sorted(len(c) for c in plan.pool.swaps if set(c) & kept_objs)
+    if rotate:
+        assert len(kept_objs) == 7 and lengths == [7]
+    else:
+        assert len(kept_objs) == 12 and lengths == [2] * 6
+    backing = plan.next_object_map(g.updates, g.op_outputs())
+    assert sorted(backing) == list(range(plan.pool.num_objects))
