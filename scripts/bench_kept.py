@@ -76,12 +76,50 @@ def run_case(case: str, generations: int) -> list[dict]:
     return rows
 
 
+def per_eval(case: str, repeat: int) -> list[dict]:
+    """Seconds per evaluation of the GA's fitness (ArenaScorer.time_of: walk, placement, packed simulation) for
+    the arena seeds on the default schedule that do or do not keep updated params, best of `repeat`."""
+    from tvm_swap.devices import get_device
+    from tvm_swap.cost import roofline_times
+    from tvm_swap.planner.graphindex import GraphIndex
+    from tvm_swap.planner.swapadvisor.arena import ArenaScorer, ArenaSpace
+    from tvm_swap.units import parse_limit
+
+    source, limit_text, device_name = case.rsplit(":", 2)
+    g = load_graph(source)
+    dev = get_device(device_name)
+    limit = int(parse_limit(limit_text))
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    op_time = roofline_times(g, dev)
+    scorer = ArenaScorer(gi, limit, op_time, dev)
+    space = ArenaSpace(gi, limit, op_time=op_time, device=dev)
+    sched = gi.default_schedule()
+    rows = []
+    for name, genes in space.seeds():
+        if name not in ("nosearch", "keep50", "keepall", "keepall-evictable"):
+            continue
+        best, t = float("inf"), None
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            t = scorer.time_of(sched, genes)
+            best = min(best, time.perf_counter() - t0)
+        rows.append({"case": source, "limit": limit_text, "ops": g.num_ops, "seed_genome": name,
+                     "eval_s": round(best, 4), "simulated_s": t})
+        print(f"{source:<36} {limit_text:>6} {g.num_ops:>6} ops  {name:<18} {best:>8.3f} s per evaluation "
+              f"(simulated {t:.4f} s)", flush=True)
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", nargs="+", default=DEFAULT_CASES, help="SOURCE:LIMIT:DEVICE:POOLS")
+    ap.add_argument("--cases", nargs="*", default=DEFAULT_CASES, help="SOURCE:LIMIT:DEVICE:POOLS (none: skip)")
     ap.add_argument("--generations", type=int, default=3)
     ap.add_argument("--tree", default=str(ROOT), help="the checkout whose tvm_swap plans (default: this one)")
     ap.add_argument("--out", default=None, help="JSON output (default: print only)")
+    ap.add_argument("--per-eval", nargs="*", default=[], metavar="SOURCE:LIMIT:DEVICE",
+                    help="also time one fitness evaluation of the arena seeds on these (e.g. zoo:nasnet-25@batch=16:"
+                         "16GB:v100-16gb, 12k ops)")
+    ap.add_argument("--repeat", type=int, default=3, help="per-eval: best of this many")
     args = ap.parse_args(argv)
     tree = str(Path(args.tree).resolve())
     sys.path.insert(0, tree)
@@ -92,9 +130,11 @@ def main(argv=None) -> int:
     commit = subprocess.run(["git", "-C", tree, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"tree {tree} at {commit[:10]}, {args.generations} generations, seed 0", flush=True)
     rows = [r for case in args.cases for r in run_case(case, args.generations)]
+    evals = [r for case in args.per_eval for r in per_eval(case, args.repeat)]
     if args.out:
         doc = {"benchmark": "bench_kept", "tree": tree, "git_commit": commit, "generations": args.generations,
-               "machine": platform.platform(), "cpus": os.cpu_count(), "load": os.getloadavg(), "rows": rows}
+               "machine": platform.platform(), "cpus": os.cpu_count(), "load": os.getloadavg(), "rows": rows,
+               "per_eval": evals}
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(doc, indent=1))
         print(f"wrote {args.out}")
