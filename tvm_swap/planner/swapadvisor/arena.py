@@ -56,8 +56,9 @@ so k kept params whose updates chain hold k + 1 slots (or one spare per param an
 writes another's update: AdamW's master weight, m and v) instead of 2k zones (`_rotation_layout`). Between
 iterations the slots are renamed by a permutation: a slot is played by the slot where its param's update ends,
 with every object inside it (`_rotation_cycles`; Arena.swaps holds the cycles). Stays never straddle a slot's
-edge. Measured (generations 0, seed 0): llama-7b@141GB on an H200 0.568 -> 0.854 of ideal (94.3 -> 29.8 GB
-copied each way), where two zones per pair could hold at most half the arena's bytes of kept params.
+edge. Measured (swapadvisor, 3 generations, seed 0; benchmarks/kept/kept.md): llama-7b@141GB on an H200 0.689 ->
+0.926 of ideal (66 -> 35 GB copied each way; size classes 0.858), llama-13b@141GB 0.214 -> 0.346, where two
+zones per pair could hold at most half the arena's bytes of kept params.
 
 Timing-aware placement (when the planner passes op times and the device): an evicted tensor's drop waits
 for its copy to the host, so the next tenant of its bytes would wait on the d2h link. Placement first keeps
