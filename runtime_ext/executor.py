@@ -147,9 +147,10 @@ class PlanExecutor:
             wanted.add(s)
             if s not in ends:
                 problems.append(f"{self._name(s)} should stay on the device (it plays {self._name(p)} next call)")
-            elif self.plan.pool.kind == "arena" and ends[s] != o and self.plan.pool.partner().get(o) != ends[s]:
+            elif self.plan.pool.kind == "arena" and self.plan.pool.renaming().get(o, o) != ends[s]:
                 problems.append(f"{self._name(s)} ends in arena object {ends[s]}, but {self._name(p)} starts in "
-                                f"object {o} (an arena plan keeps tensors where they are)")
+                                f"object {o} (an arena plan keeps tensors where they are, or in the object its "
+                                f"renaming cycles give)")
             elif cls[ends[s]] != cls[o]:
                 problems.append(f"{self._name(s)} ends in object {ends[s]} of class {cls[ends[s]]}, but "
                                 f"{self._name(p)} starts in class {cls[o]}")

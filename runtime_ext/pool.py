@@ -12,7 +12,8 @@ which lets an updated weight stay on the device in whatever object its update wa
 
 An arena plan (tvm_swap.plan.Arena) has one region and objects at byte offsets in it, which may overlap: the
 pool then also refuses to give a tenant an object that overlaps one still held (two live tensors sharing
-bytes), and never renames (arena plans end with every kept tensor where it started).
+bytes), and renames only the objects of the plan's renaming cycles (Arena.swaps: ping-pong pairs and
+rotations of equal slots, which map the layout onto itself), so held ranges are checked in the plan's layout.
 """
 
 from __future__ import annotations
@@ -82,9 +83,10 @@ class DevicePool:
     def rename(self, backing) -> None:
         """Between calls: object k is backed next by the buffer object backing[k] has now (same class)."""
         if self.arena:
-            partner = self.plan_pool.partner()
-            if any(b != k and partner.get(k) != b for k, b in enumerate(backing)):
-                raise PoolError("an arena plan renames only its ping-pong pairs between calls; the plan is corrupt")
+            renaming = self.plan_pool.renaming()
+            if any(renaming.get(k, k) != b for k, b in enumerate(backing)):
+                raise PoolError("an arena plan renames only the objects of its renaming cycles (Arena.swaps) "
+                                "between calls; the plan is corrupt")
         if sorted(backing) != list(range(len(self.objects))) or \
                 any(self.object_class[b] != self.object_class[k] for k, b in enumerate(backing)):
             raise PoolError("object renaming must be a permutation within each size class; the plan is corrupt")

@@ -10,6 +10,7 @@ each plan verified by plan_graph. Prints a table and writes benchmarks/llm.json 
 
     python scripts/bench_llm.py                      # ~10 minutes on 2 cores
     python scripts/bench_llm.py --budget 30 --cases llama-7b@batch=4,seq=4096:80GB
+    python scripts/bench_llm.py --generations 2 --planners swapadvisor --pool arena   # a fixed search
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ DEFAULT_CASES = ["llama-7b@batch=4,seq=4096:141GB", "llama-7b@batch=4,seq=4096:8
 PLANNERS = ["swapadvisor-nosearch", "odswap", "vdnn", "zero-offload", "swapadvisor"]
 
 
-def run_case(case: str, budget: float, device: str, planners=PLANNERS, pool: str | None = None) -> list[dict]:
+def run_case(case: str, budget: float, device: str, planners=PLANNERS, pool: str | None = None,
+             generations: int | None = None) -> list[dict]:
     from tvm_swap.errors import InfeasibleLimitError
     from tvm_swap.planner import plan_graph
     from tvm_swap.planner.bounds import noswap_peak
@@ -47,7 +49,8 @@ def run_case(case: str, budget: float, device: str, planners=PLANNERS, pool: str
                "ops": g.num_ops, "pool": pool}
         try:
             kw = {"pool": pool} if pool and planner.startswith("swapadvisor") else {}
-            p = plan_graph(g, limit, device=device, planner=planner, budget_s=budget, workers=1, **kw)
+            p = plan_graph(g, limit, device=device, planner=planner, budget_s=budget, workers=1,
+                           generations=generations if planner == "swapadvisor" else None, **kw)
         except InfeasibleLimitError as e:
             row["error"] = str(e)
             rows.append(row)
@@ -66,13 +69,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", nargs="+", default=DEFAULT_CASES, help="MODEL@OPTIONS:LIMIT")
     ap.add_argument("--budget", type=float, default=60.0, help="swapadvisor search seconds per case")
+    ap.add_argument("--generations", type=int, default=None,
+                    help="swapadvisor: exactly this many GA generations instead of --budget (load does not change "
+                         "the plan)")
     ap.add_argument("--device", default="h200")
     ap.add_argument("--planners", nargs="+", default=PLANNERS, help="planners to run (default: all)")
     ap.add_argument("--pool", choices=("arena", "size-classes"), default=None,
                     help="the search planners' memory model (default: theirs)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "llm.json"))
     args = ap.parse_args(argv)
-    rows = [r for case in args.cases for r in run_case(case, args.budget, args.device, args.planners, args.pool)]
+    rows = [r for case in args.cases
+            for r in run_case(case, args.budget, args.device, args.planners, args.pool, args.generations)]
     print(f"\n{'model':<28} {'limit':>6} {'need GB':>8} {'planner':<21} {'time s':>8} {'ideal s':>8} "
           f"{'vs ideal':>9} {'in GB':>7} {'out GB':>7} {'peak GB':>8}")
     for r in rows:
@@ -85,7 +92,7 @@ def main(argv=None) -> int:
     from tvm_swap.provenance import git_commit
     commit = git_commit(short=False)
     doc = {"benchmark": "bench_llm", "git_commit": commit, "machine": platform.platform(), "cpus": os.cpu_count(),
-           "device": args.device, "budget_s": args.budget, "rows": rows}
+           "device": args.device, "budget_s": args.budget, "generations": args.generations, "rows": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1))
     print(f"wrote {args.out}")

@@ -485,3 +485,33 @@ def test_an_arena_renaming_must_map_the_layout_onto_itself():
     # mirrored, but another object overlaps the first and stays put: next iteration it would not
     bad = problems(zones[0] + [256, 1280, 512], zones[1] + [512, 512, 512], [(0, 1), (2, 3)])
     assert bad and "does not map the layout onto itself" in bad[0]
+
+
+def test_an_arena_rotation_must_map_the_layout_onto_itself():
+    """Three equal slots rotate between iterations (cycle (0, 1, 2): slot 1's buffer plays slot 0 next, slot 2's
+    plays 1, slot 0's plays 2): an object inside a slot must rotate with a mirror in every slot of the cycle."""
+    from tvm_swap.plan import Arena
+    from tvm_swap.verify import _check_arena, _Report
+
+    def problems(offsets, sizes, swaps):
+        r = _Report()
+        _check_arena(Arena(4096, offsets, sizes, 256, 0, swaps), r)
+        return r.items
+
+    slots = [0, 1024, 2048], [1024] * 3
+    inside = [256, 1280, 2304], [512] * 3                    # at offset 256 of each slot
+    assert problems(slots[0] + inside[0], slots[1] + inside[1], [(0, 1, 2), (3, 4, 5)]) == []
+    assert problems(slots[0] + [3072], slots[1] + [1024], [(0, 1, 2)]) == []      # outside the slots: stays
+    # the inside objects rotate the other way round: object 3 sits in slot 0 but is played by slot 2's
+    bad = problems(slots[0] + inside[0], slots[1] + inside[1], [(0, 1, 2), (3, 5, 4)])
+    assert bad and "does not map the layout onto itself" in bad[0]
+    # mirrored in two slots only (a pair inside a 3-cycle of slots)
+    bad = problems(slots[0] + inside[0][:2], slots[1] + inside[1][:2], [(0, 1, 2), (3, 4)])
+    assert bad and "does not map the layout onto itself" in bad[0]
+    # a cycle of unequal buffers, and an object in two cycles
+    assert "same size" in problems([0, 1024, 2048], [1024, 1024, 512], [(0, 1, 2)])[0]
+    assert "repeated" in problems(slots[0], slots[1], [(0, 1), (1, 2)])[0]
+    # old plans' pairs read as 2-cycles: JSON round trip keeps the cycles
+    a = Arena(4096, slots[0] + inside[0], slots[1] + inside[1], 256, 0, [(0, 1, 2), (3, 4, 5)])
+    assert Arena.from_json(a.to_json()).swaps == a.swaps and a.renaming() == {0: 1, 1: 2, 2: 0, 3: 4, 4: 5, 5: 3}
+    assert Arena(4096, [0, 1024], [1024, 1024], 256, 0, [(0, 1)]).renaming() == {0: 1, 1: 0}

@@ -173,13 +173,16 @@ class Arena:
     (the later one's arrival waits for the earlier one's drop). Offsets and sizes are multiples of
     `alignment` (>= 64), so TVM views every object with zero copy (`ensure_zero_offset`). All objects are
     "class 0" for the parts of the code that speak of classes; periodicity is per object (an initial
-    resident ends where it started, or in the partner of its object in `swaps`).
+    resident ends where it started, or in the object that backs its object next iteration, see `swaps`).
 
-    `swaps`: pairs of objects whose buffers trade places between iterations (ping-pong): a kept param starts
-    in one, its update is written into the other, and next iteration the update plays the param. The two
-    objects of a pair have equal size, and the renaming maps the layout onto itself (two objects overlap
-    exactly when their partners do; an unpaired object is its own partner): e.g. two equal zones that trade
-    places with every object inside them (the verifier checks it)."""
+    `swaps`: cycles of objects whose buffers trade places between iterations: a cycle (a0, a1, ..., am-1)
+    means the buffer of a(i+1) plays a(i) next iteration (a(m) = a0), so a pair (a, b) is a ping-pong pair (a
+    kept param starts in one, its update is written into the other, next iteration the update plays the
+    param) and a longer cycle is a rotation (kept params of equal size in equal slots: each update is written
+    into a slot another param's old value has left). The objects of a cycle have equal size, and the renaming
+    maps the layout onto itself (two objects overlap exactly when the objects backing them do; an object in
+    no cycle backs itself): e.g. equal disjoint slots permuted with every object inside them (the verifier
+    checks it). Old plans hold pairs only; they read unchanged."""
     arena_bytes: int
     offsets: list[int]
     sizes: list[int]
@@ -220,21 +223,25 @@ class Arena:
         return {"kind": self.kind, "alignment": self.alignment, "workspace_bytes": self.workspace_bytes,
                 "arena_bytes": int(self.arena_bytes),
                 "objects": [[int(o), int(b)] for o, b in zip(self.offsets, self.sizes)],
-                "swaps": [[int(a), int(b)] for a, b in self.swaps]}
+                "swaps": [[int(x) for x in c] for c in self.swaps]}
 
     @classmethod
     def from_json(cls, d: dict) -> "Arena":
         objs = d["objects"]
         return cls(int(d["arena_bytes"]), [int(o) for o, _ in objs], [int(b) for _, b in objs],
                    int(d.get("alignment", DEFAULT_ALIGNMENT)), int(d.get("workspace_bytes", 0)),
-                   [(int(a), int(b)) for a, b in d.get("swaps", [])])
+                   [tuple(int(x) for x in c) for c in d.get("swaps", [])])
 
-    def partner(self) -> dict:
-        """object -> the object it trades buffers with between iterations (pairs in `swaps`)."""
+    def renaming(self) -> dict:
+        """object -> the object whose buffer plays it next iteration (the cycles in `swaps`; objects in no
+        cycle back themselves and are left out)."""
         out = {}
-        for a, b in self.swaps:
-            out[a], out[b] = b, a
+        for c in self.swaps:
+            for i, a in enumerate(c):
+                out[a] = c[(i + 1) % len(c)]
         return out
+
+    partner = renaming       # (the name from when every cycle was a ping-pong pair)
 
 
 @dataclass
@@ -288,13 +295,13 @@ class Plan:
         updates: {new tensor: old tensor} (DataflowGraph.updates); op_outputs[o]: op o's output tensors.
         Each initial resident's object is backed by the object its (updated) value ends in; the other
         objects of each class take the class's remaining buffers in index order. In an arena every
-        initial resident ends in its own object or its ping-pong partner (the verifier checks it), so the map
-        swaps the pairs in `pool.swaps` and is the identity elsewhere."""
+        initial resident ends in its own object or the one that backs it (the verifier checks it), so the map
+        follows the cycles in `pool.swaps` and is the identity elsewhere."""
         from collections import defaultdict
 
         if self.pool.kind == "arena":
             backing = list(range(self.pool.num_objects))
-            for k, j in self.pool.partner().items():
+            for k, j in self.pool.renaming().items():
                 backing[k] = j
             return backing
 

@@ -26,9 +26,10 @@ Invariants checked (DESIGN.md):
 - arena pools: every object is an aligned byte range inside the arena; a tenant arriving in a range
   finds no live tenant in any overlapping range, and waits for the drops that last freed each of its
   bytes (so stays that overlap in time never overlap in address); an initial resident ends in its own
-  object, or, when that object trades buffers with a partner between iterations (`Arena.swaps`), in the
-  partner; the renaming maps the layout onto itself: two objects overlap exactly when their partners do
-  (so what this iteration proves of overlapping objects holds in the next one too);
+  object, or, when that object is renamed between iterations (the cycles of `Arena.swaps`: a permutation),
+  in the object whose buffer plays it next; the renaming maps the layout onto itself: two objects overlap
+  exactly when the objects backing them do (so what this iteration proves of overlapping objects holds in
+  the next one too);
 - what the plan reports of itself, if anything: its predicted peak fits its pool (and so its limit);
 - a recompute runs an op that an earlier compute action ran, names one object per output, and:
   reads only resident tensors that have arrived (so their values are the original run's: a tensor is
@@ -207,28 +208,31 @@ def _check_arena(arena, r: _Report) -> bool:
             r.add(f"arena object {k} ends at byte {off + size}, past the arena's {arena.arena_bytes} bytes")
             ok = False
     n = len(arena.offsets)
-    in_pair = set()
-    for a_, b_ in arena.swaps:
-        if not (0 <= a_ < n and 0 <= b_ < n) or a_ == b_ or a_ in in_pair or b_ in in_pair:
-            r.add(f"arena swap pair ({a_}, {b_}) names missing, equal or already paired objects")
+    renamed = set()
+    for c in arena.swaps:
+        c = tuple(c)
+        if len(c) < 2 or any(not 0 <= x < n for x in c) or len(set(c)) < len(c) or renamed & set(c):
+            r.add(f"arena renaming cycle {c} names missing or repeated objects (each object in at most one "
+                  f"cycle of at least two)")
             ok = False
             continue
-        in_pair |= {a_, b_}
-        if arena.sizes[a_] != arena.sizes[b_]:
-            r.add(f"arena swap pair ({a_}, {b_}) has objects of {arena.sizes[a_]} and {arena.sizes[b_]} bytes: "
+        renamed |= set(c)
+        if len({arena.sizes[x] for x in c}) > 1:
+            r.add(f"arena renaming cycle {c} has objects of {sorted({arena.sizes[x] for x in c})} bytes: "
                   f"buffers that trade places must be the same size")
             ok = False
-    if ok and in_pair:
+    if ok and renamed:
         ok = _check_renaming(arena, r)
     return ok
 
 
 def _check_renaming(arena, r: _Report) -> bool:
-    """Trading buffers between iterations must map the layout onto itself: for every renamed object k and
-    every object j, k and j overlap exactly when partner(k) and partner(j) do. Then any two objects overlap
-    in the next iteration's buffers exactly when they overlap in this one's, and this iteration's checks
-    (no two overlapping objects held at once, each arrival after the drops that freed its bytes) carry
-    over to every iteration. Objects sorted by offset: the ones overlapping k start in (lo_k - largest, hi_k)."""
+    """Trading buffers between iterations must map the layout onto itself: with perm(k) the object whose buffer
+    plays k next iteration (the cycles of `swaps`, a permutation), for every renamed object k and every object
+    j, k and j overlap exactly when perm(k) and perm(j) do. Then any two objects overlap in the next
+    iteration's buffers exactly when they overlap in this one's, and this iteration's checks (no two
+    overlapping objects held at once, each arrival after the drops that freed its bytes) carry over to every
+    iteration. Objects sorted by offset: the ones overlapping k start in (lo_k - largest, hi_k)."""
     import numpy as np
 
     lo = np.asarray(arena.offsets, dtype=np.int64)
@@ -237,22 +241,21 @@ def _check_renaming(arena, r: _Report) -> bool:
     lo_s, hi_s = lo[order], hi[order]
     widest = int((hi - lo).max(initial=0))
     perm = np.arange(len(lo))
-    for a_, b_ in arena.swaps:
-        perm[a_], perm[b_] = b_, a_
+    for k, j in arena.renaming().items():
+        perm[k] = j
 
     def overlapping(k: int) -> np.ndarray:
         i0 = int(np.searchsorted(lo_s, lo[k] - widest, side="right"))
         i1 = int(np.searchsorted(lo_s, hi[k], side="left"))
         return np.sort(order[i0:i1][hi_s[i0:i1] > lo[k]])
 
-    for k in sorted({x for pr in arena.swaps for x in pr}):
+    for k in sorted(arena.renaming()):
         j = int(perm[k])
         here, there = np.sort(perm[overlapping(k)]), overlapping(j)
         if not np.array_equal(here, there):
             odd = sorted(set(here.tolist()) ^ set(there.tolist()))[0]
-            r.add(f"arena swap pair ({k}, {j}) does not map the layout onto itself: object {odd} overlaps "
-                  f"{j if odd in set(there.tolist()) else 'the partner of ' + str(k)} but its counterpart does not "
-                  f"overlap the other")
+            r.add(f"arena renaming does not map the layout onto itself: object {j}'s buffer plays object {k} next "
+                  f"iteration, but object {odd} (or the object it is renamed to) overlaps only one of them")
             return False
     return True
 
@@ -533,13 +536,13 @@ class _Replay:
         if self.arena:
             # an arena does not rename: each initial resident (or its update) must end in its own object
             init = dict(self.plan.initial_residents)
-            partner = self.plan.pool.partner()
+            backing = self.plan.pool.renaming()
             for t, o in sorted(self.where.items()):
                 plays = int(updates.get(t, t))
-                if plays in init and partner.get(init[plays], init[plays]) != o:
+                if plays in init and backing.get(init[plays], init[plays]) != o:
                     r.add(f"{self.name(t)} ends in arena object {o}, but {self.name(plays)} starts the iteration "
                           f"in object {init[plays]}: in an arena a kept tensor must end where it started (or, when "
-                          f"that object has a ping-pong partner, in the partner)")
+                          f"that object is renamed between iterations, in the object whose buffer plays it next)")
         if end != start:
             extra, lack = sorted(end - start), sorted(start - end)
             parts = []
