@@ -165,6 +165,16 @@ def _early_error_cases(tmp_path, odd_symbol):
         ("unknown operators", ["compile", str(odd_symbol), "--shape", "data=2,3", "--mem-limit", "50%", *out], 1,
          "are not supported by the MXNet importer"),
         ("not a library of ours", ["run", foreign], 1, "not a tvm_swap module"),
+        # a bundled example below its floor (tvm_swap.examples.floors; the message is tested against the
+        # lowered path's in tests/examples/test_example_floors.py)
+        ("example below its floor", ["compile", "cnn-train", "--mem-limit", "10%", *out], 1,
+         "the smallest feasible limit is"),
+        ("example below its floor, CUDA", ["compile", "cnn-train", "--target", "cuda -arch=sm_90", "--mem-limit", "2%",
+                                           *out], 1, "the smallest feasible limit is"),
+        ("example, byte limit below its floor", ["compile", "mlp", "--pool", "size-classes", "--mem-limit", "300KB",
+                                                 *out], 1, "the smallest feasible limit is"),
+        ("example, byte limit below a tensor", ["compile", "mlp-train", "--mem-limit", "1KB", *out], 1,
+         "alone needs that much"),
     ]
 
 
