@@ -12,6 +12,7 @@ import pytest
 from tvm_swap.testing import write_conv_symbol
 
 ROOT = Path(__file__).resolve().parents[2]
+GRU_LM = str(ROOT / "tests" / "data" / "mxnet" / "gru_lm-symbol.json")
 
 
 def _py(code, timeout=600):
@@ -165,6 +166,13 @@ def _early_error_cases(tmp_path, odd_symbol):
         ("unknown operators", ["compile", str(odd_symbol), "--shape", "data=2,3", "--mem-limit", "50%", *out], 1,
          "are not supported by the MXNet importer"),
         ("not a library of ours", ["run", foreign], 1, "not a tvm_swap module"),
+        # a GRU language model (Embedding, fused RNN, FullyConnected): proven from the symbol's shapes too
+        ("missing params (RNN)", ["compile", GRU_LM, "--shape", "data=5,3", "--mem-limit", "50%", *out], 1,
+         "parameters without a value"),
+        ("RNN data of the wrong rank", ["compile", GRU_LM, "--shape", "data=5,3,2", "--init", "random", "--mem-limit",
+                                        "50%", *out], 1, "data must be (seq_len, batch, features) in TNC layout"),
+        ("byte limit below a tensor (RNN)", ["compile", GRU_LM, "--shape", "data=5,3", "--init", "random",
+                                             "--mem-limit", "1KB", *out], 1, "alone needs that much"),
         # a bundled example below its floor (tvm_swap.examples.floors; the message is tested against the
         # lowered path's in tests/examples/test_example_floors.py)
         ("example below its floor", ["compile", "cnn-train", "--mem-limit", "10%", *out], 1,
