@@ -77,6 +77,10 @@ def refuse_before_import(spec: str, shapes: dict | None = None, params: str | No
     value (the message model_checks.check_params gives after importing), and a byte `mem_limit` (give it only
     for the forward function, not a training step) below one of the function's tensors (model_checks.check_limit_before_lowering's message). Anything not proven here
     is left to the importer."""
+    if model_kind(spec) == "onnx":
+        from .onnx_import import refuse_before_import as onnx_refusals
+
+        return onnx_refusals(spec, shapes)      # (a missing file, no model, missing weight files, shapes)
     if model_kind(spec) != "mxnet" or not Path(spec).is_file():
         return
     from . import find_mxnet_params
