@@ -3,13 +3,14 @@
     refuse_below_floor("cnn-train", "10%", target="llvm")   # InfeasibleLimitError, or nothing
 
 Building a bundled example needs TVM (1.5 CPU s to import), and its floor needs the lowered graph (seconds
-more). Both depend only on the example, the target, and the code that lowers and plans, so they are kept in
-a table (floors.json, beside this module; `python scripts/example_floors.py` writes it from the lowered
+more). Both depend only on the example's source, the target, and the code that lowers and plans, so they are
+kept in a table (floors.json, beside this module; `python scripts/example_floors.py` writes it from the lowered
 graphs, and tests/examples/test_example_floors.py regenerates it and compares): per example, the largest
 tensor the Relax function must hold (model_checks.largest_tensor) and, per target and memory model, what the
 exact check after lowering refuses (planner.api.sure_refusal: every limit below `below`, naming the floor,
 why, and what "100%" is). The refusal here is that check's, word for word; it is given only under the
 conditions a lowered graph in tvm_swap.graph_cache would be trusted (the same code version and TVM release),
+and with the same sources of the examples themselves (and of the training step they build),
 for the command line's defaults that the table covers (no --fuse-max-depth, --micro-batches, --train,
 --shape or --params; a planner that meets any limit from the floor up); anything else says nothing here and
 is checked as before.
@@ -29,8 +30,16 @@ def target_key(target) -> str | None:
     return " ".join(target.split()) if isinstance(target, str) else None
 
 
+_PACKAGE = Path(__file__).resolve().parents[1]
+# what builds the examples' modules and checks a byte limit against them (beside graph_cache's code version:
+# what lowers, extracts and plans)
+_EXAMPLE_SOURCES = ("examples/models.py", "examples/train.py", "examples/__init__.py", "training/**/*.py",
+                    "model_checks.py")
+
+
 def versions() -> dict:
-    """What the table's numbers depend on besides the example: the code that lowers and plans, and TVM."""
+    """What the table's numbers depend on: the code that builds the examples, lowers and plans them, and TVM."""
+    import hashlib
     import importlib.metadata
 
     from ..graph_cache import _code_version
@@ -39,7 +48,11 @@ def versions() -> dict:
         tvm = importlib.metadata.version("apache-tvm")
     except importlib.metadata.PackageNotFoundError:
         tvm = None
-    return {"code_version": _code_version(), "tvm": tvm}
+    h = hashlib.sha256()
+    for pattern in _EXAMPLE_SOURCES:
+        for f in sorted(_PACKAGE.glob(pattern)):
+            h.update(str(f.relative_to(_PACKAGE)).encode() + b"\0" + f.read_bytes())
+    return {"code_version": _code_version(), "examples_version": h.hexdigest()[:16], "tvm": tvm}
 
 
 @functools.lru_cache(maxsize=1)
