@@ -104,8 +104,10 @@ def setup(d: Path, env: dict) -> dict:
     from tvm_swap.testing import write_onnx_without_its_data
 
     lost = write_onnx_without_its_data(d / "lost")
+    tf = d / "transformer_encoder-symbol.json"     # (a copy: no params file beside it)
+    tf.write_text((fixtures() / "transformer_encoder-symbol.json").read_text())
     return {"odd": str(odd), "foreign": str(foreign), "cut": str(cut), "bare": str(bare), "onnx": str(garbage),
-            "lost": str(lost) if lost else None}
+            "lost": str(lost) if lost else None, "transformer": str(tf)}
 
 
 def cases(mx: Path, f: dict, d: Path) -> list[tuple[str, list[str], bool]]:
@@ -121,8 +123,8 @@ def cases(mx: Path, f: dict, d: Path) -> list[tuple[str, list[str], bool]]:
         ("not a model (ONNX)", ["compile", f["onnx"], "--mem-limit", "60%", *out], True),
         *([("ONNX weights not beside it", ["compile", f["lost"], "--mem-limit", "60%", *out], True)]
           if f["lost"] else []),
-        ("missing params (transformer)", ["compile", str(mx / "transformer_encoder-symbol.json"), "--shape",
-                                          "data=2,16,64", "--mem-limit", "60%", *out], True),
+        ("missing params (transformer)", ["compile", f["transformer"], "--shape", "data=2,16,64", "--mem-limit",
+                                          "60%", *out], True),
         ("missing params (LSTM LM)", ["compile", str(mx / "lstm_lm-symbol.json"), "--shape", "data=35,20",
                                       "--mem-limit", "60%", *out], True),
         ("LSTM data of the wrong rank", ["compile", str(mx / "lstm_lm-symbol.json"), "--shape", "data=35,20,2",

@@ -59,7 +59,9 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
     conv = write_conv_symbol(tmp / "conv-symbol.json")
     garbage = tmp / "garbage.onnx"
     garbage.write_bytes(b"not a protobuf")
-    tf = str(_mx() / "transformer_encoder-symbol.json")
+    tf = tmp / "transformer_encoder-symbol.json"         # (a copy: no params file beside it)
+    tf.write_text((_mx() / "transformer_encoder-symbol.json").read_text())
+    tf = str(tf)
     lstm = str(_mx() / "lstm_lm-symbol.json")
     lost = write_onnx_without_its_data(tmp / "lost")
     return [
