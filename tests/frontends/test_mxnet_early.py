@@ -255,4 +255,4 @@ def test_every_early_claim_is_the_importers_for_wrong_shapes_too():
         for n in ("transformer_encoder", "lstm_lm_small"):
             assert {(n, "missing"), (n, "largest")} <= kinds, n
         assert ("lstm_lm_small", "error") in kinds          # token ids of one dim more: 4-d data into the RNN
-    assert {("gru_lm", "missing"), ("bilstm", "largest"), ("bilstm", "error")} <= kinds
+    assert {("gru_lm", "missing"), ("bilstm", "largest"), ("bilstm", "error"), ("mobilenet_block", "missing")} <= kinds

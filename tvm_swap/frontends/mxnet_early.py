@@ -47,7 +47,7 @@ def _more_data_slots() -> dict:
     """The transformer and sequence operators (mxnet_ops' converters read these inputs as data)."""
     from .mxnet_ops import _BINARY_NAMES, _SCALAR
 
-    return {**{op: (0,) for op in ("transpose", "SwapAxis", "swapaxes", *_SCALAR)},
+    return {**{op: (0,) for op in ("transpose", "SwapAxis", "swapaxes", "clip", *_SCALAR)},
             **{op: None for op in ("batch_dot", "_rnn_param_concat", *_BINARY_NAMES)},
             "RNN": (0, 1, 2, 3)}       # (every output of a fused RNN reads every weight: mxnet_rnn.rnn)
 
@@ -264,6 +264,9 @@ def _infer(node, ins: list, params: dict) -> tuple:
         if a.bool("use_length", False) or a.str("dtype") is not None:
             raise ValueError(op)
         _axis(a.int("axis", -1), len(x))
+        return tuple(x)
+    if op == "clip":
+        a.float("a_min"), a.float("a_max")      # (the converter needs both)
         return tuple(x)
     if op == "LeakyReLU":
         if a.str("act_type", "leaky") not in ("leaky", "rrelu", "elu", "selu", "gelu"):
