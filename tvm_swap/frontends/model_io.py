@@ -75,8 +75,9 @@ def refuse_before_import(spec: str, shapes: dict | None = None, params: str | No
     refuses where the symbol's shapes prove it is the import's first error (mxnet_early.first_import_error,
     e.g. an RNN fed data that is not 3-d), with no `init` a function that would read parameters without a
     value (the message model_checks.check_params gives after importing), and a byte `mem_limit` (give it only
-    for the forward function, not a training step) below one of the function's tensors (model_checks.check_limit_before_lowering's message). Anything not proven here
-    is left to the importer."""
+    for the forward function, not a training step) below one of the function's tensors
+    (model_checks.check_limit_before_lowering's message). ONNX files: onnx_import.refuse_before_import.
+    Anything not proven here is left to the importer."""
     if model_kind(spec) == "onnx":
         from .onnx_import import refuse_before_import as onnx_refusals
 
