@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tvm_swap.testing import write_conv_symbol  # noqa: E402
+from tvm_swap.testing import write_conv_symbol, write_onnx_without_its_data  # noqa: E402
 
 
 def _mx() -> Path:
@@ -59,6 +59,11 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
     conv = write_conv_symbol(tmp / "conv-symbol.json")
     garbage = tmp / "garbage.onnx"
     garbage.write_bytes(b"not a protobuf")
+    tf = tmp / "transformer_encoder-symbol.json"         # (a copy: no params file beside it)
+    tf.write_text((_mx() / "transformer_encoder-symbol.json").read_text())
+    tf = str(tf)
+    lstm = str(_mx() / "lstm_lm-symbol.json")
+    lost = write_onnx_without_its_data(tmp / "lost")
     return [
         ("--help", ["--help"]),
         ("compile --help", ["compile", "--help"]),
@@ -74,9 +79,20 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
                                               *out]),
         ("compile: byte limit below a tensor", ["compile", r18, "--shape", "data=1,3,224,224", "--init", "random",
                                                 "--mem-limit", "1MB", *out]),
+        ("compile: missing params (transformer)", ["compile", tf, "--shape", "data=2,16,64", "--mem-limit", "60%",
+                                                   *out]),
+        ("compile: missing params (LSTM LM)", ["compile", lstm, "--shape", "data=35,20", "--mem-limit", "60%", *out]),
+        ("compile: LSTM data of the wrong rank", ["compile", lstm, "--shape", "data=35,20,2", "--init", "random",
+                                                  "--mem-limit", "60%", *out]),
+        ("compile: byte limit below a tensor (LSTM LM)", ["compile", lstm, "--shape", "data=35,20", "--init",
+                                                          "random", "--mem-limit", "1MB", *out]),
+        *([("compile: ONNX weights not beside it", ["compile", str(lost), "--mem-limit", "60%", *out])]
+          if lost else []),
         ("compile cnn-train --mem-limit 2% (first)", ["compile", "cnn-train", "--mem-limit", "2%", *out]),
         ("compile cnn-train --target cuda --mem-limit 2% (first)",
          ["compile", "cnn-train", "--target", "cuda -arch=sm_90", "--mem-limit", "2%", *out]),
+        ("compile cnn-train --mem-limit 10% (first)", ["compile", "cnn-train", "--mem-limit", "10%", *out]),
+        ("compile mlp-train --mem-limit 10% (first)", ["compile", "mlp-train", "--mem-limit", "10%", *out]),
     ]
 
 

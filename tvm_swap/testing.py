@@ -381,3 +381,24 @@ def write_conv_symbol(path):
                    "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0]]}],
         "arg_nodes": [0, 1, 2], "heads": [[3, 0, 0]]}))
     return path
+
+
+def write_onnx_without_its_data(folder):
+    """An ONNX model (one Gemm) whose weight was saved in a file beside it, which is then deleted: FOLDER/m.onnx
+    (returned; None without the onnx package). The CLI refuses it before importing onnx or TVM."""
+    from pathlib import Path
+
+    try:
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError:
+        return None
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])
+    w = numpy_helper.from_array(np.ones((16, 8), np.float32), "w")
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["y"], transB=1)], "g", [x], [y], initializer=[w])
+    path = Path(folder) / "m.onnx"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(helper.make_model(g), str(path), save_as_external_data=True, location="m.data", size_threshold=0)
+    (path.parent / "m.data").unlink()
+    return path

@@ -95,11 +95,16 @@ def test_an_ignored_label_or_a_dead_weight_is_left_to_the_importer():
     shapes = {"data": (1, 3, 8, 8)}
     assert surely_missing_params(parse_symbol(base), shapes) == ["c_weight", "c_bias"]
     assert _importer_missing(base, shapes) == (["c_weight", "c_bias"], 2)
-    labelled = copy.deepcopy(base)     # a loss layer's label: a variable the importer never reads
+    labelled = copy.deepcopy(base)     # a loss layer's label: a variable the importer never reads (no parameter)
     labelled["nodes"] += [{"op": "null", "name": "label", "inputs": []},
                           {"op": "SoftmaxOutput", "name": "s", "inputs": [[3, 0, 0], [4, 0, 0]]}]
     labelled["heads"] = [[5, 0, 0]]
-    assert surely_missing_params(parse_symbol(labelled), shapes) is None
+    assert surely_missing_params(parse_symbol(labelled), shapes) == ["c_weight", "c_bias"]
+    assert _importer_missing(labelled, shapes) == (["c_weight", "c_bias"], 2)
+    read_too = copy.deepcopy(labelled)  # the same variable read as data elsewhere: a parameter after all
+    read_too["nodes"].append({"op": "elemwise_add", "name": "a", "inputs": [[5, 0, 0], [4, 0, 0]]})
+    read_too["heads"] = [[6, 0, 0]]
+    assert surely_missing_params(parse_symbol(read_too), shapes) is None      # (label has no shape to take)
     shape_only = copy.deepcopy(base)   # the conv's output only gives a shape: its data may never be read
     shape_only["nodes"].append({"op": "zeros_like", "name": "z", "inputs": [[3, 0, 0]]})
     shape_only["heads"] = [[4, 0, 0]]
@@ -194,3 +199,60 @@ def test_a_byte_limit_below_a_tensor_is_refused_before_importing(tmp_path):
         refuse_before_import(str(sym), {"data": (8, 3, 8, 8)}, init="random", mem_limit="1KB")
     assert e.value.min_feasible == 8 * 3 * 8 * 8 * 4
     refuse_before_import(str(sym), {"data": (8, 3, 8, 8)}, init="random", mem_limit="50%")  # percent: after lowering
+
+
+def _perturbed(shapes):
+    """The fixture's shapes, and wrong ones: one dim fewer or more, each dim doubled or halved."""
+    yield "as given", shapes
+    for name, shp in shapes.items():
+        shp = tuple(shp)
+        yield f"{name}: one dim fewer", {**shapes, name: shp[:-1] or (2,)}
+        yield f"{name}: one dim more", {**shapes, name: shp + (2,)}
+        for i, d in enumerate(shp):
+            yield f"{name}[{i}] x2", {**shapes, name: shp[:i] + (2 * d,) + shp[i + 1:]}
+            if d > 1:
+                yield f"{name}[{i}] / 2", {**shapes, name: shp[:i] + (d // 2,) + shp[i + 1:]}
+
+
+def test_every_early_claim_is_the_importers_for_wrong_shapes_too():
+    """Transformer and RNN symbols too (fixtures and tests/data): wherever the symbol proves the import's first
+    error, missing params or the largest tensor, under the fixture's shapes or wrong ones, the importer (params
+    None) says exactly that: the same error, the same missing params, the same largest tensor."""
+    from tvm_swap.errors import TvmSwapError
+    from tvm_swap.frontends.mxnet import _check_shapes, from_mxnet
+    from tvm_swap.frontends.mxnet_early import first_import_error, largest_tensor
+    from tvm_swap.model_checks import largest_tensor as importer_largest, params_without_value
+
+    claims = []
+    for name, sym, shapes in _symbols():
+        for how, shp in _perturbed(shapes):
+            graph = parse_symbol(sym)
+            sh = _check_shapes(shp, graph)
+            err, missing, largest = (first_import_error(graph, sh), surely_missing_params(graph, sh),
+                                     largest_tensor(graph, sh))
+            if err is None and missing is None and largest is None:
+                continue
+            try:
+                mod, prm = from_mxnet(sym, params=None, shapes=sh)
+                late = None
+            except TvmSwapError as e:
+                late = str(e)
+            case = (name, how)
+            if err is not None:
+                assert late == str(err), case
+                claims.append((name, how, "error"))
+                continue
+            assert late is None, (case, late)
+            if missing is not None:
+                assert params_without_value(mod, prm) == (missing, len(missing)), case
+                claims.append((name, how, "missing"))
+            if largest is not None:
+                assert importer_largest(mod) == largest, case
+                claims.append((name, how, "largest"))
+    print(len(claims), "claims:", claims)
+    kinds = {(n, k) for n, _, k in claims}
+    if fixture_dir("mxnet").is_dir():
+        for n in ("transformer_encoder", "lstm_lm_small"):
+            assert {(n, "missing"), (n, "largest")} <= kinds, n
+        assert ("lstm_lm_small", "error") in kinds          # token ids of one dim more: 4-d data into the RNN
+    assert {("gru_lm", "missing"), ("bilstm", "largest"), ("bilstm", "error"), ("mobilenet_block", "missing")} <= kinds

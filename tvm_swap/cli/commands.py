@@ -155,6 +155,11 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
     (relay_passes.micro_batch); the recipe stays the unsplit model, so the unlimited reference is its build."""
     import time
 
+    from ..examples.floors import refuse_below_floor
+
+    # a bundled example's limit below its floor: refused from a table, before TVM is imported
+    refuse_below_floor(model, mem_limit, target=target, planner=planner, pool=pool, fuse_max_depth=fuse_max_depth,
+                       micro_batches=micro_batches, train=train, shapes=shapes, params=params)
     import tvm_swap
 
     from ..timing_cache import kernel_timings_for

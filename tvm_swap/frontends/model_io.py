@@ -71,16 +71,22 @@ def refuse_before_import(spec: str, shapes: dict | None = None, params: str | No
                          init: str | None = None, mem_limit=None) -> None:
     """The refusals an MXNet symbol proves before its importer imports TVM (seconds; frontends.mxnet_early):
     the symbol's own errors that come first there (a `--shape` for an input it lacks, operators the importer
-    lacks), a `--shape` of the wrong rank for the convolution it feeds and, without params: with no `init`, a
-    function that would read parameters without a value (the message model_checks.check_params gives after
-    importing), and a byte `mem_limit` (give it only for the forward function, not a training step) below one
-    of the function's tensors (model_checks.check_limit_before_lowering's message). Anything not proven here
-    is left to the importer."""
+    lacks), a `--shape` of the wrong rank for the convolution it feeds and, without params: a shape a converter
+    refuses where the symbol's shapes prove it is the import's first error (mxnet_early.first_import_error,
+    e.g. an RNN fed data that is not 3-d), with no `init` a function that would read parameters without a
+    value (the message model_checks.check_params gives after importing), and a byte `mem_limit` (give it only
+    for the forward function, not a training step) below one of the function's tensors
+    (model_checks.check_limit_before_lowering's message). ONNX files: onnx_import.refuse_before_import.
+    Anything not proven here is left to the importer."""
+    if model_kind(spec) == "onnx":
+        from .onnx_import import refuse_before_import as onnx_refusals
+
+        return onnx_refusals(spec, shapes)      # (a missing file, no model, missing weight files, shapes)
     if model_kind(spec) != "mxnet" or not Path(spec).is_file():
         return
     from . import find_mxnet_params
     from .mxnet import _check_shapes, check_supported
-    from .mxnet_early import input_rank_error, largest_tensor, surely_missing_params
+    from .mxnet_early import first_import_error, input_rank_error, largest_tensor, surely_missing_params
     from .mxnet_graph import parse_symbol
 
     graph = parse_symbol(spec)
@@ -91,6 +97,9 @@ def refuse_before_import(spec: str, shapes: dict | None = None, params: str | No
         raise err
     if params is not None or find_mxnet_params(spec) is not None:
         return
+    err = first_import_error(graph, shapes)       # (with params, their shapes may refuse it earlier)
+    if err is not None:
+        raise err
     from ..model_checks import MissingParamsError, _absolute_limit, refuse_below_tensor
 
     if _absolute_limit(mem_limit) is not None:       # (checked first after importing too)

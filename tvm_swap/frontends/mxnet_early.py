@@ -37,6 +37,24 @@ _DATA_SLOTS = {
     **{op: None for op in ("elemwise_add", "broadcast_add", "broadcast_plus", "_plus", "_Plus", "_add",
                            "add_n", "ElementWiseSum", "Concat", "concat")},     # None: every input
 }
+# ops whose converters cannot fail on the shapes of their inputs (the CNN operators): a symbol with only these
+# is proven from its structure; with any other op, every shape must be inferred too (_shape_walk), or an
+# importer's shape error would come before the missing params
+_SHAPE_FREE = frozenset(_DATA_SLOTS)
+
+
+def _more_data_slots() -> dict:
+    """The transformer and sequence operators (mxnet_ops' converters read these inputs as data)."""
+    from .mxnet_ops import _BINARY_NAMES, _SCALAR
+
+    return {**{op: (0,) for op in ("transpose", "SwapAxis", "swapaxes", "clip", *_SCALAR)},
+            **{op: None for op in ("batch_dot", "_rnn_param_concat", *_BINARY_NAMES)},
+            "RNN": (0, 1, 2, 3)}       # (every output of a fused RNN reads every weight: mxnet_rnn.rnn)
+
+
+_DATA_SLOTS.update({op: s for op, s in _more_data_slots().items() if op not in _DATA_SLOTS})
+# inputs a converter never reads: a loss layer's label (mxnet_ops.softmax_output reads only its data)
+_IGNORED_FROM = {"SoftmaxOutput": 1, "Softmax": 1}
 
 
 def _weight_slots(node) -> tuple:
@@ -92,10 +110,40 @@ def _surely_missing(graph: Graph, shapes: dict) -> list[str] | None:
     for i in sorted(needed):
         if nodes[i].op == "null":
             first.setdefault(nodes[i].name, i)
-    others = [n for n in first if n not in shapes]
-    if not others or any(n not in read for n in others):
+    ignored = _never_read(graph, needed) - set(shapes)
+    others = [n for n in first if n not in shapes and n not in ignored]
+    if not others:
+        return None
+    if not ignored and all(n in read for n in others) and all(
+            nodes[i].op in _SHAPE_FREE for i in needed if nodes[i].op != "null") and not any(
+            "__shape__" in nodes[first[n]].attrs.raw for n in others):
+        return sorted(others, key=first.__getitem__)
+    # beyond the CNN operators, or with shapes declared (which the --shape may contradict): a variable the outputs
+    # depend on is read (as data or a weight), and only once every shape is inferred and agrees with the declared
+    # ones is the import sure to get as far as the params check
+    read |= {nodes[i].name for i in live if nodes[i].op == "null"}
+    if any(n not in read for n in others) or _shape_walk(graph, shapes) is None:
         return None
     return sorted(others, key=first.__getitem__)
+
+
+def _never_read(graph: Graph, needed: set) -> set[str]:
+    """Variables that only sit at inputs their converters ignore (not parameters of the imported function)."""
+    seen, ignored_only = set(), set()
+    for node in graph.nodes:
+        if node.index not in needed or node.op == "null":
+            continue
+        start = _IGNORED_FROM.get(node.op)
+        for slot, (src, _) in enumerate(node.inputs):
+            v = graph.nodes[src]
+            if v.op != "null":
+                continue
+            if start is not None and slot >= start:
+                ignored_only.add(v.name)
+            else:
+                seen.add(v.name)
+    heads = {graph.nodes[src].name for src, _ in graph.heads if graph.nodes[src].op == "null"}
+    return ignored_only - seen - heads
 
 
 def input_rank_error(graph: Graph, shapes: dict) -> UnsupportedModelError | None:
@@ -129,6 +177,31 @@ def first_index(graph: Graph, name: str) -> int:
 
 def _conv_out(size: int, k: int, s: int, p: int, d: int) -> int:
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _axis(axis: int, ndim: int) -> int:
+    a = axis + ndim if axis < 0 else axis
+    if not 0 <= a < ndim:
+        raise ValueError(f"axis {axis}")
+    return a
+
+
+def _broadcast(x: tuple, y: tuple) -> tuple:
+    """numpy's broadcast of two shapes (Relax's binary ops follow it)."""
+    n = max(len(x), len(y))
+    x, y = (1,) * (n - len(x)) + x, (1,) * (n - len(y)) + y
+    if any(a != b and 1 not in (a, b) for a, b in zip(x, y)):
+        raise ValueError("shapes do not broadcast")
+    return tuple(max(a, b) if 1 in (a, b) else a for a, b in zip(x, y))
+
+
+def _op_names():
+    from .mxnet_ops import _BINARY_NAMES, _SCALAR
+
+    return frozenset(_SCALAR), frozenset(_BINARY_NAMES)
+
+
+_SCALAR_OPS, _BINARY_OPS = _op_names()
 
 
 def _infer(node, ins: list, params: dict) -> tuple:
@@ -182,19 +255,76 @@ def _infer(node, ins: list, params: dict) -> tuple:
         return tuple(x)
     if op in ("Flatten", "flatten"):
         return (x[0], math.prod(x[1:]))
-    if op in ("Activation", "relu", "Dropout", "_copy", "identity", "BlockGrad", "stop_gradient") or (
-            op == "softmax" and a.str("dtype") is None):
+    if op == "Dropout" and a.str("mode", "training") == "always" and a.float("p", 0.5) > 0:
+        raise ValueError(op)
+    if op in ("Activation", "relu", "Dropout", "_copy", "identity", "BlockGrad", "stop_gradient", "SoftmaxOutput",
+              "Softmax", "SoftmaxActivation") or op in _SCALAR_OPS:
         return tuple(x)
+    if op in ("softmax", "log_softmax"):
+        if a.bool("use_length", False) or a.str("dtype") is not None:
+            raise ValueError(op)
+        _axis(a.int("axis", -1), len(x))
+        return tuple(x)
+    if op == "clip":
+        a.float("a_min"), a.float("a_max")      # (the converter needs both)
+        return tuple(x)
+    if op == "LeakyReLU":
+        if a.str("act_type", "leaky") not in ("leaky", "rrelu", "elu", "selu", "gelu"):
+            raise ValueError(op)       # (prelu reads a weight of a shape of its own)
+        return tuple(x)
+    if op == "LayerNorm":
+        if a.bool("output_mean_var", False):
+            raise ValueError(op)
+        c = x[_axis(a.int("axis", -1), len(x))]
+        weight(1, (c,))
+        weight(2, (c,))
+        return tuple(x)
+    if op == "Embedding":
+        weight(1, (a.int("input_dim"), a.int("output_dim")))
+        return tuple(x) + (a.int("output_dim"),)
+    if op in ("Reshape", "reshape"):
+        from .mxnet_ops import infer_reshape
+
+        if a.tuple("target_shape", ()):
+            raise ValueError(op)
+        return tuple(infer_reshape(a.tuple("shape"), tuple(x), a.bool("reverse", False)))
+    if op == "transpose":
+        axes = tuple(a.tuple("axes", ()))
+        if not axes:
+            return tuple(reversed(x))
+        if sorted(axes) != list(range(len(x))):
+            raise ValueError(op)
+        return tuple(x[i] for i in axes)
+    if op in ("SwapAxis", "swapaxes"):
+        d1, d2 = _axis(a.int("dim1", 0), len(x)), _axis(a.int("dim2", 0), len(x))
+        out = list(x)
+        out[d1], out[d2] = out[d2], out[d1]
+        return tuple(out)
+    if op == "batch_dot":
+        lhs, rhs = (tuple(i) for i in ins)
+        if len(lhs) != 3 or len(rhs) != 3 or lhs[0] != rhs[0]:
+            raise ValueError(op)
+        if a.bool("transpose_a", False):
+            lhs = (lhs[0], lhs[2], lhs[1])
+        if a.bool("transpose_b", False):
+            rhs = (rhs[0], rhs[2], rhs[1])
+        if lhs[2] != rhs[1]:
+            raise ValueError(op)
+        return (lhs[0], lhs[1], rhs[2])
     if op in ("elemwise_add", "_plus", "_Plus", "_add", "add_n", "ElementWiseSum"):
         if any(tuple(i) != tuple(x) for i in ins):
             raise ValueError(op)
         return tuple(x)
-    if op in ("Concat", "concat"):
-        dim = a.int("dim", 1) % len(x)
+    if op in ("Concat", "concat", "_rnn_param_concat"):
+        dim = _axis(a.int("dim", 1), len(x))
         if any(len(i) != len(x) or tuple(i[:dim]) + tuple(i[dim + 1:]) != tuple(x[:dim]) + tuple(x[dim + 1:])
                for i in ins):
             raise ValueError(op)
         return tuple(x[:dim]) + (sum(i[dim] for i in ins),) + tuple(x[dim + 1:])
+    if op in _BINARY_OPS:
+        if len(ins) != 2:
+            raise ValueError(op)
+        return _broadcast(tuple(ins[0]), tuple(ins[1]))
     raise ValueError(op)
 
 
@@ -208,41 +338,169 @@ def largest_tensor(graph: Graph, shapes: dict) -> tuple[int, str] | None:
         return None
 
 
+class _ImportFails(Exception):
+    """The walk reached a node whose converter refuses its input shapes, every node before it converting."""
+
+    def __init__(self, error: UnsupportedModelError):
+        super().__init__(str(error))
+        self.error = error
+
+
+def first_import_error(graph: Graph, shapes: dict) -> UnsupportedModelError | None:
+    """The importer's error (with no params given) where the shape walk proves it is the first: the first node
+    in the importer's order whose converter refuses the shapes it gets (today: a fused RNN fed data that is not
+    3-d), every needed node before it having a shape rule here that holds. None otherwise."""
+    try:
+        _walk(graph, shapes)
+    except _ImportFails as e:
+        return e.error
+    except Exception:  # noqa: BLE001 - not covered: the importer decides
+        return None
+    return None
+
+
+def _shape_walk(graph: Graph, shapes: dict):
+    """(output shape per node, shape per parameter) as the importer makes them with no params given, for a
+    symbol whose every needed node has a shape rule here; None otherwise."""
+    try:
+        return _walk(graph, shapes)
+    except Exception:  # noqa: BLE001 - not covered: the importer decides
+        return None
+
+
+def _declared(var) -> tuple:
+    """A variable's full __shape__ (the importer's shape for it where its reader needs none); raises if none."""
+    declared = tuple(var.attrs.tuple("__shape__", ())) if "__shape__" in var.attrs.raw else ()
+    if not declared or any(d <= 0 for d in declared):
+        raise ValueError(f"no full shape for {var.name!r}")
+    return declared
+
+
+_FILLS = ("_zeros", "_ones", "_full", "zeros", "ones", "_zeros_without_dtype")
+
+
+def _check_declared(var, need: tuple) -> None:
+    """The importer's check of a parameter whose shape its reader gives: a declared __shape__ must agree (0:
+    any), and its dtype flag must be one it knows."""
+    from .mxnet_params import DTYPE_FLAGS
+
+    if var.attrs.int("__dtype__", 0) not in DTYPE_FLAGS:
+        raise ValueError("dtype")
+    declared = tuple(var.attrs.tuple("__shape__", ())) if "__shape__" in var.attrs.raw else ()
+    if declared and (len(declared) != len(need) or any(d not in (0, n) for d, n in zip(declared, need))):
+        raise ValueError(f"declared shape of {var.name!r}")
+
+
+def _walk(graph: Graph, shapes: dict):
+    from .mxnet import needed_nodes
+
+    nodes = graph.nodes
+    needed = needed_nodes(graph)
+    out: dict[int, list] = {}          # node -> the shape of each of its outputs
+    fills: dict[int, tuple] = {}       # a _zeros-like node -> its shape (0: taken from its reader)
+    pshape: dict[str, tuple] = {}
+
+    def param(name, shape):
+        if pshape.setdefault(name, shape) != shape:
+            raise ValueError("a parameter read with two shapes")
+
+    def data(src, idx):
+        if src not in out and nodes[src].op == "null":   # a variable read as data: its declared shape
+            out[src] = [_declared(nodes[src])]
+            param(nodes[src].name, out[src][0])
+        return out[src][idx]                          # (KeyError, IndexError: not covered)
+
+    def weight(src, need):
+        if nodes[src].op != "null":
+            raise ValueError("a weight that is not a variable")
+        _check_declared(nodes[src], need)
+        param(nodes[src].name, need)
+
+    for node in nodes:
+        if node.index not in needed:
+            continue
+        if node.op == "null":
+            if node.name in shapes:
+                out[node.index] = [tuple(int(d) for d in shapes[node.name])]
+            continue
+        if node.op in _FILLS and not node.inputs:
+            fills[node.index] = tuple(node.attrs.tuple("shape", ()))
+            continue
+        if node.op == "RNN":
+            out[node.index] = _rnn(node, data, weight, fills,
+                                   lambda i: nodes[i].op == "null" and nodes[i].name not in shapes)
+            continue
+        if node.op not in _DATA_SLOTS:
+            raise ValueError(node.op)
+        data_slots = _DATA_SLOTS[node.op]
+        ignored_from = _IGNORED_FROM.get(node.op, len(node.inputs))
+        ins = [data(src, idx) for slot, (src, idx) in enumerate(node.inputs)
+               if slot < ignored_from and (data_slots is None or slot in data_slots)]
+        if not ins:
+            raise ValueError("no data input")
+        slots: dict = {}
+        out[node.index] = [_infer(node, ins, slots)]
+        for slot, (src, _) in enumerate(node.inputs):
+            if slot >= ignored_from or data_slots is None or slot in data_slots:
+                continue
+            if slot not in slots:
+                raise ValueError("an input that is neither data nor a weight")
+            weight(src, slots[slot])
+    return out, pshape
+
+
+def _rnn(node, data, weight, fills, is_var) -> list:
+    """The output shapes of a fused RNN (mxnet_rnn.rnn), checking its inputs as the converter does."""
+    from .mxnet_rnn import GATES, _numel, _piece_shapes
+
+    a = node.attrs
+    mode = a.str("mode")
+    if mode not in GATES or any(a.has(k) for k in ("projection_size", "lstm_state_clip_min", "lstm_state_clip_max")):
+        raise ValueError("RNN")
+    if a.bool("use_sequence_length", False) or a.str("layout", "TNC") != "TNC":
+        raise ValueError("RNN")
+    hidden, layers = a.int("state_size"), a.int("num_layers", 1)
+    dirs = 2 if a.bool("bidirectional", False) else 1
+    n_in = 4 if mode == "lstm" else 3
+    if len(node.inputs) != n_in:
+        raise ValueError("RNN inputs")
+    x = data(*node.inputs[0])
+    if len(x) != 3:                          # the converter's own refusal, once every node before it converted
+        raise _ImportFails(UnsupportedModelError(
+            f"operator {node.op!r} (node {node.name!r}): data must be (seq_len, batch, features) in TNC layout, "
+            f"got shape {tuple(x)}"))
+    t, n, c = x
+    state = (layers * dirs, n, hidden)
+    for src, idx in node.inputs[2:]:
+        if src in fills:
+            if len(fills[src]) != 3 or any(d not in (0, s) for d, s in zip(fills[src], state)):
+                raise ValueError("RNN state")
+        elif data(src, idx) != state:
+            raise ValueError("RNN state")
+    total = sum(_numel(p) for p in _piece_shapes(mode, layers, dirs, hidden, c))
+    src, idx = node.inputs[1]
+    if is_var(src):                          # the packed vector itself: a parameter of that shape
+        weight(src, (total,))
+    elif data(src, idx) != (total,):         # (_rnn_param_concat's parts, or any vector of that shape)
+        raise ValueError("RNN params")
+    outs = [(t, n, hidden * dirs)]
+    if a.bool("state_outputs", False):
+        outs += [state] * (2 if mode == "lstm" else 1)
+    return outs
+
+
 def _largest(graph: Graph, shapes: dict) -> tuple[int, str] | None:
     from .mxnet import needed_nodes
 
     weights = _surely_missing(graph, shapes)
     if not weights:
         return None
+    walked = _shape_walk(graph, shapes)
+    if walked is None:
+        return None
+    out, pshape = walked
     nodes = graph.nodes
     needed = needed_nodes(graph)
-    out: dict[int, tuple] = {}
-    pshape: dict[str, tuple] = {}
-    for node in nodes:
-        if node.index not in needed:
-            continue
-        if node.op == "null":
-            if node.name in shapes:
-                out[node.index] = tuple(int(d) for d in shapes[node.name])
-            continue
-        if node.op not in _DATA_SLOTS or any(idx != 0 for _, idx in node.inputs):
-            raise ValueError(node.op)
-        data_slots = _DATA_SLOTS[node.op]
-        ins = []
-        for slot, (src, _) in enumerate(node.inputs):
-            if data_slots is None or slot in data_slots:
-                ins.append(out[src])          # (KeyError for a variable with no --shape: not covered)
-        if not ins:
-            raise ValueError("no data input")
-        slots: dict = {}
-        out[node.index] = _infer(node, ins, slots)
-        for slot, (src, _) in enumerate(node.inputs):
-            if data_slots is None or slot in data_slots:
-                continue
-            if slot not in slots or nodes[src].op != "null":
-                raise ValueError("an input that is neither data nor a weight")
-            if pshape.setdefault(nodes[src].name, slots[slot]) != slots[slot]:
-                raise ValueError("a weight read with two shapes")
     if set(pshape) != set(weights):
         return None
     for name in weights:        # a declared shape the need contradicts, or a dtype: the importer's to word
@@ -268,12 +526,12 @@ def _largest(graph: Graph, shapes: dict) -> tuple[int, str] | None:
         if b > best[0]:
             best = (b, f"parameter {name!r}")
     for i, (src, idx) in enumerate(graph.heads):
-        if nodes[src].op == "null" or idx != 0:
+        if nodes[src].op == "null":
             return None
-        b = math.prod(out[src]) * 4
+        b = math.prod(out[src][idx]) * 4
         if b > best[0]:
             best = (b, f"result #{i}")
     return best
 
 
-__all__ = ["surely_missing_params", "input_rank_error", "largest_tensor"]
+__all__ = ["surely_missing_params", "input_rank_error", "first_import_error", "largest_tensor"]

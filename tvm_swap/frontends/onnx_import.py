@@ -7,7 +7,10 @@ with symbolic dims need `shapes`. Weight broadcasts into matmuls are folded (fro
 """
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
+import sys
 from collections import Counter
 
 from ..errors import TvmSwapError, UnsupportedModelError
@@ -23,11 +26,117 @@ def _load(model):
         return model
     path = os.fspath(model)
     if not os.path.isfile(path):
-        raise TvmSwapError(f"ONNX file {path!r} does not exist")
+        raise _not_found(path)
     try:
-        return onnx.load(path)
+        proto = onnx.load(path, load_external_data=False)
     except Exception as e:  # protobuf DecodeError and friends
-        raise TvmSwapError(f"{path!r} is not a readable ONNX model: {type(e).__name__}: {e}") from None
+        raise _unreadable(path, e) from None
+    missing = _missing_external_data(proto, path)
+    if missing is not None:
+        raise missing
+    try:
+        from onnx.external_data_helper import load_external_data_for_model
+
+        load_external_data_for_model(proto, os.path.dirname(path))
+    except Exception as e:  # a data file that is short, a location onnx refuses, ...
+        raise _unreadable(path, e) from None
+    return proto
+
+
+def _not_found(path: str) -> TvmSwapError:
+    return TvmSwapError(f"ONNX file {path!r} does not exist")
+
+
+def _unreadable(path: str, e: Exception) -> TvmSwapError:
+    return TvmSwapError(f"{path!r} is not a readable ONNX model: {type(e).__name__}: {e}")
+
+
+_EXTERNAL = 1          # TensorProto.EXTERNAL: the tensor's bytes are in a file beside the model
+
+
+def _tensors(graph):
+    """Every tensor a graph stores (initializers, and attribute tensors, subgraphs included)."""
+    yield from graph.initializer
+    for node in graph.node:
+        for a in node.attribute:
+            if a.HasField("t"):
+                yield a.t
+            yield from a.tensors
+            if a.HasField("g"):
+                yield from _tensors(a.g)
+            for g in a.graphs:
+                yield from _tensors(g)
+
+
+def _missing_external_data(model, path: str) -> TvmSwapError | None:
+    """The tensors whose data lives in files beside the model that are not there, all named at once (onnx
+    names only the first); None when every such file is there, or a location is one onnx words itself."""
+    base = os.path.dirname(path)
+    tensors = list(_tensors(model.graph))
+    missing: dict[str, str] = {}
+    for t in tensors:
+        if t.data_location != _EXTERNAL:
+            continue
+        loc = next((e.value for e in t.external_data if e.key == "location"), "")
+        if not loc or os.path.isabs(loc) or ".." in loc.replace("\\", "/").split("/"):
+            return None
+        if not os.path.isfile(os.path.join(base, loc)):
+            missing[t.name] = loc
+    if not missing:
+        return None
+    names = list(missing)
+    first = ", ".join(repr(n) for n in names[:5]) + (", ..." if len(names) > 5 else "")
+    files = ", ".join(sorted(set(missing.values())))
+    return TvmSwapError(f"{path!r} keeps the data of {len(names)} of its {len(tensors)} weights in files that are "
+                        f"not beside it ({files}; first: {first}): copy them next to the model, or export it "
+                        f"with its weights inside")
+
+
+@functools.lru_cache(maxsize=1)
+def _model_proto_class():
+    """onnx.ModelProto's class from the onnx package's generated onnx_ml_pb2 alone (protobuf only: 25 ms, where
+    importing onnx takes 0.7 s, most of it ml_dtypes); None without the onnx package."""
+    if sys.modules.get("onnx") is not None:
+        return sys.modules["onnx"].ModelProto
+    try:
+        spec = importlib.util.find_spec("onnx")
+        pb2 = os.path.join(os.path.dirname(spec.origin), "onnx_ml_pb2.py") if spec and spec.origin else None
+        if pb2 is None or not os.path.isfile(pb2):
+            return None
+        mspec = importlib.util.spec_from_file_location("_tvm_swap_onnx_ml_pb2", pb2)
+        module = importlib.util.module_from_spec(mspec)
+        mspec.loader.exec_module(module)
+        return module.ModelProto
+    except Exception:  # noqa: BLE001 - only an early check: the importer loads the file as before
+        return None
+
+
+def refuse_before_import(path, shapes=None) -> None:
+    """from_onnx's refusals of a file that come before TVM, raised without importing the onnx package either: a
+    file that does not exist, is no ONNX model, lacks the files that hold its weights, or does not have the
+    inputs `shapes` names (or leaves a dim open); the same messages, word for word (model_io calls this for
+    the command line)."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise _not_found(path)
+    proto = _model_proto_class()
+    if proto is None:
+        return
+    from google.protobuf.message import DecodeError
+
+    with open(path, "rb") as f:
+        data = f.read()
+    model = proto()
+    try:
+        decoded = model.ParseFromString(data)      # (as onnx.serialization's protobuf reader does)
+        if decoded is not None and decoded != len(data):
+            raise DecodeError(f"Protobuf decoding consumed too few bytes: {decoded} out of {len(data)}")
+    except DecodeError as e:
+        raise _unreadable(path, e) from None
+    missing = _missing_external_data(model, path)
+    if missing is not None:
+        raise missing
+    _check_shapes(model, {k: [int(d) for d in v] for k, v in (shapes or {}).items()})
 
 
 def _unsupported_ops(model) -> Counter:

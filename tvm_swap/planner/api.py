@@ -23,7 +23,7 @@ from ..plan import Plan
 from .context import PlanningContext
 from .feasibility import min_feasible_limit
 from .graphindex import GraphIndex
-from .registry import PLANNERS, SEARCH_PLANNERS
+from .registry import FEASIBLE_AT_THE_FLOOR, PLANNERS, SEARCH_PLANNERS
 from .swapadvisor.arena import arena_min_limit
 
 POOL_KINDS = ("arena", "size-classes")
@@ -73,6 +73,20 @@ def infeasible_floor(graph: DataflowGraph, limit: int, pool: str, alignment: int
             return None
     floor, why = feasible_floor(graph, pool, alignment, memo)
     return (floor, why) if limit < floor else None
+
+
+def sure_refusal(graph: DataflowGraph, pool: str, alignment: int = 256) -> tuple[int, int, str]:
+    """(below, floor, why): infeasible_floor refuses every limit under `below`, naming (floor, why); what a
+    caller may keep to refuse those limits without the graph (tvm_swap.examples.floors). The arena's fit test
+    is not monotone (a limit under the floor may still fit), but none fits under the largest op's working
+    set plus the workspace, where infeasible_floor goes straight to the floor."""
+    floor, why = feasible_floor(graph, pool, alignment)
+    if pool != "arena":
+        return floor, floor, why
+    from .swapadvisor.arena import working_set_floor
+
+    gi = GraphIndex.of(graph, alignment, keep_updated=False)
+    return min(floor, working_set_floor(gi) + gi.workspace), floor, why
 
 
 def check_feasible(graph: DataflowGraph, limit: int, pool: str, alignment: int = 256, planner: str | None = None,
@@ -204,7 +218,6 @@ def _no_swap_bytes(graph: DataflowGraph, alignment: int) -> int:
 
 
 # planners that plan at any limit down to their pool's floor (feasible_floor); the others have floors of their own
-FEASIBLE_AT_THE_FLOOR = ("swapadvisor", "swapadvisor-nosearch")
 
 
 def _refusal(planner: str, limit: int, floor: int, why: str, at_floor: PlanningContext) -> InfeasibleLimitError:

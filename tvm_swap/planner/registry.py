@@ -67,3 +67,6 @@ BASELINE_NAMES = (PlannerName.ODSWAP, PlannerName.VDNN, PlannerName.NOSWAP, Plan
                   PlannerName.RECOMPUTE_ONLY, PlannerName.CHECKPOINT_SQRT)
 # the planners with an arena mode (the baselines model the paper's size-class pool only)
 SEARCH_PLANNERS = (PlannerName.SWAPADVISOR, PlannerName.SWAPADVISOR_NOSEARCH)
+# the planners that meet any limit at or above the pool's floor: below it they are refused naming that floor
+# (api._refusal asks the others for a floor of their own)
+FEASIBLE_AT_THE_FLOOR = ("swapadvisor", "swapadvisor-nosearch")
