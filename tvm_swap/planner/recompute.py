@@ -49,3 +49,24 @@ def update_positions(graph: DataflowGraph, order: list[int]) -> dict[int, int]:
     pos = {o: i for i, o in enumerate(order)}
     prod = graph.producer()
     return {old: pos[int(prod[new])] for new, old in graph.updates.items() if prod[new] >= 0}
+
+
+def multi_output_recomputable(graph: DataflowGraph) -> list[bool]:
+    """Per op: pure with several outputs, recomputable for its first output (a training batch norm: its
+    output, with its saved mean and inverse std beside it). A recompute writes every output, so its other
+    outputs ("secondaries") are written again too: the planner places them anew (the value is the same),
+    after dropping a resident copy. That is sound only where no rebuild reads a secondary (a rebuild's
+    inputs are held for its slot), so such an op qualifies only if no op that may be recomputed reads one
+    of its secondaries: not a single-output op (`recomputable_ops`), and not another such op, where an op
+    that reads a secondary of one never qualifies itself (a batch norm's backward reads the forward's mean:
+    the forward qualifies, the backward does not). The planner also keeps the op at the rebuild's slot from
+    reading a secondary (swapadvisor.arena)."""
+    single = recomputable_ops(graph)
+    multi = [len(op.outputs) > 1 and is_pure(graph, op.id) for op in graph.ops]
+    secondary = {t for op in graph.ops if multi[op.id] for t in op.outputs[1:]}
+    ok = [multi[op.id] and not any(t in secondary for t in op.inputs) for op in graph.ops]
+    readers = graph.consumers()
+    for op in graph.ops:       # a reader that may be recomputed (single output, or qualified above) excludes
+        if ok[op.id] and any(single[r] or ok[r] for t in op.outputs[1:] for r in readers[t]):
+            ok[op.id] = False
+    return ok
