@@ -111,6 +111,9 @@ CLEAN_FIRST = True       # with op times: also try a clean-first placement (_cle
 CLEAN_ROUNDS = 2         # decisions at a lowered capacity a clean-first placement may take to fit
 MAX_DEPTH_GENE = 12      # the depth gene's range (recomputes per rebuild chain): 1 .. this
 DEEP_SEED_DEPTH = 12     # the deep recompute seeds' chain depth (see ArenaSpace.seeds)
+# the "recompute-memory-bound" seed: recompute what costs at most this fraction of its copies' link time (a
+# memory-bound kernel costs ~2/75 of it on a V100: 900 GB/s against 12 GB/s; a convolution costs far more)
+MEMORY_BOUND_FRACTION = 0.1
 
 
 # ============================================================== the memory-side genome
@@ -184,9 +187,10 @@ class ArenaSpace:
         # recompute genes only where a drop could be recomputed at all (planner.recompute); the cheap ones
         # (rebuilding costs less compute time than the two copies take on the link) seed the search
         self.rc_able = recompute_candidates(gi) if recompute else None
-        self.rc_cheap = None
+        self.rc_cheap = self.rc_cheapest = None
         if self.rc_able is not None and op_time is not None and device is not None:
             self.rc_cheap = self.rc_able & cheap_to_recompute(gi, op_time, device)
+            self.rc_cheapest = self.rc_able & cheap_to_recompute(gi, op_time, device, MEMORY_BOUND_FRACTION)
         self._classes = None                     # AllocationSpace, for class genomes (see class_seeds)
 
     def zero(self, headroom: float = 0.0, keep: float = 0.0) -> ArenaGenes:
@@ -211,6 +215,16 @@ class ArenaSpace:
                 deep = cheap.copy()
                 deep.depth = DEEP_SEED_DEPTH
                 out.append(("recompute-cheap-deep", deep))
+            if self.rc_cheapest is not None and self.rc_cheapest.any() \
+                    and not np.array_equal(self.rc_cheapest, self.rc_cheap):
+                # memory-bound kernels only, in deep chains: recomputing convolutions as well (the cheap
+                # seeds) costs more compute than their copies cost where the link has time to spare
+                # (Inception-4@32: 0.93 of ideal against 0.985 with no search); NasNet-25@16 rebuilds its
+                # ReLU outputs through batch norms from the pointwise convolutions' outputs (0.62 -> 0.87)
+                mb = self.zero()
+                mb.recompute = self.rc_cheapest.copy()
+                mb.depth = DEEP_SEED_DEPTH
+                out.append(("recompute-memory-bound", mb))
         return out + classes[1:]
 
     def class_seeds(self) -> list[tuple[str, ArenaGenes]]:
@@ -309,13 +323,13 @@ def secondaries(gi: GraphIndex) -> list[tuple]:
             for op in g.ops]
 
 
-def cheap_to_recompute(gi: GraphIndex, op_time, device) -> np.ndarray:
-    """Per tensor: its producer's time is below the time its copy out and back takes on the link."""
+def cheap_to_recompute(gi: GraphIndex, op_time, device, fraction: float = 1.0) -> np.ndarray:
+    """Per tensor: its producer's time is below `fraction` of the time its copy out and back takes on the link."""
     g = gi.graph
     prod = g.producer()
     t_op = np.where(prod >= 0, np.asarray(op_time, dtype=np.float64)[np.maximum(prod, 0)], np.inf)
     link = gi.size / float(device.d2h_bandwidth) + gi.size / float(device.h2d_bandwidth)
-    return t_op < link
+    return t_op < fraction * link
 
 
 # ============================================================== kept updates (ping-pong pairs)
