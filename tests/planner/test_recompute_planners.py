@@ -298,3 +298,36 @@ def test_a_rebuild_recomputes_a_multi_output_op_and_places_its_other_outputs_ane
     assert not copied & {1, 3}
     rc_actions = [a for a in plan.actions if a.kind == "recompute"]
     assert [a.op for a in rc_actions] == [0, 1] and len(rc_actions[0].out_objs) == 2
+
+
+def test_the_memory_bound_seed_recomputes_only_what_costs_a_fraction_of_its_copies():
+    """ArenaSpace's recompute-memory-bound seed: candidates whose producer takes under MEMORY_BOUND_FRACTION of
+    the tensor's round trip on the link, a subset of the cheap seed's, with deep chains; its plan verifies."""
+    import numpy as np
+
+    from tvm_swap.planner.graphindex import GraphIndex
+    from tvm_swap.planner.swapadvisor.arena import (DEEP_SEED_DEPTH, MEMORY_BOUND_FRACTION, ArenaSpace,
+                                                    plan_arena)
+    from tvm_swap.verify import verify_plan
+
+    found = 0
+    for seed in range(6):
+        g = random_training_graph(seed, n_layers=8)
+        t = random_op_times(g, seed)
+        gi = GraphIndex.build(g, 256, keep_updated=False)
+        lim = int(0.7 * noswap_peak(g))
+        space = ArenaSpace(gi, lim, True, t, DEV)
+        seeds = dict(space.seeds())
+        if "recompute-memory-bound" not in seeds:
+            assert np.array_equal(space.rc_cheapest, space.rc_cheap)
+            continue
+        found += 1
+        mb = seeds["recompute-memory-bound"]
+        assert mb.depth == DEEP_SEED_DEPTH and not (mb.recompute & ~space.rc_cheap).any()
+        prod = g.producer()
+        for x in np.flatnonzero(mb.recompute):
+            link = gi.size[x] / DEV.d2h_bandwidth + gi.size[x] / DEV.h2d_bandwidth
+            assert t[prod[x]] < MEMORY_BOUND_FRACTION * link
+        ap = plan_arena(gi, gi.default_schedule(), lim, mb, t, DEV)
+        assert verify_plan(g, ap.to_plan(g, "swapadvisor", lim, DEV)) == []
+    assert found
