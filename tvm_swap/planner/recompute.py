@@ -12,7 +12,8 @@ recomputed, should a frontend ever emit one.
 
 What else may keep an op from being recomputed (the planners check these; `tvm_swap.verify` checks the
 result): it must have exactly one output (a recompute writes every output, and another output may still be
-live); it must not read a param whose update is computed before the rebuilt value is needed (the update
+live), or be an op `multi_output_recomputable` allows, recomputed for its first output (the arena planner
+then places its other outputs anew beside it); it must not read a param whose update is computed before the rebuilt value is needed (the update
 may replace the param's value); the recompute's inputs must be resident when it runs, each brought back
 by a swap-in or itself rebuilt, at most `MAX_CHAIN_DEPTH` recomputes deep (the default: the arena planner's
 search tunes the depth per genome, 1 to swapadvisor.arena.MAX_DEPTH_GENE).
