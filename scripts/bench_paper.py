@@ -529,7 +529,10 @@ def markdown(result: dict) -> str:
         plot = f" ![throughput vs limit]({Path(sw['plot']).name})" if sw.get("plot") else ""
         lines += ["", f"## Memory-limit sweep: {sw['model']} batch {sw['batch']}", "",
                   f"No-swap need {format_bytes(sw['need_bytes'])}, smallest feasible limit "
-                  f"{format_bytes(sw['min_feasible_bytes'])}.{plot}", "",
+                  f"{format_bytes(sw['min_feasible_bytes'])}."
+                  + (f" Measured at `{sw['commit']}`" + (f", {sw['generations']} GA generations per search"
+                                                         if sw.get("generations") is not None else "") + "."
+                     if sw.get("commit") else "") + plot, "",
                   "| limit | % of need | " + " | ".join(planners) + " |",
                   "|---|---|" + "|".join("---" for _ in planners) + "|"]
         for pt in sw["points"]:
@@ -969,7 +972,10 @@ def main(argv=None) -> int:
             path = out / f"sweep_{name.replace(':', '-')}_{batch}.png"
             plot_sweep(sw, path, args.device)
             sw["plot"] = str(path)
-            result["sweeps"].append(sw)
+            sw["commit"], sw["generations"] = args.commit, args.generations
+            # a rerun replaces that sweep (a partial run merges into the existing paper.json)
+            result["sweeps"] = [s for s in result.get("sweeps", [])
+                                if (s["model"], s["batch"]) != (name, batch)] + [sw]
             save()
     if not args.partial and plot_convergence(result["rows"], out / "convergence.png"):
         result["convergence_plot"] = str(out / "convergence.png")
