@@ -747,11 +747,17 @@ def plot_sweep(sw: dict, path: Path, device: str) -> None:
     fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=110)
     pts = sw["points"]
     x = [100 * p["fraction_of_need"] for p in pts]
-    for planner in sorted({k for p in pts for k in p["planners"]}, key=PLANNERS.index):
-        y = [p["planners"][planner].get("throughput_vs_ideal") if p["planners"][planner].get("status") == "ok"
-             else math.nan for p in pts]
-        color, marker = PLANNER_STYLE.get(planner, ("#999999", "x"))
+    def order(key: str):               # cells are keyed planner[@pool] (cell_key): the planner's order, arena first
+        base, _, pool = key.partition("@")
+        return PLANNERS.index(base), pool
+
+    for planner in sorted({k for p in pts for k in p["planners"]}, key=order):
+        y = [p["planners"][planner].get("throughput_vs_ideal")
+             if p["planners"].get(planner, {}).get("status") == "ok" else math.nan for p in pts]
+        base, _, pool = planner.partition("@")
+        color, marker = PLANNER_STYLE.get(base, ("#999999", "x"))
         ax.plot(x, y, marker=marker, color=color, label=planner, linewidth=1.6,
+                linestyle="--" if pool else "-",
                 markersize=8 if planner == "noswap" else 5, zorder=3 if planner == "noswap" else 2)
     ax.set_xlim(0, 104)
     ax.set_ylim(0, 1.05)
