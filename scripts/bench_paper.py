@@ -529,7 +529,10 @@ def markdown(result: dict) -> str:
         plot = f" ![throughput vs limit]({Path(sw['plot']).name})" if sw.get("plot") else ""
         lines += ["", f"## Memory-limit sweep: {sw['model']} batch {sw['batch']}", "",
                   f"No-swap need {format_bytes(sw['need_bytes'])}, smallest feasible limit "
-                  f"{format_bytes(sw['min_feasible_bytes'])}.{plot}", "",
+                  f"{format_bytes(sw['min_feasible_bytes'])}."
+                  + (f" Measured at `{sw['commit']}`" + (f", {sw['generations']} GA generations per search"
+                                                         if sw.get("generations") is not None else "") + "."
+                     if sw.get("commit") else "") + plot, "",
                   "| limit | % of need | " + " | ".join(planners) + " |",
                   "|---|---|" + "|".join("---" for _ in planners) + "|"]
         for pt in sw["points"]:
@@ -744,11 +747,17 @@ def plot_sweep(sw: dict, path: Path, device: str) -> None:
     fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=110)
     pts = sw["points"]
     x = [100 * p["fraction_of_need"] for p in pts]
-    for planner in sorted({k for p in pts for k in p["planners"]}, key=PLANNERS.index):
-        y = [p["planners"][planner].get("throughput_vs_ideal") if p["planners"][planner].get("status") == "ok"
-             else math.nan for p in pts]
-        color, marker = PLANNER_STYLE.get(planner, ("#999999", "x"))
+    def order(key: str):               # cells are keyed planner[@pool] (cell_key): the planner's order, arena first
+        base, _, pool = key.partition("@")
+        return PLANNERS.index(base), pool
+
+    for planner in sorted({k for p in pts for k in p["planners"]}, key=order):
+        y = [p["planners"][planner].get("throughput_vs_ideal")
+             if p["planners"].get(planner, {}).get("status") == "ok" else math.nan for p in pts]
+        base, _, pool = planner.partition("@")
+        color, marker = PLANNER_STYLE.get(base, ("#999999", "x"))
         ax.plot(x, y, marker=marker, color=color, label=planner, linewidth=1.6,
+                linestyle="--" if pool else "-",
                 markersize=8 if planner == "noswap" else 5, zorder=3 if planner == "noswap" else 2)
     ax.set_xlim(0, 104)
     ax.set_ylim(0, 1.05)
@@ -969,7 +978,10 @@ def main(argv=None) -> int:
             path = out / f"sweep_{name.replace(':', '-')}_{batch}.png"
             plot_sweep(sw, path, args.device)
             sw["plot"] = str(path)
-            result["sweeps"].append(sw)
+            sw["commit"], sw["generations"] = args.commit, args.generations
+            # a rerun replaces that sweep (a partial run merges into the existing paper.json)
+            result["sweeps"] = [s for s in result.get("sweeps", [])
+                                if (s["model"], s["batch"]) != (name, batch)] + [sw]
             save()
     if not args.partial and plot_convergence(result["rows"], out / "convergence.png"):
         result["convergence_plot"] = str(out / "convergence.png")

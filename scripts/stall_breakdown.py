@@ -102,7 +102,8 @@ def main(argv=None) -> int:
     ap.add_argument("graph")
     ap.add_argument("--mem-limit", default="16GB")
     ap.add_argument("--device", default="v100-16gb")
-    ap.add_argument("--seeds", default="nosearch,recompute-cheap", help="comma list of ArenaSpace seed names")
+    ap.add_argument("--seeds", default="nosearch,recompute-cheap,recompute-memory-bound",
+                    help="comma list of ArenaSpace seed names")
     ap.add_argument("--plan", default=None, help="a plan JSON to break down instead")
     args = ap.parse_args(argv)
     graph = load_zoo(args.graph)

@@ -241,3 +241,93 @@ def test_the_depth_gene_bounds_rebuild_chains():
         assert verify_plan(g, plan) == []
         kinds[depth] = {(a.kind, a.tensor) for a in plan.actions if a.kind == "swap_out"}
     assert ("swap_out", 2) in kinds[1] and ("swap_out", 2) not in kinds[2]
+
+
+def _batch_norm_like(with_single_reader: bool = False):
+    """x -> (y, mean) = bn(x) -> r = relu(y), r read again only at the end (as the ReLU outputs a separable
+    convolution saves are); y is read by the relu alone, mean by a two-output backward-like op at the very
+    end. Fillers in between force r out of the device. with_single_reader: a single-output op also reads
+    mean (then bn may not be recomputed: that reader could be rebuilt while a rebuild of bn rewrites mean)."""
+    mb = 1 << 20
+    T = lambda i, n, b, k: TensorInfo(i, n, b, (b // 4,), "float32", k)   # noqa: E731
+    tensors = [T(0, "x", mb, "input"), T(1, "y", 4 * mb, "activation"), T(2, "mean", 4096, "activation"),
+               T(3, "r", 4 * mb, "activation"), T(4, "f1", 8 * mb, "activation"), T(5, "f2", 8 * mb, "activation"),
+               T(6, "f3", 8 * mb, "activation"), T(7, "y0", mb, "output"), T(8, "o", mb, "output"),
+               T(9, "g1", mb, "output"), T(10, "g2", mb, "output")]
+    ops = [OpInfo(0, "bn", "batch_norm", (0,), (1, 2)), OpInfo(1, "relu", "relu", (1,), (3,)),
+           OpInfo(2, "fill1", "fused_add", (0,), (4,)), OpInfo(3, "fill2", "fused_add", (4,), (5,)),
+           OpInfo(4, "fill3", "fused_add", (5,), (6,)), OpInfo(5, "out0", "fused_add", (6, 0), (7,)),
+           OpInfo(6, "out", "fused_add", (3, 0), (8,)), OpInfo(7, "bn_bwd", "batch_norm_backward", (2, 0), (9, 10))]
+    outputs = [7, 8, 9, 10]
+    if with_single_reader:
+        tensors.append(T(11, "m2", 4096, "output"))
+        ops.append(OpInfo(8, "scale", "fused_multiply", (2,), (11,)))
+        outputs.append(11)
+    return DataflowGraph("bn", tensors, ops, outputs=outputs)
+
+
+def test_which_multi_output_ops_may_be_recomputed():
+    from tvm_swap.planner.recompute import multi_output_recomputable
+
+    ok = multi_output_recomputable(_batch_norm_like())
+    assert ok[0] and not ok[7]            # bn yes; its backward reads bn's mean (a secondary): no
+    assert not any(ok[1:7])               # single-output ops are recomputable_ops' business
+    assert not multi_output_recomputable(_batch_norm_like(with_single_reader=True))[0]
+
+
+def test_a_rebuild_recomputes_a_multi_output_op_and_places_its_other_outputs_anew():
+    """r's rebuild needs y, dead by then and made by bn with a second output (mean, read at the end): bn is
+    recomputed, writing y and mean (mean placed anew, its host copy from its eviction unused). Before, bn
+    could not be recomputed and r was copied out and back. The plan verifies and copies nothing of r or y."""
+    import numpy as np
+
+    from tvm_swap.planner.graphindex import GraphIndex
+    from tvm_swap.planner.swapadvisor.arena import ArenaGenes, plan_arena, recompute_candidates
+    from tvm_swap.verify import verify_plan
+
+    g = _batch_norm_like()
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    assert recompute_candidates(gi)[[1, 3]].all() and not recompute_candidates(gi)[2]
+    lim = 20 * (1 << 20)
+    rc = np.zeros(gi.n_tensors, dtype=bool)
+    rc[3] = True
+    genes = ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64), recompute=rc, depth=2)
+    plan = plan_arena(gi, gi.default_schedule(), lim, genes).to_plan(g, "swapadvisor", lim, DEV)
+    assert verify_plan(g, plan) == []
+    copied = {a.tensor for a in plan.actions if a.kind in ("swap_out", "swap_in")}
+    assert not copied & {1, 3}
+    rc_actions = [a for a in plan.actions if a.kind == "recompute"]
+    assert [a.op for a in rc_actions] == [0, 1] and len(rc_actions[0].out_objs) == 2
+
+
+def test_the_memory_bound_seed_recomputes_only_what_costs_a_fraction_of_its_copies():
+    """ArenaSpace's recompute-memory-bound seed: candidates whose producer takes under MEMORY_BOUND_FRACTION of
+    the tensor's round trip on the link, a subset of the cheap seed's, with deep chains; its plan verifies."""
+    import numpy as np
+
+    from tvm_swap.planner.graphindex import GraphIndex
+    from tvm_swap.planner.swapadvisor.arena import (DEEP_SEED_DEPTH, MEMORY_BOUND_FRACTION, ArenaSpace,
+                                                    plan_arena)
+    from tvm_swap.verify import verify_plan
+
+    found = 0
+    for seed in range(6):
+        g = random_training_graph(seed, n_layers=8)
+        t = random_op_times(g, seed)
+        gi = GraphIndex.build(g, 256, keep_updated=False)
+        lim = int(0.7 * noswap_peak(g))
+        space = ArenaSpace(gi, lim, True, t, DEV)
+        seeds = dict(space.seeds())
+        if "recompute-memory-bound" not in seeds:
+            assert np.array_equal(space.rc_cheapest, space.rc_cheap)
+            continue
+        found += 1
+        mb = seeds["recompute-memory-bound"]
+        assert mb.depth == DEEP_SEED_DEPTH and not (mb.recompute & ~space.rc_cheap).any()
+        prod = g.producer()
+        for x in np.flatnonzero(mb.recompute):
+            link = gi.size[x] / DEV.d2h_bandwidth + gi.size[x] / DEV.h2d_bandwidth
+            assert t[prod[x]] < MEMORY_BOUND_FRACTION * link
+        ap = plan_arena(gi, gi.default_schedule(), lim, mb, t, DEV)
+        assert verify_plan(g, ap.to_plan(g, "swapadvisor", lim, DEV)) == []
+    assert found

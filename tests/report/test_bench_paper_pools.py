@@ -90,3 +90,22 @@ def test_pools_section_marks_the_arena_short_of_size_classes_or_the_paper(bench)
     assert got[0][8:11] == ["2.0 / 3.0", "2.0 / 3.0", "1.0 / 2.0"]
     assert got[0][-1] == "size classes, paper"
     assert got[1][4] == "+0.100" and got[1][-1] == "-" and got[1][10] == "-"
+
+
+def test_a_sweep_with_both_pools_plots_and_names_its_commit(bench, tmp_path):
+    """The sweep's cells are keyed planner[@pool]: the plot orders them by planner (it raised on
+    'swapadvisor@size-classes' before), and the markdown names the sweep's commit and generations."""
+    pytest.importorskip("matplotlib")
+    pts = [{"mem_limit_bytes": 16 * 10**9, "fraction_of_need": 1.0,
+            "planners": {"swapadvisor": _ok(0.9), "swapadvisor@size-classes": _ok(0.8, "size-classes"),
+                         "noswap": {"status": "oom", "needs_bytes": 10}}},
+           {"mem_limit_bytes": 8 * 10**9, "fraction_of_need": 0.5, "planners": {"swapadvisor": _ok(0.7)}}]
+    sw = {"model": "m", "batch": 1, "need_bytes": 16 * 10**9, "min_feasible_bytes": 8 * 10**9, "points": pts,
+          "commit": "abc1234", "generations": 3}
+    bench.plot_sweep(sw, tmp_path / "s.png", "v100-16gb")
+    assert (tmp_path / "s.png").stat().st_size > 0
+    import json
+
+    result = bench.label_pools(json.loads((ROOT / "benchmarks" / "paper.json").read_text()))
+    md = bench.markdown({**result, "sweeps": [sw]})
+    assert "Measured at `abc1234`, 3 GA generations per search." in md

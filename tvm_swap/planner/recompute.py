@@ -12,7 +12,8 @@ recomputed, should a frontend ever emit one.
 
 What else may keep an op from being recomputed (the planners check these; `tvm_swap.verify` checks the
 result): it must have exactly one output (a recompute writes every output, and another output may still be
-live); it must not read a param whose update is computed before the rebuilt value is needed (the update
+live), or be an op `multi_output_recomputable` allows, recomputed for its first output (the arena planner
+then places its other outputs anew beside it); it must not read a param whose update is computed before the rebuilt value is needed (the update
 may replace the param's value); the recompute's inputs must be resident when it runs, each brought back
 by a swap-in or itself rebuilt, at most `MAX_CHAIN_DEPTH` recomputes deep (the default: the arena planner's
 search tunes the depth per genome, 1 to swapadvisor.arena.MAX_DEPTH_GENE).
@@ -49,3 +50,24 @@ def update_positions(graph: DataflowGraph, order: list[int]) -> dict[int, int]:
     pos = {o: i for i, o in enumerate(order)}
     prod = graph.producer()
     return {old: pos[int(prod[new])] for new, old in graph.updates.items() if prod[new] >= 0}
+
+
+def multi_output_recomputable(graph: DataflowGraph) -> list[bool]:
+    """Per op: pure with several outputs, recomputable for its first output (a training batch norm: its
+    output, with its saved mean and inverse std beside it). A recompute writes every output, so its other
+    outputs ("secondaries") are written again too: the planner places them anew (the value is the same),
+    after dropping a resident copy. That is sound only where no rebuild reads a secondary (a rebuild's
+    inputs are held for its slot), so such an op qualifies only if no op that may be recomputed reads one
+    of its secondaries: not a single-output op (`recomputable_ops`), and not another such op, where an op
+    that reads a secondary of one never qualifies itself (a batch norm's backward reads the forward's mean:
+    the forward qualifies, the backward does not). The planner also keeps the op at the rebuild's slot from
+    reading a secondary (swapadvisor.arena)."""
+    single = recomputable_ops(graph)
+    multi = [len(op.outputs) > 1 and is_pure(graph, op.id) for op in graph.ops]
+    secondary = {t for op in graph.ops if multi[op.id] for t in op.outputs[1:]}
+    ok = [multi[op.id] and not any(t in secondary for t in op.inputs) for op in graph.ops]
+    readers = graph.consumers()
+    for op in graph.ops:       # a reader that may be recomputed (single output, or qualified above) excludes
+        if ok[op.id] and any(single[r] or ok[r] for t in op.outputs[1:] for r in readers[t]):
+            ok[op.id] = False
+    return ok

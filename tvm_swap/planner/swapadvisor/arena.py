@@ -101,7 +101,7 @@ from ...errors import InfeasibleLimitError, PlanError
 from ...plan import Arena
 from ..builder import ActionBuilder
 from ..graphindex import ROLE_KEEP, ROLE_TEMP, ROLE_TO_HOST, GraphIndex
-from ..recompute import MAX_CHAIN_DEPTH, recomputable_ops, update_positions
+from ..recompute import MAX_CHAIN_DEPTH, multi_output_recomputable, recomputable_ops, update_positions
 from ..simulator import simulate_time
 from .packed_builder import pack_decisions
 from .placement import place_by_size, place_stays, place_stays_clean, place_stays_zoned
@@ -121,6 +121,9 @@ CLEAN_FIRST = True       # with op times: also try a clean-first placement (_cle
 CLEAN_ROUNDS = 2         # decisions at a lowered capacity a clean-first placement may take to fit
 MAX_DEPTH_GENE = 12      # the depth gene's range (recomputes per rebuild chain): 1 .. this
 DEEP_SEED_DEPTH = 12     # the deep recompute seeds' chain depth (see ArenaSpace.seeds)
+# the "recompute-memory-bound" seed: recompute what costs at most this fraction of its copies' link time (a
+# memory-bound kernel costs ~2/75 of it on a V100: 900 GB/s against 12 GB/s; a convolution costs far more)
+MEMORY_BOUND_FRACTION = 0.1
 
 
 # ============================================================== the memory-side genome
@@ -194,9 +197,10 @@ class ArenaSpace:
         # recompute genes only where a drop could be recomputed at all (planner.recompute); the cheap ones
         # (rebuilding costs less compute time than the two copies take on the link) seed the search
         self.rc_able = recompute_candidates(gi) if recompute else None
-        self.rc_cheap = None
+        self.rc_cheap = self.rc_cheapest = None
         if self.rc_able is not None and op_time is not None and device is not None:
             self.rc_cheap = self.rc_able & cheap_to_recompute(gi, op_time, device)
+            self.rc_cheapest = self.rc_able & cheap_to_recompute(gi, op_time, device, MEMORY_BOUND_FRACTION)
         self._classes = None                     # AllocationSpace, for class genomes (see class_seeds)
 
     def zero(self, headroom: float = 0.0, keep: float = 0.0) -> ArenaGenes:
@@ -221,6 +225,16 @@ class ArenaSpace:
                 deep = cheap.copy()
                 deep.depth = DEEP_SEED_DEPTH
                 out.append(("recompute-cheap-deep", deep))
+            if self.rc_cheapest is not None and self.rc_cheapest.any() \
+                    and not np.array_equal(self.rc_cheapest, self.rc_cheap):
+                # memory-bound kernels only, in deep chains: recomputing convolutions as well (the cheap
+                # seeds) costs more compute than their copies cost where the link has time to spare
+                # (Inception-4@32: 0.93 of ideal against 0.985 with no search); NasNet-25@16 rebuilds its
+                # ReLU outputs through batch norms from the pointwise convolutions' outputs (0.62 -> 0.87)
+                mb = self.zero()
+                mb.recompute = self.rc_cheapest.copy()
+                mb.depth = DEEP_SEED_DEPTH
+                out.append(("recompute-memory-bound", mb))
         return out + classes[1:]
 
     def class_seeds(self) -> list[tuple[str, ArenaGenes]]:
@@ -297,21 +311,35 @@ class ArenaSpace:
 # ============================================================== recompute candidates
 def recompute_candidates(gi: GraphIndex) -> np.ndarray:
     """Per tensor: produced, temporary (not a result or update: those get a host copy anyway) and made by an
-    op that may be recomputed (planner.recompute.recomputable_ops)."""
+    op that may be recomputed (planner.recompute.recomputable_ops), or the first output of one that may be
+    recomputed for it (multi_output_recomputable: its other outputs temporaries too, see `secondaries`)."""
     g = gi.graph
+    sec = secondaries(gi)
     ok_op = recomputable_ops(g)
     prod = g.producer()
-    return np.array([prod[t] >= 0 and ok_op[int(prod[t])] and int(gi.role[t]) == ROLE_TEMP
+    return np.array([prod[t] >= 0 and int(gi.role[t]) == ROLE_TEMP
+                     and (ok_op[int(prod[t])] or (bool(sec[int(prod[t])]) and g.ops[int(prod[t])].outputs[0] == t))
                      for t in range(gi.n_tensors)], dtype=bool)
 
 
-def cheap_to_recompute(gi: GraphIndex, op_time, device) -> np.ndarray:
-    """Per tensor: its producer's time is below the time its copy out and back takes on the link."""
+def secondaries(gi: GraphIndex) -> list[tuple]:
+    """Per op: the outputs a recompute for its first output writes again beside it (its other outputs), for
+    the ops planner.recompute.multi_output_recomputable allows whose outputs are all temporaries; () for
+    the rest. The walk drops a resident secondary and places it anew with the recompute (same value)."""
+    g = gi.graph
+    ok = multi_output_recomputable(g)
+    role = gi.role
+    return [tuple(op.outputs[1:]) if ok[op.id] and all(int(role[t]) == ROLE_TEMP for t in op.outputs) else ()
+            for op in g.ops]
+
+
+def cheap_to_recompute(gi: GraphIndex, op_time, device, fraction: float = 1.0) -> np.ndarray:
+    """Per tensor: its producer's time is below `fraction` of the time its copy out and back takes on the link."""
     g = gi.graph
     prod = g.producer()
     t_op = np.where(prod >= 0, np.asarray(op_time, dtype=np.float64)[np.maximum(prod, 0)], np.inf)
     link = gi.size / float(device.d2h_bandwidth) + gi.size / float(device.h2d_bandwidth)
-    return t_op < link
+    return t_op < fraction * link
 
 
 # ============================================================== kept updates (ping-pong pairs)
@@ -485,7 +513,7 @@ class _Decisions:
     evicted: int = 0
     pairs: list = field(default_factory=list)   # (param, update) kept on the device, ping-pong
     dirty: list = field(default_factory=list)   # (slot of the swap-out, stay): its bytes free once the copy is done
-    recomputes: list = field(default_factory=list)  # (slot, op, stay): rebuilt right before the op at slot
+    recomputes: list = field(default_factory=list)  # (slot, op, stays of its outputs): rebuilt before the op at slot
     pair_stays: list = field(default_factory=list)  # per pair: (the old value's first stay, the update's last)
 
 
@@ -511,7 +539,8 @@ class _ArenaWalk:
 
     def rc_facts(self):
         """What drop + recompute decisions need (built on first use): producer of each tensor, each op's inputs,
-        whether a tensor is persistent, the slot of each param's update, each tensor's last touch."""
+        whether a tensor is persistent, the slot of each param's update, each tensor's last touch, each op's
+        working set, which tensors may be rebuilt, each op's secondaries."""
         if self._rc_facts is None:
             g = self.gi.graph
             last_touch = [-1] * self.gi.n_tensors
@@ -523,7 +552,7 @@ class _ArenaWalk:
             self._rc_facts = (g.producer().tolist(), [list(dict.fromkeys(op.inputs)) for op in g.ops],
                               [g.is_persistent(t) for t in range(g.num_tensors)],
                               update_positions(g, self.sched), last_touch, ws,
-                              recompute_candidates(self.gi).tolist())
+                              recompute_candidates(self.gi).tolist(), secondaries(self.gi))
         return self._rc_facts
 
     def set_timing(self, op_time, d2h_bandwidth: float) -> None:
@@ -615,7 +644,8 @@ class _ArenaWalk:
         evicted = 0
         rc = None if recompute is None or not np.any(recompute) else np.asarray(recompute, dtype=bool).tolist()
         if rc is not None:
-            producer, op_inputs, persistent, upd_slot, last_touch, op_ws, rebuildable = self.rc_facts()
+            producer, op_inputs, persistent, upd_slot, last_touch, op_ws, rebuildable, op_sec = self.rc_facts()
+            sched_ = self.sched
         rb_load: dict = {}                 # slot -> bytes of the rebuild chains planned for it (never lowered)
         chain_rec: dict = {}               # pending tensor -> its chain's bytes as counted in rb_load
         pending: dict = {}                 # dropped for recompute, not rebuilt yet
@@ -634,12 +664,17 @@ class _ArenaWalk:
             pending). Memoised per (tensor, level) and cut at `depth`: linear in the tensors that close."""
             memo: dict = {}
 
+            reads_at = op_inputs[sched_[at]] if at < n else ()
+
             def go(u: int, lvl: int) -> bool:
                 if lvl > depth:
                     return False
                 r = memo.get((u, lvl))
                 if r is None:
-                    r = all(go(x, lvl + 1) for x in op_inputs[producer[u]] if rebuilt(x, extra, at))
+                    p = producer[u]
+                    # a secondary the op at `at` reads is in use there: the rebuild could not place it anew
+                    r = not any(o in reads_at for o in op_sec[p]) \
+                        and all(go(x, lvl + 1) for x in op_inputs[p] if rebuilt(x, extra, at))
                     memo[(u, lvl)] = r
                 return r
             return go(t, 1)
@@ -650,7 +685,7 @@ class _ArenaWalk:
             memo = {} if memo is None else memo
             hit = memo.get(t)
             if hit is None:
-                hit = size[t]
+                hit = size[t] + sum(size[o] for o in op_sec[producer[t]])
                 for x in op_inputs[producer[t]]:
                     hit += chain_bytes(x, extra, at, memo) if rebuilt(x, extra, at) else size[x]
                 memo[t] = hit
@@ -794,6 +829,20 @@ class _ArenaWalk:
             group_res[group[t]] += need
             swap_ins.append((q, t, sid))
 
+        def new_stay(t: int, i: int) -> int:
+            """A stay of t written by a recompute at slot i (held for the slot: nxt is i)."""
+            nonlocal resident
+            sid = len(stay_t)
+            stay_t.append(t)
+            stay_first.append(i)
+            stay_last.append(-2)
+            loc[t] = sid
+            nxt[t] = i
+            resident += size[t]
+            group_res[group[t]] += size[t]
+            prod_slot[t] = i
+            return sid
+
         def rebuild(t: int, i: int) -> None:
             """Recompute t right before the op at slot i, its producer's inputs made resident first (held for
             this slot: a rebuild's inputs are never victims while it runs). t is pending, or an input of a
@@ -814,16 +863,22 @@ class _ArenaWalk:
                     rb_extra.append((x, saved))
             need = size[t]
             make_room(need, i, group[t])
-            sid = len(stay_t)
-            stay_t.append(t)
-            stay_first.append(i)
-            stay_last.append(-2)
-            loc[t] = sid
-            nxt[t] = i
-            resident += need
-            group_res[group[t]] += need
-            prod_slot[t] = i
-            recomputes.append((i, p, sid))
+            sids = [new_stay(t, i)]
+            for o in op_sec[p]:                # written again beside t: placed anew, the old copy dropped
+                if loc[o] >= 0:                # (not in use at i: `within` keeps the op at i from reading it)
+                    d = last[o]
+                    drops.append((d, o, loc[o]))
+                    stay_last[loc[o]] = d
+                    loc[o] = -1
+                    resident -= size[o]
+                    group_res[group[o]] -= size[o]
+                    if d + 1 < i:
+                        usage_add(ub, ul, um, d + 1, i, -size[o])
+                saved = nxt[o]
+                make_room(size[o], i, group[o])
+                sids.append(new_stay(o, i))
+                rb_extra.append((o, saved))    # released after this slot like a rebuild's input
+            recomputes.append((i, p, tuple(sids)))
             if t in pending:
                 del pending[t]
                 for x in reads_of.pop(t):
@@ -971,9 +1026,9 @@ def _actions(walk: _ArenaWalk, d: _Decisions, stay_obj: list[int], offsets, size
             floor = q
         post_in[floor + 1].append((t, stay_obj[sid]))
     where = {t: stay_obj[sid] for t, sid in d.pinned}      # tensor -> its object (what a swap-out names)
-    pre_rc: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    for s, op, sid in d.recomputes:
-        pre_rc[s].append((op, stay_obj[sid]))
+    pre_rc: list[list[tuple[int, tuple]]] = [[] for _ in range(n)]
+    for s, op, sids in d.recomputes:
+        pre_rc[s].append((op, tuple(stay_obj[x] for x in sids)))
     ops = gi.graph.ops
     sched = walk.sched
     COMPUTE, RECOMPUTE, SWAP_OUT, DROP, SWAP_IN = (ActionKind.COMPUTE, ActionKind.RECOMPUTE, ActionKind.SWAP_OUT,
@@ -981,10 +1036,10 @@ def _actions(walk: _ArenaWalk, d: _Decisions, stay_obj: list[int], offsets, size
     out = []
     for s in range(-1, n):
         if s >= 0:
-            for op, o in pre_rc[s]:
+            for op, objs in pre_rc[s]:
                 k = len(out)
-                out.append(Action(RECOMPUTE, op, -1, -1, tuple(dep[ptr[k]:ptr[k + 1]]), (o,)))
-                for t in ops[op].outputs:
+                out.append(Action(RECOMPUTE, op, -1, -1, tuple(dep[ptr[k]:ptr[k + 1]]), objs))
+                for t, o in zip(ops[op].outputs, objs):
                     where[t] = o
             op = sched[s]
             objs = tuple(stay_obj[x] for x in d.out_stays[s])
@@ -1029,14 +1084,14 @@ def _emit(walk: _ArenaWalk, d: _Decisions, arena: Arena, stay_obj: list[int]):
         post_in[floor + 1].append((t, stay_obj[sid]))
     for t, sid in d.pinned:
         b.place_initial(t, stay_obj[sid])
-    pre_rc: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    for s, op, sid in d.recomputes:    # in rebuild order: a chain's inputs before what reads them
-        pre_rc[s].append((op, stay_obj[sid]))
+    pre_rc: list[list[tuple[int, list]]] = [[] for _ in range(n)]
+    for s, op, sids in d.recomputes:    # in rebuild order: a chain's inputs before what reads them
+        pre_rc[s].append((op, [stay_obj[x] for x in sids]))
     sched = walk.sched
     for s in range(-1, n):
         if s >= 0:
-            for op, o in pre_rc[s]:
-                b.recompute(op, [o])
+            for op, objs in pre_rc[s]:
+                b.recompute(op, objs)
             b.compute(sched[s], [stay_obj[x] for x in d.out_stays[s]])
         j = s + 1
         for t in post_out[j]:

@@ -67,14 +67,14 @@ def pack_decisions(n_slots: int, sched: np.ndarray, out_objs: list, swap_outs: l
 
     sched[i] = op computed at slot i; out_objs[i] = its output objects; swap_outs = [(slot, t)];
     drops = [(slot, t, obj)]; swap_ins = [(earliest slot, t, obj)] in issue order (each issued no
-    earlier than the one before it); recomputes = [(slot, op, obj)]: op (one output) run again into obj
-    right before the compute at slot, in this order (arena._emit).
+    earlier than the one before it); recomputes = [(slot, op, objs)]: op run again into objs (one per
+    output, in the op's output order) right before the compute at slot, in this order (arena._emit).
 
     ranges=(offset, size) arrays indexed by the ids in out_objs/drops/swap_ins: arena mode, those ids are
     stays (byte ranges that may overlap over time) and an arrival waits for the drops that last freed any
     of its bytes (ArenaActionBuilder) instead of its object's latest drop (arena._emit mirrors this)."""
     n = int(n_slots)
-    rc = np.asarray(recomputes, dtype=np.int64).reshape(-1, 3)
+    rc = np.array([(s, op) for s, op, _ in recomputes], dtype=np.int64).reshape(-1, 2)
     so = np.asarray(swap_outs, dtype=np.int64).reshape(-1, 2)
     dr = np.asarray(drops, dtype=np.int64).reshape(-1, 3)
     si = np.asarray(swap_ins, dtype=np.int64).reshape(-1, 3)
@@ -118,10 +118,12 @@ def pack_decisions(n_slots: int, sched: np.ndarray, out_objs: list, swap_outs: l
     touch_pos = k_pos[touch_k]
     rd_t, rd_pos = touch_t[is_in], touch_pos[is_in]
     wr_t, wr_pos = touch_t[~is_in], touch_pos[~is_in]
-    wr_obj = np.fromiter((o for objs in out_objs for o in objs), dtype=np.int64,
-                         count=len(wr_t) - n_r)
+    wr_obj = np.fromiter((o for objs in out_objs for o in objs), dtype=np.int64)
     if n_r:
-        wr_obj = np.concatenate((wr_obj, rc[:, 2]))
+        wr_obj = np.concatenate((wr_obj, np.fromiter((o for _, _, objs in recomputes for o in objs),
+                                                     dtype=np.int64)))
+    if len(wr_obj) != len(wr_t):
+        raise ValueError("pack_decisions: output objects do not match the ops' outputs")
 
     # ---- event tables
     so_t, dr_t, dr_o, si_t, si_o = so[:, 1], dr[:, 1], dr[:, 2], si[:, 1], si[:, 2]
