@@ -41,8 +41,9 @@ from ..context import PlanningContext
 from ..graphindex import GraphIndex
 from .arena import ArenaGenes, plan_arena, recompute_candidates
 from .encoding import AllocationSpace
-from .ga import Evaluator, GASettings, GeneticSearch, evolve
+from .ga import Evaluator, GASettings, Genome, GeneticSearch, evolve
 from .islands import hybrid_islands, island_summary, size_class_island
+from .polish import POLISH_MAX_OPS, polish_memory
 from .swapplan import plan_swaps
 
 
@@ -76,6 +77,12 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
     res = evolve(islands, budget_s=budget, generations=ctx.generations, workers=ctx.workers,
                  progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
                  ray_address=ctx.options.get("ray_address"))
+    polished = None
+    if ctx.pool == "arena" and polish_option(ctx) and not res.interrupted and search.gi.n_ops <= POLISH_MAX_OPS:
+        alloc, t, n = polish_memory(ev, res.best.schedule, res.best.alloc, res.best.time_s)
+        polished = {"evaluations": n, "from_s": res.best.time_s, "to_s": t}
+        if t < res.best.time_s:
+            res.best = Genome(res.best.schedule, alloc, t)
     if ctx.pool == "arena":
         sp = plan_arena(search.gi, res.best.schedule, ctx.mem_limit, res.best.alloc, ctx.op_time, ctx.device)
     else:
@@ -88,6 +95,8 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
     }
     if len(islands) > 1:
         plan.search["islands"] = island_summary(islands)
+    if polished is not None:
+        plan.search["polish"] = polished
     if res.interrupted:         # Ctrl-C: the best plan so far, still verified and predicted by plan_graph
         plan.search["interrupted"] = True
     return plan
@@ -161,3 +170,14 @@ def plan_swapadvisor_nosearch(ctx: PlanningContext) -> Plan:
     plan = sp.to_plan(ctx.graph, "swapadvisor-nosearch", ctx.mem_limit, ctx.device)
     plan.search = {"recompute": False}
     return plan
+
+
+def polish_option(ctx: PlanningContext) -> bool:
+    """Planner option `polish` (default on; arena pool, graphs of up to polish.POLISH_MAX_OPS ops): whether the
+    search's best genome gets its scalar memory genes polished on a grid (polish.py). Off reproduces the
+    search's own best (for ablations)."""
+    v = ctx.options.get("polish", True)
+    on = {"on": True, "off": False, True: True, False: False}.get(v.lower() if isinstance(v, str) else v)
+    if on is None:
+        raise TvmSwapError(f"bad swapadvisor option polish={v!r}: use 'on' or 'off'")
+    return on
