@@ -74,7 +74,10 @@ evictions, so the simulator judges it against the plain placement and the faster
 the scorer's packed path; rebuilds included). Measured on
 the default schedule, plain -> judged: WResNet-152-10@64 0.772 -> 0.948, BRNN-4-8K@64 0.641 -> 0.709,
 Inception-4@32 0.710 -> 0.801, BERT-large@32 0.411 -> 0.411 (plain kept); it costs one placement and two
-simulations per evaluation, plus a walk when it retries lower.
+simulations per evaluation, plus a walk when it retries lower. On small instances (PARTLY_COOLED_MAX_STAYS) the
+judge also sees a placement that cools only some stays (`_partly_cooled`: the dirty stays in copy order, each
+cooled while the placement fits and the simulator finds it faster): dag110@0.4, where cooling all needed 70.8 of
+43.4 MB and no lower capacity paid, 5.795 -> 5.374 ms on a GA schedule.
 
 Kernel workspace stays as in the size-class pool: a reserve of the largest op's workspace beside the arena.
 
@@ -120,6 +123,8 @@ MAX_KEEP = 2.0           # the keep gene's range (above 1: kept pairs may leave 
 CLEAN_FIRST = True       # with op times: also try a clean-first placement (_clean_first), keep the faster
 CLEAN_ROUNDS = 2         # decisions at a lowered capacity a clean-first placement may take to fit
 PARTLY_COOLED_MAX_STAYS = 256  # with op times, below this many stays: also try cooling some stays (_partly_cooled)
+PARTLY_COOLED_ORDERS = False   # ... placed greedy by size largest first only (the other orders cost ~25 placements)
+PARTLY_COOLED_TRIES = 8        # ... the first this many dirty stays in copy order (a placement and a simulation each)
 MAX_DEPTH_GENE = 12      # the depth gene's range (recomputes per rebuild chain): 1 .. this
 DEEP_SEED_DEPTH = 12     # the deep recompute seeds' chain depth (see ArenaSpace.seeds)
 # the "recompute-memory-bound" seed: recompute what costs at most this fraction of its copies' link time (a
@@ -1152,23 +1157,25 @@ def working_set_floor(gi: GraphIndex) -> int:
     return int(per_op.max(initial=0))
 
 
-def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight, cool=None):
+def _place_with_pairs(d: _Decisions, first, last, sizes, arena_bytes: int, tight, cool=None, orders=True):
     """The stays placed with the kept pairs' zones laid out by rotation (ROTATE_KEPT, _rotation_layout) or, when
     that does not fit, as two blocks of ping-pong zones (_place_layout), if those fit better: the blocks let an
     activation span the zones of several pairs whose tenants are away (train67@0.8 keeps its four pairs so),
     which equal slots that rotate on their own cannot. Returns (offsets, bytes needed); _renaming_cycles tells
-    the two layouts apart by their offsets."""
+    the two layouts apart by their offsets. `orders`: on small instances, greedy by size in more visit orders
+    when largest-first overflows (see _place_layout)."""
     if not ROTATE_KEPT or not d.pair_stays:
-        return _place_layout(d, first, last, sizes, arena_bytes, tight, cool, False)
-    offsets, need = _place_layout(d, first, last, sizes, arena_bytes, tight, cool, True)
+        return _place_layout(d, first, last, sizes, arena_bytes, tight, cool, False, orders)
+    offsets, need = _place_layout(d, first, last, sizes, arena_bytes, tight, cool, True, orders)
     if need > arena_bytes and 2 * sum(sizes[sp] for sp, _ in d.pair_stays) <= arena_bytes:
-        off2, need2 = _place_layout(d, first, last, sizes, arena_bytes, tight, cool, False)
+        off2, need2 = _place_layout(d, first, last, sizes, arena_bytes, tight, cool, False, orders)
         if need2 < need:
             return off2, need2
     return offsets, need
 
 
-def _place_layout(d: _Decisions, first, last, sizes, arena_bytes: int, tight, cool, rotate: bool):
+def _place_layout(d: _Decisions, first, last, sizes, arena_bytes: int, tight, cool, rotate: bool,
+                  orders: bool = True):
     """Kept pairs at the bottom, each in two zones of its size (old value, update); the other stays above, or
     inside a pair's zone while its tenant is away (place_stays_zoned): in the old value's zone after its last
     read, in the update's zone before it is made. The old values' zones lie side by side in one block and the
@@ -1182,7 +1189,8 @@ def _place_layout(d: _Decisions, first, last, sizes, arena_bytes: int, tight, co
     With `rotate` the zones are equal slots per size instead (_rotation_layout), which no stay straddles.
     `tight(overflow)`: whether greedy by size (no zones) is worth trying after the sweep overflowed by that
     much (near the floor, where the sweep fragments). `cool`: stay ends by which their bytes are clean: the
-    stays are placed clean-first (place_stays_clean) above the pairs, without zones or greedy by size."""
+    stays are placed clean-first (place_stays_clean) above the pairs, without zones or greedy by size.
+    `orders`: on small instances, greedy by size in more visit orders when largest-first overflows."""
     n_st = len(sizes)
     offsets = [0] * n_st
     if rotate:
@@ -1224,7 +1232,7 @@ def _place_layout(d: _Decisions, first, last, sizes, arena_bytes: int, tight, co
             need2 = max(need2, base)           # the zones themselves (their own stays are not counted)
             if need2 < need:
                 offs, need = offs2, need2
-            if need > arena_bytes:             # small instances: the same greedy in other orders
+            if need > arena_bytes and orders:  # small instances: the same greedy in other orders
                 more = place_by_size_orders(sub_first, sub_last, sub_size, fixed, bounds, arena_bytes)
                 if more is not None and max(more[1], base) < need:
                     offs, need = more[0], max(more[1], base)
@@ -1240,7 +1248,7 @@ def _place_layout(d: _Decisions, first, last, sizes, arena_bytes: int, tight, co
         offs2, need2 = place_by_size(sub_first, sub_last, sub_size) if worth else (offs, need)
         if need2 < need:
             offs, need = offs2, need2
-        if worth and need > arena_bytes - base:     # small instances: the same greedy in other orders
+        if worth and orders and need > arena_bytes - base:   # small instances: the same greedy in other orders
             more = place_by_size_orders(sub_first, sub_last, sub_size, fits=arena_bytes - base)
             if more is not None and more[1] < need:
                 offs, need = more
@@ -1336,10 +1344,10 @@ def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again
     off2, need = _place_with_pairs(d, first, cool, sizes, arena_bytes, never)
     if need <= arena_bytes:
         return d, off2, sizes, capacity, rounds
-    partly = None
-    if judge is not None and len(sizes) <= PARTLY_COOLED_MAX_STAYS:
-        partly = _partly_cooled(d, first, sizes, offsets, arena_bytes, cool, judge)
     got = _cooled_or_lower(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again, cool, need, judge)
+    if judge is None or len(sizes) > PARTLY_COOLED_MAX_STAYS:
+        return got
+    partly = _partly_cooled(d, first, sizes, offsets, arena_bytes, cool, judge)
     if partly is not None and partly[1] < judge(*got[:3]):
         return d, partly[0], sizes, capacity, rounds
     return got
@@ -1347,22 +1355,23 @@ def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again
 
 def _partly_cooled(d: _Decisions, first, sizes, offsets, arena_bytes: int, cool, judge):
     """When cooling every dirty stay overflows the arena: cool some of them. The dirty stays in the order of
-    their copies, each cooled when the placement (greedy by size, with the pairs' zones) still fits and the
-    simulator (`judge`) finds it faster than without; (offsets, seconds) of the best, or None when cooling none
-    is best. dag110@0.4 (no evictions, 14 ops): cooling all needs 70.8 of 43.4 MB, so the plain placement let
+    their copies (the first PARTLY_COOLED_TRIES), each cooled when the placement (greedy by size, with the
+    pairs' zones) still fits and the simulator (`judge`) finds it faster than without; (offsets, seconds) of the
+    best, or None when cooling none is best. dag110@0.4 (no evictions, 14 ops): cooling all needs 70.8 of 43.4 MB, so the plain placement let
     op5 and op6 reuse the bytes of outputs still copying out (5.51 ms); cooling two small outputs, 5.37 ms."""
     always = lambda over: True   # noqa: E731  (small instances: greedy by size whenever the sweep overflows)
     last = list(d.stay_last)
     best_t, best_off = judge(d, offsets, sizes), None      # the plain placement (`offsets`)
-    for _, sid in sorted(d.dirty):
-        if cool[sid] == last[sid]:
-            continue
+    cur = list(offsets)
+    tries = [sid for _, sid in sorted(d.dirty) if cool[sid] > last[sid]][:PARTLY_COOLED_TRIES]
+    for sid in tries:
         keep = last[sid]
         last[sid] = cool[sid]
-        off, need = _place_with_pairs(d, first, last, sizes, arena_bytes, always)
-        t = judge(d, off, sizes) if need <= arena_bytes else None
+        off, need = _place_with_pairs(d, first, last, sizes, arena_bytes, always, orders=PARTLY_COOLED_ORDERS)
+        # (the same offsets are the same plan: not faster, no simulation)
+        t = judge(d, off, sizes) if need <= arena_bytes and off != cur else None
         if t is not None and t < best_t:
-            best_t, best_off = t, off
+            best_t, best_off, cur = t, off, off
         else:
             last[sid] = keep
     return None if best_off is None else (best_off, best_t)
