@@ -148,7 +148,8 @@ class ArenaGenes:
     over all. bias: per tensor, slots added to its next use when
     choosing a victim (> 0: evicted sooner, < 0: kept longer); all zeros is Belady. recompute: per tensor, when
     it is evicted, drop it and recompute it at its next use instead of copying it out and back (where the
-    walk allows it, see `_ArenaWalk.run`); None (or all False) is SwapAdvisor's swap-only plan."""
+    walk allows it, see `_ArenaWalk.run`); None (or all False) is SwapAdvisor's swap-only plan. partly: placement
+    may also cool only some stays (`_partly_cooled`; constant within a genome space: the partly-cooled island)."""
     headroom: float
     bias: np.ndarray
     keep: float = 0.0      # share of the room beside the largest op for kept updated params (ping-pong pairs)
@@ -156,12 +157,13 @@ class ArenaGenes:
     recompute: np.ndarray | None = None   # bool per tensor: swap (False) or drop + recompute (True) when evicted
     classes: object = None  # an encoding.Allocation: plan with these size classes laid out in the arena
     depth: int = MAX_CHAIN_DEPTH  # recomputes a rebuild chain may take (with recompute genes; see _ArenaWalk.run)
+    partly: bool = False   # small instances: a placement cooling only some stays may win (_partly_cooled)
 
     def key(self) -> bytes:
         rc = b"" if self.recompute is None else b"|rc|" + np.packbits(self.recompute).tobytes() \
             + (b"" if self.depth == MAX_CHAIN_DEPTH else b"|d%d" % self.depth)
         k = (np.float64(self.headroom).tobytes() + np.float64(self.keep).tobytes()
-             + np.float64(self.split).tobytes() + self.bias.tobytes() + rc)
+             + np.float64(self.split).tobytes() + self.bias.tobytes() + rc + (b"|partly" if self.partly else b""))
         return k if self.classes is None else k + b"|classes|" + b"|".join(self.classes.key())
 
     def recomputes(self) -> bool:
@@ -175,7 +177,7 @@ class ArenaGenes:
     def copy(self) -> "ArenaGenes":
         return ArenaGenes(float(self.headroom), self.bias.copy(), float(self.keep), float(self.split),
                           None if self.recompute is None else self.recompute.copy(),
-                          None if self.classes is None else self.classes.copy(), int(self.depth))
+                          None if self.classes is None else self.classes.copy(), int(self.depth), self.partly)
 
 
 class ArenaSpace:
@@ -194,8 +196,10 @@ class ArenaSpace:
     # WResNet-152-10@64 at 16 GB, so two more evaluations of it would only delay the search
     DEFAULT_SCHEDULE_ONLY = frozenset({"recompute-all"})
 
-    def __init__(self, gi: GraphIndex, mem_limit: int, recompute: bool = False, op_time=None, device=None):
+    def __init__(self, gi: GraphIndex, mem_limit: int, recompute: bool = False, op_time=None, device=None,
+                 partly: bool = False):
         self.gi = gi
+        self.partly = partly                     # every genome of this space has partly set (its own island)
         self.mem_limit = int(mem_limit)
         self.n_t = gi.n_tensors
         self.scale = max(1, gi.n_ops // 8)       # a bias moves a next use by up to ~1/8 of the iteration
@@ -211,7 +215,8 @@ class ArenaSpace:
 
     def zero(self, headroom: float = 0.0, keep: float = 0.0) -> ArenaGenes:
         rc = None if self.rc_able is None else np.zeros(self.n_t, dtype=bool)
-        return ArenaGenes(float(headroom), np.zeros(self.n_t, dtype=np.int64), float(keep), -1.0, rc)
+        return ArenaGenes(float(headroom), np.zeros(self.n_t, dtype=np.int64), float(keep), -1.0, rc,
+                          partly=self.partly)
 
     def seeds(self) -> list[tuple[str, ArenaGenes]]:
         out = [("nosearch", self.zero())]
@@ -271,9 +276,9 @@ class ArenaSpace:
     def crossover(self, a: ArenaGenes, b: ArenaGenes, rng: np.random.Generator) -> tuple[ArenaGenes, ArenaGenes]:
         cut = int(rng.integers(0, self.n_t + 1))
         k1 = ArenaGenes(a.headroom, np.concatenate((a.bias[:cut], b.bias[cut:])), b.keep, a.split,
-                        classes=a.classes)
+                        classes=a.classes, partly=a.partly)
         k2 = ArenaGenes(b.headroom, np.concatenate((b.bias[:cut], a.bias[cut:])), a.keep, b.split,
-                        classes=b.classes)
+                        classes=b.classes, partly=b.partly)
         if a.recompute is not None and b.recompute is not None:
             k1.recompute = np.concatenate((a.recompute[:cut], b.recompute[cut:]))
             k2.recompute = np.concatenate((b.recompute[:cut], a.recompute[cut:]))
@@ -1345,7 +1350,7 @@ def _cooled(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again
     if need <= arena_bytes:
         return d, off2, sizes, capacity, rounds
     got = _cooled_or_lower(walk, d, first, sizes, arena_bytes, capacity, offsets, rounds, again, cool, need, judge)
-    if judge is None or len(sizes) > PARTLY_COOLED_MAX_STAYS:
+    if judge is None or not again[3].partly or len(sizes) > PARTLY_COOLED_MAX_STAYS:
         return got
     partly = _partly_cooled(d, first, sizes, offsets, arena_bytes, cool, judge)
     if partly is not None and partly[1] < judge(*got[:3]):

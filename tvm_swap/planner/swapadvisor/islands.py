@@ -110,3 +110,20 @@ def island_summary(islands: list[GeneticSearch]) -> list[dict]:
     """Per island: its name, best time and evaluations (for plan.search)."""
     return [{"name": isl.name, "best_s": isl.pop[0].time_s if isl.pop else None, "evaluations": isl.evaluations}
             for isl in islands]
+
+
+def partly_cooled_island(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit: int, alignment: int,
+                         seed: int, settings: GASettings, evaluator: Evaluator) -> GeneticSearch:
+    """The arena search (the evaluator's genome space: hybrid when recompute is on) again, with every genome's
+    `partly` gene set: its placements may also cool only some of the stays whose copies drain (arena._partly_cooled),
+    which changes the times the search is led by. As an island (its own Generator seeded by `seed`, nothing
+    exchanged but times) the search without it is unchanged, so the result is never slower than without the
+    island at the same seed and generations. Why an island: with that placement in every island's evaluations,
+    bench_gap's dag110@0.4 went 5.51 -> 5.27-5.37 ms, but the searches took other paths elsewhere, slower on 9 of 74
+    instances (train63@0.4 x1.083)."""
+    ev = evaluator
+    if ev.pool != "arena":
+        raise ValueError("a partly-cooled island needs an arena evaluator")
+    space = ArenaSpace(ev.gi, mem_limit, ev.space.rc_able is not None, ev.op_time, device, partly=True)
+    return GeneticSearch(graph, op_time, device, mem_limit, alignment, settings=settings, evaluator=ev, space=space,
+                         rng=np.random.default_rng(seed), name="partly-cooled")

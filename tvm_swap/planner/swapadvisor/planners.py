@@ -42,7 +42,7 @@ from ..graphindex import GraphIndex
 from .arena import ArenaGenes, plan_arena, recompute_candidates
 from .encoding import AllocationSpace
 from .ga import Evaluator, GASettings, Genome, GeneticSearch, evolve
-from .islands import hybrid_islands, island_summary, size_class_island
+from .islands import hybrid_islands, island_summary, partly_cooled_island, size_class_island
 from .polish import POLISH_MAX_OPS, polish_memory
 from .swapplan import plan_swaps
 
@@ -73,6 +73,10 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
                                settings, ev)
         if sc is not None:
             islands.append(sc)
+    if ctx.pool == "arena" and polish_option(ctx) and ev.gi.n_ops <= POLISH_MAX_OPS:
+        # small graphs: the search again with partly cooled placements, as an island (islands.py)
+        islands.append(partly_cooled_island(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment,
+                                            ctx.seed, settings, ev))
     search = islands[0]
     res = evolve(islands, budget_s=budget, generations=ctx.generations, workers=ctx.workers,
                  progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
@@ -174,8 +178,8 @@ def plan_swapadvisor_nosearch(ctx: PlanningContext) -> Plan:
 
 def polish_option(ctx: PlanningContext) -> bool:
     """Planner option `polish` (default on; arena pool, graphs of up to polish.POLISH_MAX_OPS ops): whether the
-    search's best genome gets its scalar memory genes polished on a grid (polish.py). Off reproduces the
-    search's own best (for ablations)."""
+    search runs the partly-cooled island too (islands.partly_cooled_island) and its best genome gets its scalar
+    memory genes polished on a grid (polish.py). Off reproduces the search without either (for ablations)."""
     v = ctx.options.get("polish", True)
     on = {"on": True, "off": False, True: True, False: False}.get(v.lower() if isinstance(v, str) else v)
     if on is None:
