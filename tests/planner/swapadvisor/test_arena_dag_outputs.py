@@ -9,6 +9,7 @@ from tvm_swap.planner.bounds import noswap_peak
 from tvm_swap.planner.feasibility import min_feasible_limit
 from tvm_swap.planner.simulator import simulate
 from tvm_swap.planner.swapadvisor.arena import ArenaSpace, plan_arena
+from tvm_swap.planner.swapadvisor.encoding import AllocationSpace
 from tvm_swap.planner.swapadvisor.ga import Evaluator
 from tvm_swap.planner.swapadvisor.polish import polish_memory
 from tvm_swap.testing import random_dag, random_op_times
@@ -84,3 +85,14 @@ def test_polish_is_on_by_default_and_never_slower():
     assert "polish" in on.search and "polish" not in off.search
     assert on.search["polish"]["from_s"] <= off.predicted["time_s"]     # (the partly-cooled island may be faster)
     assert on.predicted["time_s"] == on.search["polish"]["to_s"] <= off.predicted["time_s"]
+
+
+def test_polish_leaves_size_class_genomes_alone():
+    # the size-class island's best is an encoding.Allocation (bench_gap's dag114@0.1 crashed on it)
+    g, t, limit = bench_gap_dag(132, 0.4)
+    ev = Evaluator(g, t, DEV, limit, 256, pool="arena")
+    schedule = np.asarray(ev.gi.default_schedule())
+    alloc = AllocationSpace(ev.gi, limit).minimal_pool()
+    assert polish_memory(ev, schedule, alloc, 1.0) == (alloc, 1.0, 0)
+    cls = ev.space.class_seeds()[0][1]
+    assert polish_memory(ev, schedule, cls, 1.0) == (cls, 1.0, 0)

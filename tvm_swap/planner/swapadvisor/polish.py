@@ -24,8 +24,9 @@ SPLITS = (-1.0, 0.3, 0.5, 0.7)
 def polish_memory(ev, schedule, genes: ArenaGenes, time_s: float) -> tuple[ArenaGenes, float, int]:
     """The fastest of `genes` (simulated `time_s` on `schedule`) and its grid neighbours by `ev.time_of`:
     keep x headroom (keep only where the graph has updated params to keep), then split at the best of those.
-    Returns (genes, their time, evaluations made). Class genomes (genes.classes) are returned as they are."""
-    if genes.classes is not None:
+    Returns (genes, their time, evaluations made). Size-class genomes (the size-class island's Allocation, or
+    ArenaGenes.classes) are returned as they are."""
+    if not isinstance(genes, ArenaGenes) or genes.classes is not None:
         return genes, time_s, 0
     best, best_t, n = genes, time_s, 0
 
