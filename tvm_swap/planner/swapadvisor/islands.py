@@ -114,7 +114,8 @@ def island_summary(islands: list[GeneticSearch]) -> list[dict]:
 
 def partly_cooled_island(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit: int, alignment: int,
                          seed: int, settings: GASettings, evaluator: Evaluator) -> GeneticSearch:
-    """The arena search (the evaluator's genome space: hybrid when recompute is on) again, with every genome's
+    """The swap-only arena search again (whatever the recompute option: so it is the same search, and its times
+    are remembered, with recompute on and off), with every genome's
     `partly` gene set: its placements may also cool only some of the stays whose copies drain (arena._partly_cooled),
     which changes the times the search is led by. As an island (its own Generator seeded by `seed`, nothing
     exchanged but times) the search without it is unchanged, so the result is never slower than without the
@@ -124,6 +125,6 @@ def partly_cooled_island(graph: DataflowGraph, op_time, device: DeviceSpec, mem_
     ev = evaluator
     if ev.pool != "arena":
         raise ValueError("a partly-cooled island needs an arena evaluator")
-    space = ArenaSpace(ev.gi, mem_limit, ev.space.rc_able is not None, ev.op_time, device, partly=True)
+    space = ArenaSpace(ev.gi, mem_limit, False, ev.op_time, device, partly=True)
     return GeneticSearch(graph, op_time, device, mem_limit, alignment, settings=settings, evaluator=ev, space=space,
                          rng=np.random.default_rng(seed), name="partly-cooled")

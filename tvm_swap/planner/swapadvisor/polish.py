@@ -14,6 +14,7 @@ faster, and the plan is then made from the polished genes like any other genome 
 from __future__ import annotations
 
 from .arena import MAX_KEEP, ArenaGenes, ArenaSpace
+from .ga import Genome
 
 POLISH_MAX_OPS = 64        # above this many ops an evaluation costs too much for a grid after the search
 KEEPS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, MAX_KEEP)
@@ -37,7 +38,7 @@ def polish_memory(ev, schedule, genes: ArenaGenes, time_s: float) -> tuple[Arena
         if g.key() == best.key():
             return
         n += 1
-        t = ev.time_of(schedule, g)
+        t = ev.remembered_time(Genome(schedule, g))     # (kept with the graph, as the search's own times)
         if t < best_t:
             best, best_t = g, t
 
