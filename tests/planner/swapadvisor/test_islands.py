@@ -85,9 +85,10 @@ def test_a_time_budget_shares_the_islands_and_still_plans():
                    seed=0)
     assert p.verified
     isl = {i["name"]: i for i in p.search["islands"]}
-    assert set(isl) == {"swap-only", "hybrid", "size-classes"}
+    assert set(isl) == {"swap-only", "hybrid", "size-classes", "partly-cooled"}    # (a small graph: polish on)
     assert all(i["evaluations"] > 0 for i in isl.values())
-    assert p.predicted["time_s"] == min(i["best_s"] for i in isl.values())
+    assert p.search["polish"]["from_s"] == min(i["best_s"] for i in isl.values())
+    assert p.predicted["time_s"] == p.search["polish"]["to_s"] <= p.search["polish"]["from_s"]
 
 
 def test_the_size_class_island_evolves_exactly_as_the_size_class_search_alone():
