@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import os
 import platform
@@ -223,11 +224,9 @@ def main(argv=None) -> int:
     tput, tput_rows = [], []
     if args.throughput:
         configs = [("processes", 1), ("processes", 2)]
-        try:
-            import ray  # noqa: F401
-
+        if importlib.util.find_spec("ray") is not None:
             configs += [("ray", 1), ("ray", 2)]
-        except ImportError:
+        else:
             print("ray is not installed: no Ray rows", file=sys.stderr)
         tput_rows, tput = throughput(args.throughput, args.genomes, configs, args.rounds, args.pool)
         print(f"\nmedians of {args.rounds} interleaved rounds, {args.genomes} genomes each ({args.pool} pool); "
