@@ -12,11 +12,13 @@ the git commit measured.
     python scripts/bench_scale.py --layers 24 256    # skip the 10^5 graph
     python scripts/bench_scale.py --profile 2560     # cProfile of the first verified plan at 10^5 ops
     python scripts/bench_scale.py --layers 24 --throughput   # + evaluations/s: 1/2 processes, 1/2 Ray workers
+                                                     # (interleaved rounds, medians, CPU s per evaluation)
 """
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import os
 import platform
@@ -25,6 +27,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -76,9 +80,32 @@ def measure(layers: int, evaluations: int) -> dict:
             "nosearch_throughput_vs_ideal": plan.predicted["throughput_vs_ideal"]}
 
 
-def throughput(layers: int, n_genomes: int, configs) -> list[dict]:
-    """Candidate evaluations/s of each (executor, workers) on the same random genomes; pool start-up and one
-    warm-up batch per worker are not timed."""
+def _cpu_s(pids) -> float:
+    """User + system CPU seconds of processes `pids` so far (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])          # utime, stime (fields 14 and 15 of stat)
+    return total / tick
+
+
+def _worker_pids(pool) -> list:
+    """The processes that evaluate for `pool` (this one for an in-process pool)."""
+    if getattr(pool, "actors", None):
+        return [pool.ray.get(a.pid.remote()) for a in pool.actors]
+    if getattr(pool, "exe", None) is not None:
+        return list(pool.exe._processes)
+    return [os.getpid()]
+
+
+def throughput(layers: int, n_genomes: int, configs, rounds: int, pool_kind: str) -> tuple[list[dict], list[dict]]:
+    """Candidate evaluations/s of each (executor, workers) on the same random genomes. Every pool is started
+    first (with one warm-up batch per worker, untimed); then `rounds` rounds each time every pool once, in
+    turn, so a change of the machine's load hits every configuration alike. Per timed batch: wall seconds,
+    the workers' CPU seconds (from /proc: what evaluating cost, whatever the load) and the driver's, and the
+    load average. Returns (per-round rows, per-configuration medians)."""
     from tvm_swap.devices import get_device
     from tvm_swap.planner.api import resolve_limit, resolve_op_time
     from tvm_swap.planner.swapadvisor.executors import make_pool
@@ -89,26 +116,59 @@ def throughput(layers: int, n_genomes: int, configs) -> list[dict]:
     dev = get_device(DEVICE)
     limit = resolve_limit(g, LIMIT)
     times = resolve_op_time(g, dev, None)
-    ev = Evaluator(g, times, dev, limit, 256)
+    ev = Evaluator(g, times, dev, limit, 256, pool=pool_kind)
     search = GeneticSearch(g, times, dev, limit, 256, 0, evaluator=ev)
     genomes = [search.random_genome() for _ in range(n_genomes)]
+    if any(ex == "ray" for ex, _ in configs):
+        import ray
+
+        # one local Ray for every Ray pool at once (each actor reserves a CPU): the pools live side by side
+        ray.init(num_cpus=sum(w for ex, w in configs if ex == "ray"), include_dashboard=False, log_to_driver=False)
+    pools = {}
     rows = []
-    for executor, workers in configs:
-        pool = make_pool(ev, executor, workers)
-        try:
+    try:
+        for executor, workers in configs:
+            pool = make_pool(ev, executor, workers)
+            pools[(executor, workers)] = pool
             for f in pool.submit_many(genomes[:workers]):          # warm-up: workers have their evaluator
                 f.result()
-            gc.disable()                      # as in the search (ga.GeneticSearch.run and every worker)
-            t0 = time.perf_counter()
-            values = [f.result() for f in pool.submit_many(genomes)]
-            dt = time.perf_counter() - t0
-            gc.enable()
-        finally:
+        gc.disable()                      # as in the search (ga.GeneticSearch.run and every worker)
+        for rnd in range(rounds):
+            for (executor, workers), pool in pools.items():
+                pids = _worker_pids(pool)
+                load = os.getloadavg()[0]
+                w0, d0 = _cpu_s(pids), time.process_time()
+                t0 = time.perf_counter()
+                values = [f.result() for f in pool.submit_many(genomes)]
+                dt = time.perf_counter() - t0
+                driver = time.process_time() - d0
+                worker = _cpu_s(pids) - w0      # (in-process: the driver's own time, evaluations included)
+                rows.append({"round": rnd, "executor": executor, "workers": workers, "ops": g.num_ops,
+                             "genomes": len(genomes), "seconds": dt, "evals_per_s": len(genomes) / dt,
+                             "worker_cpu_s_per_eval": worker / len(genomes),
+                             "driver_cpu_s_per_eval": driver / len(genomes),
+                             "cpu_share": worker / (dt * workers), "load_avg_1min": load,
+                             "checksum": float(sum(values))})
+                print(f"round {rnd} {executor} x{workers}: {len(genomes) / dt:.2f} evaluations/s, "
+                      f"{worker / len(genomes):.3f} worker CPU s/eval, load {load:.1f}", file=sys.stderr, flush=True)
+    finally:
+        gc.enable()
+        for pool in pools.values():
             pool.close()
-        rows.append({"executor": executor, "workers": workers, "ops": g.num_ops, "genomes": len(genomes),
-                     "seconds": dt, "evals_per_s": len(genomes) / dt, "checksum": float(sum(values))})
-        print(f"{executor} x{workers}: {len(genomes) / dt:.2f} evaluations/s", file=sys.stderr, flush=True)
-    return rows
+        if any(ex == "ray" for ex, _ in configs):
+            import ray
+
+            ray.shutdown()
+    if len({r["checksum"] for r in rows}) != 1:
+        raise RuntimeError("the executors disagree on the genomes' times")
+    summary = []
+    for executor, workers in configs:
+        mine = [r for r in rows if (r["executor"], r["workers"]) == (executor, workers)]
+        summary.append({"executor": executor, "workers": workers, "rounds": len(mine),
+                        **{k: float(np.median([r[k] for r in mine])) for k in
+                           ("evals_per_s", "worker_cpu_s_per_eval", "driver_cpu_s_per_eval", "cpu_share",
+                            "load_avg_1min")}})
+    return rows, summary
 
 
 def _git_commit() -> str:
@@ -128,6 +188,9 @@ def main(argv=None) -> int:
                     help="also measure evaluations/s with 1 and 2 local processes and 1 and 2 Ray workers "
                          "(default graph: 256 layers, ~10^4 ops)")
     ap.add_argument("--genomes", type=int, default=16, help="genomes per throughput measurement")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved throughput rounds (medians reported)")
+    ap.add_argument("--pool", default="arena", choices=("arena", "size-classes"),
+                    help="the memory model of the throughput genomes (the search's default: arena)")
     args = ap.parse_args(argv)
     if args.one is not None:
         print(json.dumps(measure(args.one, args.evaluations)))
@@ -158,23 +221,28 @@ def main(argv=None) -> int:
         print(f"{r['ops']:>8} {r['tensors']:>8} {r['load_s']:>7.2f} {first:>30} {ev:>16} "
               f"{r['planner_mem_mb']:>11.0f} {r['rss_peak_mb']:>12.0f}")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall times are inflated by it)")
-    tput = []
+    tput, tput_rows = [], []
     if args.throughput:
         configs = [("processes", 1), ("processes", 2)]
-        try:
-            import ray  # noqa: F401
-
+        if importlib.util.find_spec("ray") is not None:
             configs += [("ray", 1), ("ray", 2)]
-        except ImportError:
+        else:
             print("ray is not installed: no Ray rows", file=sys.stderr)
-        tput = throughput(args.throughput, args.genomes, configs)
-        print(f"\n{'executor':<10} {'workers':>7} {'evals/s':>8} {'vs 1 process':>13}")
+        tput_rows, tput = throughput(args.throughput, args.genomes, configs, args.rounds, args.pool)
+        print(f"\nmedians of {args.rounds} interleaved rounds, {args.genomes} genomes each ({args.pool} pool); "
+              "worker CPU s/eval is what an evaluation costs whatever the load; CPU share = worker CPU / "
+              "(wall x workers): below 1, the workers waited (for a core or for work)")
+        print(f"{'executor':<10} {'workers':>7} {'evals/s':>8} {'vs 1 process':>13} {'worker CPU s/eval':>18} "
+              f"{'driver CPU s/eval':>18} {'CPU share':>10} {'load':>5}")
         base = tput[0]["evals_per_s"]
         for r in tput:
-            print(f"{r['executor']:<10} {r['workers']:>7} {r['evals_per_s']:>8.2f} {r['evals_per_s'] / base:>13.2f}")
+            print(f"{r['executor']:<10} {r['workers']:>7} {r['evals_per_s']:>8.2f} {r['evals_per_s'] / base:>13.2f} "
+                  f"{r['worker_cpu_s_per_eval']:>18.3f} {r['driver_cpu_s_per_eval']:>18.4f} {r['cpu_share']:>10.2f} "
+                  f"{r['load_avg_1min']:>5.1f}")
     doc = {"benchmark": "bench_scale", "git_commit": _git_commit(), "machine": platform.platform(),
            "cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg(), "device": DEVICE, "mem_limit": LIMIT,
-           "graph": "zoo:gpt-deep@layers=L,batch=8,seq=1024", "rows": rows, "throughput": tput}
+           "graph": "zoo:gpt-deep@layers=L,batch=8,seq=1024", "rows": rows, "throughput": tput,
+           "throughput_rounds": tput_rows, "throughput_pool": args.pool if args.throughput else None}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1))
     print(f"wrote {args.out}")

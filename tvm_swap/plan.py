@@ -77,7 +77,7 @@ def aligned_bytes(nbytes, alignment: int = DEFAULT_ALIGNMENT):
     return np.maximum(a, (np.asarray(nbytes, dtype=np.int64) + a - 1) // a * a)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)   # slots: ~50 bytes less per action (10^6 actions at 10^5 ops)
 class Action:
     kind: str
     op: int = -1

@@ -6,7 +6,9 @@ from bisect import bisect_left, insort
 import numpy as np
 import pytest
 
+from tvm_swap.planner.swapadvisor import placement_clean_jit as pcj
 from tvm_swap.planner.swapadvisor.placement import _Blocks, place_stays, place_stays_clean
+from tvm_swap.planner.swapadvisor.placement_clean_jit import clean_sweep
 
 
 def ref_place_stays_clean(first: list[int], last: list[int], cool: list[int], size: list[int],
@@ -132,6 +134,68 @@ def test_compiled_clean_sweep_matches_the_python_loop(seed):
     for _ in range(40):
         case = _random_case(rng, int(rng.integers(0, 400)))
         assert place_stays_clean(*case) == ref_place_stays_clean(*case)
+
+
+@pytest.mark.parametrize("chunk", [2, 3, 5])
+def test_compiled_clean_sweep_matches_with_small_dirt_chunks(chunk):
+    """Chunks of a few dirty ranges split and empty all the time: the same offsets as the Python loop."""
+    rng = np.random.default_rng(chunk)
+    for _ in range(30):
+        first, last, cool, size, limit = _random_case(rng, int(rng.integers(0, 300)))
+        F, S = np.asarray(first, dtype=np.int64), np.asarray(size, dtype=np.int64)
+        off, peak = clean_sweep(F, np.asarray(last, dtype=np.int64), np.asarray(cool, dtype=np.int64), S,
+                                np.lexsort((-S, F)), limit, chunk)
+        assert (off.tolist(), int(peak)) == ref_place_stays_clean(first, last, cool, size, limit)
+
+
+@pytest.mark.parametrize("chunk", [2, 3, 4, 8])
+def test_chunked_dirty_ranges_match_a_sorted_list(chunk):
+    """The chunked dirty-range set (_dnew ...) against a plain sorted list of (start, end, clean slot): random
+    inserts of disjoint ranges, deletes by exact match (expiry), trims and dirty_until queries."""
+    rng = np.random.default_rng(chunk)
+    D = pcj._dnew(1, chunk)
+    expiry = [(np.int64(-1), np.int64(-1), np.int64(-1))]     # (typed by its entry; _trim only pushes)
+    ref: list = []                  # sorted (start, end, clean)
+    for step in range(3000):
+        op = rng.integers(0, 4)
+        a = int(rng.integers(0, 400))
+        b = a + int(rng.integers(1, 30))
+        if op == 0:                 # insert [a, b) where nothing is dirty (the sweep trims before it adds)
+            if any(x < b and a < y for x, y, _ in ref):
+                continue
+            c = int(rng.integers(0, 50))
+            D = pcj._dreserve(D)
+            pcj._dinsert(D, a, b, c)
+            insort(ref, (a, b, c))
+        elif op == 1 and ref:       # delete an exact range (as the expiry does)
+            x, y, c = ref[int(rng.integers(0, len(ref)))]
+            p, j = pcj._dfind(D, x)
+            cid = D[4][p]
+            assert (D[0][cid, j], D[1][cid, j], D[2][cid, j]) == (x, y, c)
+            pcj._ddelete(D, p, j)
+            ref.remove((x, y, c))
+        elif op == 2:               # trim [a, b)
+            D = pcj._dreserve(D)
+            pcj._trim(D, expiry, a, b)
+            new = []
+            for x, y, c in ref:
+                if x < b and a < y:
+                    if x < a:
+                        new.append((x, a, c))
+                    if y > b:
+                        new.append((b, y, c))
+                else:
+                    new.append((x, y, c))
+            ref = sorted(new)
+        else:
+            want = max((c for x, y, c in ref if x < b and a < y), default=-1)
+            assert pcj._dirty_until(D, a, b) == want, step
+        got = []
+        for p in range(D[6][0]):
+            cid = D[4][p]
+            assert D[5][p] == D[0][cid, 0]                  # each chunk's first start, for bisection
+            got += [(int(D[0][cid, j]), int(D[1][cid, j]), int(D[2][cid, j])) for j in range(D[3][cid])]
+        assert got == ref, step
 
 
 def test_compiled_clean_sweep_matches_with_equal_sizes_and_ties():

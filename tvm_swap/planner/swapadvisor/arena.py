@@ -528,6 +528,20 @@ class _Decisions:
     pair_stays: list = field(default_factory=list)  # per pair: (the old value's first stay, the update's last)
 
 
+def _cut_self_references(*fns) -> None:
+    """Empty the closure cells through which each nested function calls itself. Such a function is a reference
+    cycle (function -> cell -> function) that keeps its enclosing call's locals alive until the cyclic GC runs;
+    plan_graph and the search pause it (gc_pause.py, ga.py), so every walk's per-tensor lists and heaps
+    (~0.2 GB at 10^5 ops) would otherwise stay until the pause ends. Call when the functions are done."""
+    for f in fns:
+        for cell in f.__closure__ or ():
+            try:
+                if cell.cell_contents is f:
+                    cell.cell_contents = None
+            except ValueError:          # an empty cell
+                pass
+
+
 class _ArenaWalk:
     def __init__(self, gi: GraphIndex, schedule: np.ndarray):
         n = gi.n_ops
@@ -688,7 +702,10 @@ class _ArenaWalk:
                         and all(go(x, lvl + 1) for x in op_inputs[p] if rebuilt(x, extra, at))
                     memo[(u, lvl)] = r
                 return r
-            return go(t, 1)
+            try:
+                return go(t, 1)
+            finally:
+                _cut_self_references(go)
 
         def chain_bytes(t: int, extra: int, at: int, memo=None) -> int:
             """Bytes a rebuild of t at slot `at` holds at once: its output and its producer's inputs, chains
@@ -895,118 +912,123 @@ class _ArenaWalk:
                 for x in reads_of.pop(t):
                     dependents[x].discard(t)
 
-        sched = self.sched
-        heappush = heapq.heappush
-        for i in range(n):
-            op = sched[i]
-            a, b = op_ptr[op], op_ptr[op + 1]
-            k_out = a + op_nin[op]
-            for k in range(a, b):          # mark the op's tensors as in use now: never victims for this op
-                t = touch_t[k]
-                if loc[t] >= 0:
+        # rebuild, sound and chain_bytes call themselves, so each is a reference cycle holding every list above
+        # (see _cut_self_references)
+        try:
+            sched = self.sched
+            heappush = heapq.heappush
+            for i in range(n):
+                op = sched[i]
+                a, b = op_ptr[op], op_ptr[op + 1]
+                k_out = a + op_nin[op]
+                for k in range(a, b):          # mark the op's tensors as in use now: never victims for this op
+                    t = touch_t[k]
+                    if loc[t] >= 0:
+                        nxt[t] = i
+                outs = []
+                for k in range(a, k_out):
+                    t = touch_t[k]
+                    if loc[t] >= 0:
+                        continue
+                    if t in pending:
+                        rebuild(t, i)
+                    else:
+                        bring(t, i)
+                for k in range(k_out, b):
+                    t = touch_t[k]
+                    need = size[t]
+                    make_room(need, i, group[t])
+                    sid = len(stay_t)
+                    stay_t.append(t)
+                    stay_first.append(i)
+                    stay_last.append(-2)
+                    loc[t] = sid
                     nxt[t] = i
-            outs = []
-            for k in range(a, k_out):
-                t = touch_t[k]
-                if loc[t] >= 0:
-                    continue
-                if t in pending:
-                    rebuild(t, i)
-                else:
-                    bring(t, i)
-            for k in range(k_out, b):
-                t = touch_t[k]
-                need = size[t]
-                make_room(need, i, group[t])
-                sid = len(stay_t)
-                stay_t.append(t)
-                stay_first.append(i)
-                stay_last.append(-2)
-                loc[t] = sid
-                nxt[t] = i
-                resident += need
-                group_res[group[t]] += need
-                prod_slot[t] = i
-                outs.append(sid)
-            out_stays[i] = outs
-            usage_set(ub, ul, um, i, resident)
-            for k in range(a, b):
-                t = touch_t[k]
-                nu = touch_next[k]
-                last[t] = i
-                nxt[t] = nu
-                if k >= k_out and role[t] == ROLE_TO_HOST and t not in pair_new:
-                    swap_outs.append((i, t))
-                    dirty.append((i, loc[t]))
-                    host_ready[t] = i
-                if t in pin:
-                    continue
-                if t in pair_new and nu == _NEVER:    # plays its param next iteration: a victim, the furthest
-                    nu = n + first_pos[old_of_new[t]]
+                    resident += need
+                    group_res[group[t]] += need
+                    prod_slot[t] = i
+                    outs.append(sid)
+                out_stays[i] = outs
+                usage_set(ub, ul, um, i, resident)
+                for k in range(a, b):
+                    t = touch_t[k]
+                    nu = touch_next[k]
+                    last[t] = i
                     nxt[t] = nu
-                if nu == _NEVER:
-                    sid = loc[t]
-                    drops.append((i, t, sid))
-                    stay_last[sid] = i
-                    if host_ready[t] != -2 and host_ready[t] < i:
+                    if k >= k_out and role[t] == ROLE_TO_HOST and t not in pair_new:
+                        swap_outs.append((i, t))
+                        dirty.append((i, loc[t]))
                         host_ready[t] = i
-                    loc[t] = -1
-                    resident -= size[t]
-                    group_res[group[t]] -= size[t]
-                else:
-                    heappush(heaps[group[t]], (-(nu + bias[t]), nu, t))
-            for t, nu in rb_extra:             # brought back for a rebuild only: the same bookkeeping
-                if loc[t] < 0:
-                    continue
-                last[t] = i
-                nxt[t] = nu
-                if t in pin:
-                    continue
-                if t in pair_new and nu == _NEVER:
-                    nu = n + first_pos[old_of_new[t]]
+                    if t in pin:
+                        continue
+                    if t in pair_new and nu == _NEVER:    # plays its param next iteration: a victim, the furthest
+                        nu = n + first_pos[old_of_new[t]]
+                        nxt[t] = nu
+                    if nu == _NEVER:
+                        sid = loc[t]
+                        drops.append((i, t, sid))
+                        stay_last[sid] = i
+                        if host_ready[t] != -2 and host_ready[t] < i:
+                            host_ready[t] = i
+                        loc[t] = -1
+                        resident -= size[t]
+                        group_res[group[t]] -= size[t]
+                    else:
+                        heappush(heaps[group[t]], (-(nu + bias[t]), nu, t))
+                for t, nu in rb_extra:             # brought back for a rebuild only: the same bookkeeping
+                    if loc[t] < 0:
+                        continue
+                    last[t] = i
                     nxt[t] = nu
-                if nu == _NEVER:
-                    sid = loc[t]
-                    drops.append((i, t, sid))
-                    stay_last[sid] = i
-                    if host_ready[t] != -2 and host_ready[t] < i:
-                        host_ready[t] = i
-                    loc[t] = -1
-                    resident -= size[t]
-                    group_res[group[t]] -= size[t]
-                else:
-                    heappush(heaps[group[t]], (-(nu + bias[t]), nu, t))
-            rb_extra.clear()
-        # kept pairs: an update evicted mid-iteration comes back by the end (it plays its param next
-        # iteration); a param whose old value or update left mid-iteration is read from the host some
-        # iteration, so its update is copied out every iteration (the host copy must stay current)
-        for _, q in pairs:
-            if loc[q] >= 0:
-                nxt[q] = n                    # held to the end: no victim for the updates coming back
-        for p, q in pairs:
-            if loc[q] < 0:
-                bring(q, n)
-        for p, q in pairs:
-            if p in evicted_pairs and host_ready[q] == -2:
-                swap_outs.append((prod_slot[q], q))
-                host_ready[q] = prod_slot[q]
-        pair_stays = [(pair_first[k], loc[q]) for k, (_, q) in enumerate(pairs)]
-        # the end: what is still resident and not pinned leaves after its last use (kept tensors have host
-        # copies; anything else still here has a next use only in the next iteration)
-        for t in pair_new:
-            stay_last[loc[t]] = n
-        for t in range(n_t):
-            sid = loc[t]
-            if sid < 0 or t in pin or t in reserved:
-                continue
-            if host_ready[t] == -2:
-                swap_outs.append((prod_slot[t], t))
-                dirty.append((prod_slot[t], sid))
-            drops.append((last[t], t, sid))
-            stay_last[sid] = last[t]
-        self.end_kept = [t for t in range(n_t) if loc[t] >= 0 and role[t] == ROLE_KEEP]
-        return _Decisions(out_stays, swap_outs, drops, swap_ins, stay_t, stay_first, stay_last, pinned, evicted,
-                          list(pairs), dirty, recomputes, pair_stays)
+                    if t in pin:
+                        continue
+                    if t in pair_new and nu == _NEVER:
+                        nu = n + first_pos[old_of_new[t]]
+                        nxt[t] = nu
+                    if nu == _NEVER:
+                        sid = loc[t]
+                        drops.append((i, t, sid))
+                        stay_last[sid] = i
+                        if host_ready[t] != -2 and host_ready[t] < i:
+                            host_ready[t] = i
+                        loc[t] = -1
+                        resident -= size[t]
+                        group_res[group[t]] -= size[t]
+                    else:
+                        heappush(heaps[group[t]], (-(nu + bias[t]), nu, t))
+                rb_extra.clear()
+            # kept pairs: an update evicted mid-iteration comes back by the end (it plays its param next
+            # iteration); a param whose old value or update left mid-iteration is read from the host some
+            # iteration, so its update is copied out every iteration (the host copy must stay current)
+            for _, q in pairs:
+                if loc[q] >= 0:
+                    nxt[q] = n                    # held to the end: no victim for the updates coming back
+            for p, q in pairs:
+                if loc[q] < 0:
+                    bring(q, n)
+            for p, q in pairs:
+                if p in evicted_pairs and host_ready[q] == -2:
+                    swap_outs.append((prod_slot[q], q))
+                    host_ready[q] = prod_slot[q]
+            pair_stays = [(pair_first[k], loc[q]) for k, (_, q) in enumerate(pairs)]
+            # the end: what is still resident and not pinned leaves after its last use (kept tensors have host
+            # copies; anything else still here has a next use only in the next iteration)
+            for t in pair_new:
+                stay_last[loc[t]] = n
+            for t in range(n_t):
+                sid = loc[t]
+                if sid < 0 or t in pin or t in reserved:
+                    continue
+                if host_ready[t] == -2:
+                    swap_outs.append((prod_slot[t], t))
+                    dirty.append((prod_slot[t], sid))
+                drops.append((last[t], t, sid))
+                stay_last[sid] = last[t]
+            self.end_kept = [t for t in range(n_t) if loc[t] >= 0 and role[t] == ROLE_KEEP]
+            return _Decisions(out_stays, swap_outs, drops, swap_ins, stay_t, stay_first, stay_last, pinned, evicted,
+                              list(pairs), dirty, recomputes, pair_stays)
+        finally:
+            _cut_self_references(rebuild, sound, chain_bytes)
 
 
 def _actions(walk: _ArenaWalk, d: _Decisions, stay_obj: list[int], offsets, sizes) -> list:

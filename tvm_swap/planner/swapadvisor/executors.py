@@ -95,6 +95,12 @@ class _RayEvaluator:
     def time_of_batch(self, tasks) -> list[float]:
         return [self.ev.time_of(s, a) for s, a in tasks]
 
+    def pid(self) -> int:
+        """The actor's process id (scripts/bench_scale.py reads its CPU time from /proc)."""
+        import os
+
+        return os.getpid()
+
 
 class _RayResult:
     def __init__(self, pool, ref, index: int):
