@@ -63,11 +63,14 @@ def test_mlp_training_with_recompute_chains_three_steps():
 def test_the_default_planner_recomputes_and_chains_three_steps_bitwise_equal():
     """recompute is on by default for swapadvisor: with no planner option, the search's plan for the CNN
     training step at 40% recomputes (over a slow link, where a rebuild beats a copy; on the fast default link
-    it copies) and three chained steps match the unlimited build bit for bit, the params included."""
+    it copies) and three chained steps match the unlimited build bit for bit, the params included. The polish
+    (small graphs: the memory genes on a grid after the search, and a partly cooled island) is off: here it
+    finds a swap-only plan faster than any the search's recomputes give (0.448 vs 0.572 s predicted), which
+    would leave the recompute path unexercised; recompute itself is left at its default."""
     ex = MODELS["cnn-train"]()
     want = reference("cnn-train", ex)
     m = tvm_swap.build(ex.mod, mem_limit="40%", params=ex.params, generations=2, workers=1, profile=False,
-                       bandwidth="1MB/s")
+                       bandwidth="1MB/s", polish="off")
     assert m.plan.planner == "swapadvisor" and m.plan.search["recompute"] is True
     assert recomputes(m.plan) > 0, "the default search chose no recompute: the test would show nothing"
     for step, w in enumerate(want):
