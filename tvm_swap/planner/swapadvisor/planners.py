@@ -122,10 +122,7 @@ def recompute_option(ctx: PlanningContext, planner: str) -> bool:
     v = ctx.options.get("recompute")
     if v is None:
         return RECOMPUTE_DEFAULT[planner] and ctx.pool == "arena"
-    key = v.lower() if isinstance(v, str) else v
-    on = {"on": True, "off": False, True: True, False: False}.get(key)
-    if on is None:
-        raise TvmSwapError(f"bad swapadvisor option recompute={v!r}: use 'on' or 'off'")
+    on = _on_off("recompute", v)
     if on and ctx.pool != "arena":
         raise TvmSwapError("recompute is planned in the arena pool only: use pool='arena' (--pool arena) or "
                            "recompute='off'")
@@ -136,11 +133,7 @@ def size_class_island_option(ctx: PlanningContext) -> bool:
     """Planner option `size_class_island` (default on; arena pool): whether the arena search also runs the
     size-class search as an island (islands.size_class_island). Off reproduces the arena search alone (for
     ablations: before/after in one session)."""
-    v = ctx.options.get("size_class_island", True)
-    on = {"on": True, "off": False, True: True, False: False}.get(v.lower() if isinstance(v, str) else v)
-    if on is None:
-        raise TvmSwapError(f"bad swapadvisor option size_class_island={v!r}: use 'on' or 'off'")
-    return on
+    return _on_off("size_class_island", ctx.options.get("size_class_island", True))
 
 
 def _keep_updated_or_not(ctx: PlanningContext):
@@ -186,8 +179,12 @@ def polish_option(ctx: PlanningContext) -> bool:
     """Planner option `polish` (default on; arena pool, graphs of up to polish.POLISH_MAX_OPS ops): whether the
     search runs the partly-cooled island too (islands.partly_cooled_island) and its best genome gets its scalar
     memory genes polished on a grid (polish.py). Off reproduces the search without either (for ablations)."""
-    v = ctx.options.get("polish", True)
+    return _on_off("polish", ctx.options.get("polish", True))
+
+
+def _on_off(name: str, v) -> bool:
+    """A planner option given as "on"/"off" (any case) or a bool."""
     on = {"on": True, "off": False, True: True, False: False}.get(v.lower() if isinstance(v, str) else v)
     if on is None:
-        raise TvmSwapError(f"bad swapadvisor option polish={v!r}: use 'on' or 'off'")
+        raise TvmSwapError(f"bad swapadvisor option {name}={v!r}: use 'on' or 'off'")
     return on
