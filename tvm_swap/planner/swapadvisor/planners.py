@@ -73,7 +73,8 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
                                settings, ev)
         if sc is not None:
             islands.append(sc)
-    if ctx.pool == "arena" and polish_option(ctx) and ev.gi.n_ops <= POLISH_MAX_OPS:
+    polish = ctx.pool == "arena" and polish_option(ctx) and ev.gi.n_ops <= POLISH_MAX_OPS
+    if polish:
         # small graphs: the search again with partly cooled placements, as an island (islands.py)
         islands.append(partly_cooled_island(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment,
                                             ctx.seed, settings, ev))
@@ -82,7 +83,7 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
                  progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
                  ray_address=ctx.options.get("ray_address"))
     polished = None
-    if ctx.pool == "arena" and polish_option(ctx) and not res.interrupted and search.gi.n_ops <= POLISH_MAX_OPS:
+    if polish and not res.interrupted:
         # the best genome, and each island's own best but the hybrid one's: recompute off runs those same
         # islands and polishes its best among them, so recompute on stays never slower than off
         starts = [res.best] + [isl.pop[0] for isl in islands if isl.pop and isl.name != "hybrid"]
