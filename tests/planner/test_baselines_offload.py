@@ -94,8 +94,9 @@ def test_sync_copies_block_compute_and_cost_time():
 def test_tflms_tunes_its_threshold_over_the_grid():
     g, t = graph(3)
     need = need_of(g, t, "tflms")
-    p = plan(g, t, "tflms", need)
+    p = plan(g, t, "tflms", need, tflms_autotune="off")
     grid = p.search["grid"]
+    assert p.search["autotune"] is None
     assert [(r["ahead"], r["threshold"]) for r in grid] == [(a, th) for a in AHEAD_GRID
                                                              for th in threshold_grid(g.num_ops)]
     fitting = [r for r in grid if r["time_s"] is not None]
@@ -106,6 +107,49 @@ def test_tflms_tunes_its_threshold_over_the_grid():
     # a threshold beyond the graph swaps nothing
     far = plan(g, t, "tflms", noswap_peak(g) * 2, tflms_thresholds=[10 * g.num_ops])
     assert not swapped(far, "swap_out") or set(swapped(far, "swap_out")) <= set(g.outputs)
+
+
+def test_tflms_autotune_finds_the_largest_fitting_threshold_then_lead():
+    """TFLMS 2's auto-tuner (binary searches, see tflms.py): the largest threshold that fits at the shortest lead,
+    then the largest lead that fits at it; the plan is the faster of that and the grid's best."""
+    from tvm_swap.planner.baselines.offload import PolicyLayout, policy_need
+    from tvm_swap.planner.baselines.tflms import tflms_policy
+    from tvm_swap.planner.context import PlanningContext
+
+    g, t = graph(5, layers=10)
+    limit = int(need_of(g, t, "tflms") * 1.15)
+    p = plan(g, t, "tflms", limit)
+    tuned = p.search["autotune"]
+    assert tuned is not None and tuned["time_s"] is not None and tuned["need_bytes"] <= limit
+    ctx = PlanningContext(g, t, DEV, limit)
+    layout = PolicyLayout.build(ctx)
+
+    def fits(th, ah):
+        return policy_need(ctx, layout, tflms_policy(ctx, layout, th, ah))[0] <= limit
+
+    th, ah, n = tuned["threshold"], tuned["ahead"], g.num_ops
+    lo = min(AHEAD_GRID)
+    assert fits(th, lo) and (th == n or not fits(th + 1, lo))
+    assert fits(th, ah) and (ah == n or not fits(th, ah + 1))
+    assert th not in threshold_grid(n), "pick a limit where the grid misses the largest fitting threshold"
+    grid_best = min(r["time_s"] for r in p.search["grid"] if r["time_s"] is not None)
+    assert p.predicted["time_s"] == pytest.approx(min(grid_best, tuned["time_s"]))
+    off = plan(g, t, "tflms", limit, tflms_autotune="off")
+    assert off.predicted["time_s"] == pytest.approx(grid_best) and off.search["autotune"] is None
+
+
+def test_tflms_autotune_search_is_tflms_binary_search():
+    from tvm_swap.planner.baselines.tflms import autotune
+
+    calls = []
+
+    def fits(th, ah):
+        calls.append((th, ah))
+        return th <= 37 and ah <= 5 + (th < 37)
+
+    assert autotune(fits, 1, 1, 100) == (37, 5)
+    assert len(calls) <= 2 * 8 + 1                      # two binary searches over [1, 100]
+    assert autotune(lambda th, ah: False, 1, 1, 100) is None
 
 
 def test_inference_graphs_offload_nothing():
@@ -142,6 +186,8 @@ def test_bad_tflms_option_is_a_clear_error():
     g, t = graph(3)
     with pytest.raises(TvmSwapError, match="tflms"):
         plan(g, t, "tflms", noswap_peak(g), tflms_thresholds=[0])
+    with pytest.raises(TvmSwapError, match="tflms_autotune"):
+        plan(g, t, "tflms", noswap_peak(g), tflms_autotune="maybe")
 
 
 def test_cli_takes_the_new_planners(tmp_path):
