@@ -33,9 +33,10 @@ Checked against IBM's source (github.com/IBM/tensorflow-large-model-support, `lm
 - tuning: by hand, or TFLMS 2's auto-tuner (`_search_params`): with swapin_ahead 1 and groupby 0, a binary
   search of swapout_threshold over [1, levels] for the largest one its memory simulator accepts, then of
   swapin_ahead over [1, levels] for the largest one that still fits, then groupby. A coarse grid alone misses
-  that largest fitting threshold (WResNet-152-4 batch 16 at 16 GB: the grid's best, levels/2, left a third of
-  the memory unused: 0.622 of ideal against 0.839 at the threshold the search finds), so both run here and the
-  faster plan is kept (`tflms_autotune`, default on; off: the grid alone).
+  that largest fitting threshold (WResNet-152-4 batch 16 at 16 GB: the grid's best, ops/2, left a third of the
+  memory unused, 0.622 of ideal; the search's threshold 2705 gives 0.881 at a lead of 1 and 0.942 at its lead of
+  83), so both run here and the faster plan is kept (`tflms_autotune`, default on; off: the grid alone). The
+  lead is searched with groupby = lead, not TFLMS's 0, so it may come out longer than TFLMS's tuner would find.
 Not modelled, and the likely rest of the paper's "at least 3x" (SwapAdvisor runs in MXNet, TFLMS in TensorFlow
 1.x): TensorFlow's BFC allocator (fragmentation; and `MinSystemMemory` in its GPU device factory keeps
 max(300 MiB, 5-6%) of the free memory from it), its executor's per-op and per-copy overheads, kernel speed
