@@ -648,7 +648,8 @@ def tflms_section(rows: list[dict], planners: list[str], meta: dict) -> list[str
     lines = ["", "## WResNet-152-4: swapadvisor against tflms", "",
              "The paper reports SwapAdvisor at least 3x faster than TFLMS (activations only, hand-tuned) on "
              "WResNet-152-4. Throughput as a fraction of the ideal at the same limit; *x tflms*: swapadvisor's "
-             "throughput over tflms's (its threshold tuned over a grid, see baseline_tflms).", "",
+             "throughput over tflms's (its threshold and lead tuned over a grid and by TFLMS 2's auto-tuner search, see "
+             "tvm_swap/planner/baselines/tflms.py).", "",
              "| batch | memory need | need/limit | " + " | ".join(planners) + " | swapadvisor x tflms | tflms threshold "
              "| measured at |",
              "|---|---|---|" + "|".join("---" for _ in planners) + "|---|---|---|"]
