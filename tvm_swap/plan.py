@@ -297,37 +297,12 @@ class Plan:
         objects of each class take the class's remaining buffers in index order. In an arena every
         initial resident ends in its own object or the one that backs it (the verifier checks it), so the map
         follows the cycles in `pool.swaps` and is the identity elsewhere."""
-        from collections import defaultdict
-
         if self.pool.kind == "arena":
             backing = list(range(self.pool.num_objects))
             for k, j in self.pool.renaming().items():
                 backing[k] = j
             return backing
-
-        new_of = {old: new for new, old in updates.items()}
-        where = dict(self.initial_residents)       # replay tenancy: tensor -> object at the end
-        for a in self.actions:
-            if runs_kernel(a.kind):
-                where.update(zip(op_outputs[a.op], a.out_objs))
-            elif a.kind == ActionKind.SWAP_IN:
-                where[a.tensor] = a.obj
-            elif a.kind == ActionKind.DROP:
-                where.pop(a.tensor, None)
-        end_obj = {o: where[new_of.get(t, t)] for t, o in self.initial_residents}
-        cls = self.pool.object_class()
-        backing = [-1] * self.pool.num_objects
-        taken = set(end_obj.values())
-        spare = defaultdict(list)
-        for k in range(self.pool.num_objects):
-            if k not in taken:
-                spare[int(cls[k])].append(k)
-        for k in range(self.pool.num_objects):
-            if k in end_obj:
-                backing[k] = end_obj[k]
-            else:
-                backing[k] = spare[int(cls[k])].pop(0)
-        return backing
+        return class_backing(self.pool, self.initial_residents, self.actions, updates, op_outputs)
 
     def summary(self) -> dict:
         """What the plan promises, flat: the JSON of `tvm-swap plan --json` (scripts outside the tests read
@@ -409,3 +384,35 @@ class Plan:
     @classmethod
     def load(cls, path: str | Path) -> "Plan":
         return cls.from_dict(read_json(path, "plan file", PlanError))
+
+
+def class_backing(pool: Pool, initial_residents, actions, updates: Mapping[int, int],
+                  op_outputs: Sequence[Sequence[int]]) -> list[int]:
+    """Plan.next_object_map of a size-class plan: each initial resident's object is backed by the object its
+    (updated) value ends in; the other objects of each class take the class's remaining buffers in index order.
+    A permutation within each class (also the renaming cycles of that plan laid out in an arena)."""
+    from collections import defaultdict
+
+    new_of = {old: new for new, old in updates.items()}
+    where = dict(initial_residents)            # replay tenancy: tensor -> object at the end
+    for a in actions:
+        if runs_kernel(a.kind):
+            where.update(zip(op_outputs[a.op], a.out_objs))
+        elif a.kind == ActionKind.SWAP_IN:
+            where[a.tensor] = a.obj
+        elif a.kind == ActionKind.DROP:
+            where.pop(a.tensor, None)
+    end_obj = {o: where[new_of.get(t, t)] for t, o in initial_residents}
+    cls = pool.object_class()
+    backing = [-1] * pool.num_objects
+    taken = set(end_obj.values())
+    spare = defaultdict(list)
+    for k in range(pool.num_objects):
+        if k not in taken:
+            spare[int(cls[k])].append(k)
+    for k in range(pool.num_objects):
+        if k in end_obj:
+            backing[k] = end_obj[k]
+        else:
+            backing[k] = spare[int(cls[k])].pop(0)
+    return backing

@@ -31,6 +31,12 @@ KEEP_UPDATED = True
 NEVER = 1 << 62      # next use of a tensor that is dead after its touch
 
 
+def keep_updated_modes(forced=None) -> tuple[bool, ...]:
+    """The keep_updated settings the size-class search chooses between (planner option keep_updated: `forced`,
+    None when not given), the preferred first: keeping, when KEEP_UPDATED allows it."""
+    return (bool(forced),) if forced is not None else (True, False) if KEEP_UPDATED else (False,)
+
+
 @dataclass
 class GraphIndex:
     graph: DataflowGraph

@@ -1627,25 +1627,54 @@ def class_genome(genes):
 
 
 def _plan_with_classes(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, alloc) -> ArenaPlan:
-    """SwapAdvisor's size-class plan (swapplan.plan_swaps, no updated param kept) with its pool's objects
-    laid side by side in the arena: disjoint ranges, so ArenaActionBuilder would give each arrival the same
-    deps as ActionBuilder (the last drop of its object) and the actions carry over unchanged."""
-    from .encoding import AllocationSpace
+    """SwapAdvisor's size-class plan (swapplan.plan_swaps) with its pool's objects laid side by side in the
+    arena: disjoint ranges, so ArenaActionBuilder would give each arrival the same deps as ActionBuilder (the
+    last drop of its object) and the actions carry over unchanged. A plain Allocation plans with no updated param
+    kept (gi, keep_updated=False); a KeptAllocation as pool="size-classes" keeping them (a keep_updated index),
+    whose renaming of objects within a class between iterations (Plan.next_object_map) becomes the arena's
+    renaming cycles: objects of one class have equal sizes and overlap nothing, so any permutation of them maps
+    the layout onto itself. The plan and its time are the size-class plan's either way."""
+    from ...plan import class_backing
+    from .encoding import AllocationSpace, KeptAllocation
     from .swapplan import plan_swaps
 
     if gi.keep_updated:
         raise PlanError("arena plans use the exact periodicity rule: build the GraphIndex with keep_updated=False")
-    sp = plan_swaps(gi, AllocationSpace(gi, mem_limit), schedule, alloc)
+    kept = isinstance(alloc, KeptAllocation)
+    cgi = GraphIndex.of(gi.graph, gi.alignment, keep_updated=True) if kept else gi
+    sp = plan_swaps(cgi, AllocationSpace(cgi, mem_limit), schedule, alloc)
     pool = sp.pool
     arena_bytes = arena_bytes_for(gi, mem_limit)
     offs = [int(x) for x in pool.object_offset()]
     sizes = [int(x) for x in pool.object_bytes()]
     if max((o + z for o, z in zip(offs, sizes)), default=0) > arena_bytes:
         raise PlanError("the size-class pool does not fit in the arena")
-    arena = Arena(arena_bytes, offs, sizes, gi.alignment, gi.workspace, [])
+    swaps = []
+    if kept and sp.initial_residents:
+        g = gi.graph
+        swaps = _permutation_cycles(class_backing(pool, sp.initial_residents, sp.actions, g.updates,
+                                                  g.op_outputs()))
+    arena = Arena(arena_bytes, offs, sizes, gi.alignment, gi.workspace, swaps)
     tclass = np.where(gi.used, 0, -1).astype(np.int64)
-    stats = {"size_classes": [int(x) for x in pool.class_bytes], "class_counts": [int(x) for x in pool.class_count]}
+    stats = {"size_classes": [int(x) for x in pool.class_bytes], "class_counts": [int(x) for x in pool.class_count],
+             "keep_updated": kept}
     return ArenaPlan(schedule, arena, tclass, list(sp.initial_residents), list(sp.actions), stats)
+
+
+def _permutation_cycles(backing: list[int]) -> list[tuple[int, ...]]:
+    """Arena.swaps of a permutation (backing[k]: the object whose buffer plays k next iteration): its cycles
+    longer than 1, each from its smallest object, a(i+1) = backing[a(i)]."""
+    cycles, seen = [], set()
+    for k in range(len(backing)):
+        if k in seen or backing[k] == k:
+            continue
+        cyc, x = [], k
+        while x not in seen:
+            seen.add(x)
+            cyc.append(x)
+            x = backing[x]
+        cycles.append(tuple(cyc))
+    return cycles
 
 
 def _renaming_cycles(d: _Decisions, offsets, sizes, obj_of: dict, objs: list) -> list[tuple[int, ...]]:
@@ -1855,7 +1884,7 @@ class ArenaScorer:
         self.gi, self.mem_limit, self.device = gi, int(mem_limit), device
         self.op_time = np.asarray(op_time, dtype=np.float64)
         self.nbytes = gi.graph.tensor_bytes().astype(np.float64)
-        self._classes = None       # the size-class scorer, built at the first class genome
+        self._classes: dict = {}   # kept updated params or not -> the size-class scorer, built at its first genome
 
     def packed(self, schedule, genes: ArenaGenes):
         """The simulator's arrays of plan_arena's actions, without building them: the same decisions and
@@ -1866,7 +1895,9 @@ class ArenaScorer:
         schedule = np.asarray(schedule, dtype=np.int64)
         classes = class_genome(genes)
         if classes is not None:
-            return self._class_scorer().packed(schedule, classes)
+            from .encoding import KeptAllocation
+
+            return self._class_scorer(isinstance(classes, KeptAllocation)).packed(schedule, classes)
         with gc_paused():
             try:
                 walk, d, offsets, sizes, _, _ = _decide_arena(gi, schedule, self.mem_limit, genes, self.op_time,
@@ -1883,15 +1914,16 @@ class ArenaScorer:
                                   gi.op_tensors, gi.op_nin, self.op_time, self.nbytes, ranges=(offsets, sizes),
                                   recomputes=d.recomputes)
 
-    def _class_scorer(self):
-        """The size-class scorer for class genomes (same decisions and deps as _plan_with_classes)."""
-        if self._classes is None:
+    def _class_scorer(self, kept: bool = False):
+        """The size-class scorer for class genomes (same decisions and deps as _plan_with_classes); `kept`: for
+        KeptAllocations (updated params kept, a keep_updated index)."""
+        if kept not in self._classes:
             from .encoding import AllocationSpace
             from .swapplan import SwapPlanScorer
 
-            self._classes = SwapPlanScorer(self.gi, AllocationSpace(self.gi, self.mem_limit), self.op_time,
-                                           self.device)
-        return self._classes
+            gi = GraphIndex.of(self.gi.graph, self.gi.alignment, keep_updated=True) if kept else self.gi
+            self._classes[kept] = SwapPlanScorer(gi, AllocationSpace(gi, self.mem_limit), self.op_time, self.device)
+        return self._classes[kept]
 
     def time_of(self, schedule, genes: ArenaGenes) -> float:
         return float(simulate_time(self.packed(schedule, genes), self.device))

@@ -236,6 +236,20 @@ class Allocation:
         return (self.cls.tobytes(), self.cnt.tobytes())
 
 
+class KeptAllocation(Allocation):
+    """A size-class Allocation planned with updated params kept on the device (a GraphIndex built with
+    keep_updated=True: what pool="size-classes" plans where keeping pays): the arena scores and plans it so, with
+    the size-class pool's renaming between iterations as the arena's renaming cycles (arena._plan_with_classes).
+    Keyed apart from a plain Allocation of the same classes and counts, whose plan reads updated params from the
+    host."""
+
+    def copy(self) -> "KeptAllocation":
+        return KeptAllocation(self.cls.copy(), self.cnt.copy())
+
+    def key(self) -> tuple:
+        return (self.cls.tobytes(), self.cnt.tobytes(), b"kept")
+
+
 def is_monotone_cls(cls: np.ndarray) -> bool:
     cls = np.asarray(cls)
     if len(cls) == 0:
@@ -468,3 +482,18 @@ class AllocationSpace:
         """Per tensor: its class (-1 for tensors no op touches)."""
         si = self.gi.size_idx
         return np.where(si >= 0, a.cls[np.maximum(si, 0)], -1)
+
+
+class KeptAllocationSpace(AllocationSpace):
+    """AllocationSpace over a keep_updated GraphIndex whose genomes are KeptAllocations: the size-class search
+    that keeps updated params, as an island of the arena search (islands.size_class_island). Every operator
+    ends in repair, so the genomes, and the random numbers drawn, are AllocationSpace's exactly."""
+
+    def __init__(self, gi: GraphIndex, mem_limit: int):
+        if not gi.keep_updated:
+            raise ValueError("a KeptAllocationSpace needs a GraphIndex built with keep_updated=True")
+        super().__init__(gi, mem_limit)
+
+    def repair(self, cls: np.ndarray, cnt: np.ndarray) -> KeptAllocation:
+        a = super().repair(cls, cnt)
+        return KeptAllocation(a.cls, a.cnt)

@@ -281,6 +281,16 @@ class GeneticSearch:
         return evolve([self], budget_s, generations, workers, progress, executor, ray_address)
 
 
+def best_seed_time(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit: int, alignment: int, seed: int,
+                   evaluator: Evaluator, space=None) -> float:
+    """The fastest seed genome's time (the seeds of the default settings drawn from `space`, the evaluator's by
+    default), each remembered by the evaluator, so the search that follows reuses them: how the size-class
+    search chooses whether to keep updated params (planners._keep_updated_or_not, islands.size_class_island)."""
+    seeds = GeneticSearch(graph, op_time, device, mem_limit, alignment, seed, evaluator=evaluator,
+                          space=space).seed_genomes()
+    return min(evaluator.remembered_time(g) for _, g in seeds)
+
+
 def _collect(known: dict, pending: dict) -> None:
     for k, (f, island) in pending.items():
         known[k] = island.ev.memo[k] = f.result()

@@ -84,24 +84,34 @@ def hybrid_islands(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit:
 
 
 def size_class_island(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit: int, alignment: int, seed: int,
-                      settings: GASettings, evaluator: Evaluator) -> GeneticSearch | None:
+                      settings: GASettings, evaluator: Evaluator, keep_updated=None) -> GeneticSearch | None:
     """The size-class search (the paper's CLS/CNT genomes, its seeds and operators, a Generator seeded by `seed`)
     as an island of the arena search, scored by the arena evaluator: a size-class Allocation plans in the arena
     as swapplan.plan_swaps with the pool's objects side by side (arena.class_genome), the same plan and time as
-    pool="size-classes" with updated params read from the host (keep_updated=False, the arena's periodicity
-    rule). So at the same seed and generations the arena search is never slower than the size-class search
-    when that one keeps no updated param on the device (its choice, planners._keep_updated_or_not, on every
-    paper point measured), by construction. None below the size-class pool's floor (no size-class plan)."""
+    pool="size-classes". That pool keeps updated params on the device or not (planners._keep_updated_or_not:
+    `keep_updated` forced, else the mode whose best seed is faster, keeping on a tie); the island makes the same
+    choice on the same seeds: keeping, its genomes are KeptAllocations (encoding.KeptAllocationSpace), planned
+    over a keep_updated index with the pool's renaming between iterations as the arena's renaming cycles. So at
+    the same seed and generations the arena search is never slower than the size-class search, by
+    construction. None below the size-class pool's floor (no size-class plan)."""
     from ...errors import InfeasibleLimitError
-    from .encoding import AllocationSpace
+    from ..graphindex import GraphIndex, keep_updated_modes
+    from .encoding import AllocationSpace, KeptAllocationSpace
+    from .ga import best_seed_time
 
     ev = evaluator
     if ev.pool != "arena":
         raise ValueError("a size-class island needs an arena evaluator")
+    modes = keep_updated_modes(keep_updated)
     try:
-        space = AllocationSpace(ev.gi, mem_limit)
+        kept_gi = GraphIndex.of(graph, alignment, keep_updated=True) if True in modes else None
+        spaces = [KeptAllocationSpace(kept_gi, mem_limit) if k else AllocationSpace(ev.gi, mem_limit) for k in modes]
     except InfeasibleLimitError:
         return None
+    space = spaces[0]
+    if len(spaces) > 1 and kept_gi.old_of.max(initial=-1) >= 0:
+        best = [best_seed_time(graph, op_time, device, mem_limit, alignment, seed, ev, sp) for sp in spaces]
+        space = spaces[0] if best[0] <= best[1] else spaces[1]
     return GeneticSearch(graph, op_time, device, mem_limit, alignment, settings=settings, evaluator=ev, space=space,
                          rng=np.random.default_rng(seed), name="size-classes")
 

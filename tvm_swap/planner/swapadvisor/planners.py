@@ -38,10 +38,10 @@ import numpy as np
 from ...errors import TvmSwapError
 from ...plan import Plan
 from ..context import PlanningContext
-from ..graphindex import GraphIndex
+from ..graphindex import GraphIndex, keep_updated_modes
 from .arena import ArenaGenes, plan_arena, recompute_candidates
 from .encoding import AllocationSpace
-from .ga import Evaluator, GASettings, Genome, GeneticSearch, evolve
+from .ga import Evaluator, GASettings, Genome, GeneticSearch, best_seed_time, evolve
 from .islands import hybrid_islands, island_summary, partly_cooled_island, size_class_island
 from .polish import POLISH_MAX_OPS, polish_memory
 from .swapplan import plan_swaps
@@ -70,7 +70,7 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
     if ctx.pool == "arena" and size_class_island_option(ctx):
         # the size-class search as one more island: never slower than pool="size-classes" (islands.py)
         sc = size_class_island(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed,
-                               settings, ev)
+                               settings, ev, ctx.options.get("keep_updated"))
         if sc is not None:
             islands.append(sc)
     polish = ctx.pool == "arena" and polish_option(ctx) and ev.gi.n_ops <= POLISH_MAX_OPS
@@ -139,20 +139,15 @@ def size_class_island_option(ctx: PlanningContext) -> bool:
 
 def _keep_updated_or_not(ctx: PlanningContext):
     """The GA's evaluator, keeping updated params on the device (graphindex.ROLE_KEEP_*) or not, whichever
-    gives the faster best seed genome: keeping them saves their copies when memory allows, but under
-    pressure the kept ones can crowd out activations (e.g. BERT-large at 16 GB)."""
-    from ..graphindex import KEEP_UPDATED
-
-    forced = ctx.options.get("keep_updated")           # planner option: skip the choice
-    modes = (bool(forced),) if forced is not None else (True, False) if KEEP_UPDATED else (False,)
+    gives the faster best seed genome (ga.best_seed_time): keeping them saves their copies when memory allows,
+    but under pressure the kept ones can crowd out activations (e.g. BERT-large at 16 GB). The arena's
+    size-class island makes the same choice (islands.size_class_island)."""
+    modes = keep_updated_modes(ctx.options.get("keep_updated"))     # planner option: skip the choice
     evs = [Evaluator(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, k) for k in modes]
     if len(evs) == 1 or not evs[0].gi.old_of.max(initial=-1) >= 0:
-        return evs[-1] if len(evs) == 1 else evs[0]
-    best = []
-    for ev in evs:
-        seeds = GeneticSearch(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed,
-                              evaluator=ev).seed_genomes()
-        best.append(min(ev.remembered_time(g) for _, g in seeds))    # the search then reuses them
+        return evs[0]
+    best = [best_seed_time(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed, ev)
+            for ev in evs]
     return evs[0] if best[0] <= best[1] else evs[1]
 
 
