@@ -688,3 +688,41 @@ def test_kept_updates_of_one_size_rotate_through_one_spare_slot(rotate, monkeypa
         assert len(kept_objs) == 12 and lengths == [2] * 6
     backing = plan.next_object_map(g.updates, g.op_outputs())
     assert sorted(backing) == list(range(plan.pool.num_objects))
+
+
+# ---------------------------------------------------------------- size-class plans that keep updated params
+@pytest.mark.parametrize("seed,frac", [(5, 0.9), (15, 0.7), (21, 3.0)])
+def test_a_kept_size_class_plan_carries_over_to_the_arena_with_its_renaming(seed, frac):
+    """The size-class island's KeptAllocation genome (arena._plan_with_classes): the size-class plan keeping updated
+    params, its objects side by side in the arena and its per-class renaming as the arena's cycles, verified, with
+    the size-class plan's actions and simulated time."""
+    from tvm_swap.planner.simulator import simulate
+    from tvm_swap.planner.swapadvisor.arena import ArenaScorer
+    from tvm_swap.planner.swapadvisor.encoding import AllocationSpace, KeptAllocation, KeptAllocationSpace
+    from tvm_swap.planner.swapadvisor.swapplan import SwapPlanScorer, plan_swaps
+    from tvm_swap.testing import random_op_times
+
+    g = random_training_graph(seed, n_layers=6, momentum=seed == 21)
+    t = random_op_times(g, seed)
+    lim = int(frac * noswap_peak(g))
+    gi = GraphIndex.build(g, 256, keep_updated=False)
+    kgi = GraphIndex.build(g, 256, keep_updated=True)
+    space = KeptAllocationSpace(kgi, lim)
+    kept_updates = set()
+    for alloc in space.seeds():
+        assert isinstance(alloc, KeptAllocation)
+        sp = plan_swaps(kgi, AllocationSpace(kgi, lim), gi.default_schedule(), alloc)
+        sc = sp.to_plan(g, "t", lim, DEV)
+        ap = plan_arena(gi, gi.default_schedule(), lim, alloc, t, DEV)
+        plan = ap.to_plan(g, "t", lim, DEV)
+        assert verify_plan(g, plan) == [] and verify_plan(g, sc) == []
+        assert [a.to_json() for a in plan.actions] == [a.to_json() for a in sc.actions]
+        assert plan.initial_residents == sc.initial_residents
+        backing = sc.next_object_map(g.updates, g.op_outputs())
+        assert plan.next_object_map(g.updates, g.op_outputs()) == backing
+        kept_updates = kept_updates | ({t_ for t_, _ in sc.initial_residents} & set(g.updates.values()))
+        assert bool(plan.pool.swaps) == (backing != list(range(len(backing))))
+        want = SwapPlanScorer(kgi, AllocationSpace(kgi, lim), t, DEV).time_of(gi.default_schedule(), alloc)
+        assert ArenaScorer(gi, lim, t, DEV).time_of(gi.default_schedule(), alloc) == want
+        assert simulate(g, plan.actions, t, DEV).time_s == pytest.approx(want, rel=1e-12)
+    assert kept_updates, "no seed keeps an updated param here: pick another case"

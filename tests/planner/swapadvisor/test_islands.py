@@ -2,12 +2,15 @@
 evolves exactly as its search alone, the result is the fastest island's best, shared genomes are simulated once,
 and a time budget still gives a verified plan."""
 import numpy as np
+import pytest
 
 from tvm_swap.devices import get_device
 from tvm_swap.plan import Arena
 from tvm_swap.planner import plan_graph
 from tvm_swap.planner.swapadvisor.ga import Evaluator, GASettings, GeneticSearch, Genome, evolve
+from tvm_swap.planner.context import PlanningContext
 from tvm_swap.planner.swapadvisor.islands import hybrid_islands, size_class_island
+from tvm_swap.planner.swapadvisor.planners import _keep_updated_or_not
 from tvm_swap.planner.bounds import noswap_peak
 from tvm_swap.testing import random_op_times, random_training_graph
 
@@ -91,19 +94,31 @@ def test_a_time_budget_shares_the_islands_and_still_plans():
     assert p.predicted["time_s"] == p.search["polish"]["to_s"] <= p.search["polish"]["from_s"]
 
 
-def test_the_size_class_island_evolves_exactly_as_the_size_class_search_alone():
+def _plain_population(isl):
+    """(schedule, classes, counts, time) per genome: a KeptAllocation keys apart from the size-class search's own
+    Allocation of the same classes and counts, which plans the same way there (keep_updated index)."""
+    return [(g.schedule.tobytes(), g.alloc.cls.tobytes(), g.alloc.cnt.tobytes(), g.time_s) for g in isl.pop]
+
+
+@pytest.mark.parametrize("keep", [False, True, None])
+def test_the_size_class_island_evolves_exactly_as_the_size_class_search_alone(keep):
+    # None: the island chooses as the size-class planner (planners._keep_updated_or_not), here keeping
     s = GASettings(population=6)
-    g, t, limit = _case(14, 0.6)
+    g = random_training_graph(5, n_layers=6)
+    t = random_op_times(g, 5)
+    limit = int(0.9 * noswap_peak(g))
     ev = _evaluator(g, t, limit, False)
     islands = [GeneticSearch(g, t, DEV, limit, 256, 0, s, evaluator=ev),
-               size_class_island(g, t, DEV, limit, 256, 0, s, ev)]
+               size_class_island(g, t, DEV, limit, 256, 0, s, ev, keep)]
     res = evolve(islands, generations=2, workers=1)
-    alone = GeneticSearch(g, t, DEV, limit, 256, 0, s,
-                          evaluator=Evaluator(g, t, DEV, limit, 256, keep_updated=False, pool="size-classes"))
+    ctx = PlanningContext(g, t, DEV, limit, 256, 0, generations=2, workers=1,
+                          options={} if keep is None else {"keep_updated": keep})
+    alone = GeneticSearch(g, t, DEV, limit, 256, 0, s, evaluator=_keep_updated_or_not(ctx))
+    assert alone.gi.keep_updated == (keep is not False)
     alone_res = alone.run(generations=2, workers=1)
     arena = GeneticSearch(g, t, DEV, limit, 256, 0, s, evaluator=_evaluator(g, t, limit, False))
     arena_res = arena.run(generations=2, workers=1)
-    assert _population(islands[1]) == _population(alone)          # same genomes, same times
+    assert _plain_population(islands[1]) == _plain_population(alone)          # same genomes, same times
     assert _population(islands[0]) == _population(arena)
     assert res.best.time_s == min(alone_res.best.time_s, arena_res.best.time_s)
 
@@ -125,3 +140,18 @@ def test_the_arena_search_is_never_slower_than_the_size_class_search():
         sc = plan_graph(g, limit, DEV, t, pool="size-classes", keep_updated=False, **kw)
         assert arena.verified and isinstance(arena.pool, Arena)
         assert arena.predicted["time_s"] <= sc.predicted["time_s"]
+
+
+@pytest.mark.parametrize("seed,frac", [(5, 0.9), (9, 0.7), (15, 0.7)])
+def test_the_arena_search_is_never_slower_than_the_size_class_search_that_keeps_updated_params(seed, frac):
+    # random graphs where the size-class planner keeps updated params and, with the island reading them from
+    # the host (keep_updated=False), the arena search ended slower than it (1 generation, population 4)
+    g = random_training_graph(seed, n_layers=6)
+    t = random_op_times(g, seed)
+    limit = int(frac * noswap_peak(g))
+    kw = dict(planner="swapadvisor", generations=1, workers=1, seed=0, recompute="off", population=4, polish="off")
+    sc = plan_graph(g, limit, DEV, t, pool="size-classes", **kw)
+    assert {p for p, _ in sc.initial_residents} & set(g.updates.values()), "the size-class plan keeps no update"
+    arena = plan_graph(g, limit, DEV, t, pool="arena", **kw)
+    assert arena.verified and isinstance(arena.pool, Arena)
+    assert arena.predicted["time_s"] <= sc.predicted["time_s"]
