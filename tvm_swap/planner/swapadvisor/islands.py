@@ -30,11 +30,13 @@ BERT-large@32 16 GB at 3 generations.
 The size-class island (size_class_island; the arena planners add it unless the planner option
 size_class_island="off"): the size-class search itself (AllocationSpace genomes, GeneticSearch's size-class seeds
 and CLS/CNT operators, its own Generator seeded by `seed`) scored by the same arena evaluator, which plans a
-size-class Allocation as swapplan.plan_swaps with the pool's objects side by side in the arena (the same time as
-pool="size-classes" with updated params read from the host). So the arena search is never slower than the
-size-class search at the same seed and generations, by construction (when the size-class planner keeps no updated
-param on the device: its choice on the paper points checked, BRNN-4-8K@64/128 and RNN-8-8K@128), and never slower
-than the arena search alone. Why it is needed: at BRNN-4-8K@64 (3 generations, seed 0) the arena search alone
+size-class Allocation as swapplan.plan_swaps with the pool's objects side by side in the arena (the same plan and
+time as pool="size-classes"). Updated params: the island keeps them on the device or not as the size-class planner
+does (planners._keep_updated_or_not: the mode whose best seed is faster); keeping, its genomes are KeptAllocations,
+planned over a keep_updated index, and the pool's renaming of objects within a class between iterations
+(Plan.next_object_map) becomes the arena's renaming cycles (equal, disjoint objects: any permutation of them maps
+the layout onto itself). So the arena search is never slower than the size-class search at the same seed and
+generations, by construction, and never slower than the arena search alone. Why it is needed: at BRNN-4-8K@64 (3 generations, seed 0) the arena search alone
 ended at 0.759 of ideal, the size-class search at 0.786, although the arena's best seed (0.726) beats the
 size-class pools' (0.677): the CLS/CNT search walked its 13 one-GiB param objects to a split that keeps the
 big weights resident across their forward-to-backward gaps (l3.fw.wh: fetched once; the arena's Belady over

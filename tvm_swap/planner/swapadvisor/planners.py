@@ -16,8 +16,8 @@ wall-clock budget the islands share it (islands.py says what holds then).
 
 In the arena pool the search also runs the size-class search itself as one more island (islands.size_class_island;
 planner option `size_class_island`, default on): a size-class plan is an arena plan whose objects never overlap, so
-at the same seed and generations the arena plan is never slower than pool="size-classes" (when that one keeps no
-updated param on the device, its choice at BRNN-4-8K@64/128 and RNN-8-8K@128). Measured on BRNN-4-8K@64, where
+at the same seed and generations the arena plan is never slower than pool="size-classes" (the island keeps updated
+params on the device where that pool would, _keep_updated_or_not, with its renaming as arena cycles). Measured on BRNN-4-8K@64, where
 the arena search alone ended below the size-class search (0.759 vs 0.786 of ideal at 3 generations): the
 size-class CLS/CNT search climbs from its best seed (0.677) faster than the arena genomes do from theirs (0.726);
 the arena's own plans lose 2.1-2.7 GiB of the 14.9 GiB arena to placement fragmentation (islands.py).
