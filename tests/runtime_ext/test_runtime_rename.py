@@ -70,3 +70,36 @@ def test_baselines_reading_kept_params_back_match_the_unlimited_build(planner):
             any(a.kind == "swap_out" and a.tensor == upd_of[t] for a in acts)
     assert_steps_match_unlimited(m, ex.mod, list(ex.inputs.values()), list(ex.params.values()),
                                  what=f"{planner}: ")
+
+
+def test_a_kept_size_class_plan_laid_out_in_the_arena_matches_the_unlimited_build():
+    """The arena's size-class island keeping updated params (encoding.KeptAllocation, arena._plan_with_classes):
+    the size-class plan with its objects side by side in the arena and its per-class renaming as the arena's
+    cycles (DevicePool.rename follows them); 3 chained steps are bitwise those of the unlimited build."""
+    from relay_passes.lower import lower
+    from tvm_swap.devices import DeviceSpec
+    from tvm_swap.graph.extract import graph_from_relax
+    from tvm_swap.planner.graphindex import GraphIndex
+    from tvm_swap.planner.swapadvisor.arena import plan_arena
+    from tvm_swap.planner.swapadvisor.encoding import KeptAllocation
+    from tvm_swap.verify import check_plan
+
+    ex = MODELS["mlp-train"]()
+    graph = graph_from_relax(lower(ex.mod, "llvm"))
+
+    def in_arena(plan):
+        gi = GraphIndex.build(graph, plan.pool.alignment, keep_updated=False)
+        # the size-class plan's own allocation: each size in the smallest class that holds it
+        alloc = KeptAllocation(np.searchsorted(np.asarray(plan.pool.class_bytes), gi.ts).astype(np.int64),
+                               np.asarray(plan.pool.class_count, dtype=np.int64))
+        out = plan_arena(gi, plan.schedule, plan.mem_limit, alloc).to_plan(
+            graph, plan.planner, plan.mem_limit, DeviceSpec.from_dict(plan.device))
+        assert [a.to_json() for a in out.actions] == [a.to_json() for a in plan.actions]
+        out.graph_name, out.graph_fingerprint, out.predicted = plan.graph_name, plan.graph_fingerprint, plan.predicted
+        return check_plan(graph, out)
+
+    m = tvm_swap.build(ex.mod, target="llvm", mem_limit="60%", params=ex.params, pool="size-classes",
+                       _plan_hook=in_arena, **FAST)
+    assert m.plan.pool.kind == "arena" and m.plan.pool.swaps, "the plan keeps no update on the device"
+    assert m.executor.next_backing != list(range(len(m.executor.next_backing)))
+    assert_steps_match_unlimited(m, ex.mod, list(ex.inputs.values()), list(ex.params.values()))
