@@ -93,6 +93,7 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
          ["compile", "cnn-train", "--target", "cuda -arch=sm_90", "--mem-limit", "2%", *out]),
         ("compile cnn-train --mem-limit 10% (first)", ["compile", "cnn-train", "--mem-limit", "10%", *out]),
         ("compile mlp-train --mem-limit 10% (first)", ["compile", "mlp-train", "--mem-limit", "10%", *out]),
+        ("plan cnn-train --mem-limit 2% (first)", ["plan", "cnn-train", "--mem-limit", "2%"]),
     ]
 
 

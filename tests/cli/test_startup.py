@@ -188,6 +188,11 @@ def _early_error_cases(tmp_path, odd_symbol):
                                                  *out], 1, "the smallest feasible limit is"),
         ("example, byte limit below a tensor", ["compile", "mlp-train", "--mem-limit", "1KB", *out], 1,
          "alone needs that much"),
+        # `plan` lowers an example for llvm: refused from the same table (tests/examples/test_example_floors.py)
+        ("plan: example below its floor", ["plan", "cnn-train", "--mem-limit", "2%"], 1,
+         "the smallest feasible limit is"),
+        ("plan: example, byte limit below its floor", ["plan", "mlp", "--pool", "size-classes", "--mem-limit",
+                                                       "1KB"], 1, "the smallest feasible limit is"),
     ]
 
 

@@ -121,3 +121,32 @@ def test_compile_refuses_as_it_did_after_lowering(tmp_path, monkeypatch):
     monkeypatch.setattr(floors, "_table", lambda: None)
     lowered = compile_at("10%")
     assert early is not None and early == lowered
+
+
+def test_plan_refuses_as_it_did_after_lowering(tmp_path, monkeypatch, capsys):
+    """`tvm-swap plan EXAMPLE` (lowered for llvm, no byte check of the Relax function first): the refusal from
+    the table is plan_graph's on the lowered graph, word for word, JSON fields included."""
+    from tvm_swap.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TVM_SWAP_CACHE_DIR", str(tmp_path / "cache"))
+
+    def plan_at(*argv):
+        assert main(["plan", *argv, "--generations", "1", "--workers", "1", "--json", "-q"]) == 1
+        return capsys.readouterr().out
+    cases = [("cnn-train", "--mem-limit", "2%"), ("cnn-train", "--mem-limit", "1KB"),
+             ("mlp", "--pool", "size-classes", "--mem-limit", "300KB"),
+             ("mlp-train", "--planner", "swapadvisor-nosearch", "--mem-limit", "10%")]
+    import tvm_swap.frontends.sources as sources
+
+    real_load = sources.load_graph
+
+    def not_loaded(*a, **k):
+        raise AssertionError("plan loaded (lowered) the example before refusing")
+    monkeypatch.setattr(sources, "load_graph", not_loaded)
+    early = [plan_at(*c) for c in cases]
+    monkeypatch.setattr(sources, "load_graph", real_load)
+    monkeypatch.setattr(floors, "_table", lambda: None)
+    lowered = [plan_at(*c) for c in cases]
+    assert early == lowered
+    assert all('"error": "infeasible_limit"' in e for e in early)

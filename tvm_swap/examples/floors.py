@@ -68,10 +68,11 @@ def _table() -> dict | None:
 
 
 def refuse_below_floor(model, mem_limit, *, target="llvm", planner="swapadvisor", pool=None, fuse_max_depth=None,
-                       micro_batches=None, train=None, shapes=None, params=None) -> None:
+                       micro_batches=None, train=None, shapes=None, params=None, tensor_check=True) -> None:
     """Raise the InfeasibleLimitError compile_model would raise for `mem_limit` (after prepare_model's check of a
     byte limit against the largest tensor, then the exact check on the lowered graph), when the table proves
-    it; otherwise return (the command goes on as before)."""
+    it; otherwise return (the command goes on as before). tensor_check=False: the refusal `tvm-swap plan`
+    gives (plan_graph's exact check alone, no byte check of the Relax function first)."""
     from ..planner.registry import FEASIBLE_AT_THE_FLOOR, SEARCH_PLANNERS
 
     if (not isinstance(model, str) or mem_limit is None or fuse_max_depth is not None or micro_batches is not None
@@ -90,7 +91,7 @@ def refuse_below_floor(model, mem_limit, *, target="llvm", planner="swapadvisor"
     from ..model_checks import _absolute_limit, refuse_below_tensor
     from ..units import parse_limit
 
-    if _absolute_limit(mem_limit) is not None:      # prepare_model checks a byte limit first
+    if tensor_check and _absolute_limit(mem_limit) is not None:      # prepare_model checks a byte limit first
         refuse_below_tensor(mem_limit, *example["largest_tensor"], alignment=ALIGNMENT)
     try:
         limit = int(parse_limit(mem_limit, entry["no_swap_bytes"]))
