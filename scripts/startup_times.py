@@ -63,6 +63,7 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
     tf.write_text((_mx() / "transformer_encoder-symbol.json").read_text())
     tf = str(tf)
     lstm = str(_mx() / "lstm_lm-symbol.json")
+    inception = str(ROOT / "tests" / "data" / "mxnet" / "inception_block-symbol.json")
     lost = write_onnx_without_its_data(tmp / "lost")
     return [
         ("--help", ["--help"]),
@@ -81,6 +82,10 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
                                                 "--mem-limit", "1MB", *out]),
         ("compile: missing params (transformer)", ["compile", tf, "--shape", "data=2,16,64", "--mem-limit", "60%",
                                                    *out]),
+        ("compile: missing params (Inception block)", ["compile", inception, "--shape", "data=2,8,16,16",
+                                                       "--mem-limit", "60%", *out]),
+        ("compile: byte limit below a tensor (Inception block)", ["compile", inception, "--shape", "data=2,8,16,16",
+                                                                  "--init", "random", "--mem-limit", "1KB", *out]),
         ("compile: missing params (LSTM LM)", ["compile", lstm, "--shape", "data=35,20", "--mem-limit", "60%", *out]),
         ("compile: LSTM data of the wrong rank", ["compile", lstm, "--shape", "data=35,20,2", "--init", "random",
                                                   "--mem-limit", "60%", *out]),

@@ -13,6 +13,7 @@ from tvm_swap.testing import write_conv_symbol, write_onnx_without_its_data
 
 ROOT = Path(__file__).resolve().parents[2]
 GRU_LM = str(ROOT / "tests" / "data" / "mxnet" / "gru_lm-symbol.json")
+INCEPTION = str(ROOT / "tests" / "data" / "mxnet" / "inception_block-symbol.json")
 
 
 def _py(code, timeout=600):
@@ -178,6 +179,12 @@ def _early_error_cases(tmp_path, odd_symbol):
                                         "50%", *out], 1, "data must be (seq_len, batch, features) in TNC layout"),
         ("byte limit below a tensor (RNN)", ["compile", GRU_LM, "--shape", "data=5,3", "--init", "random",
                                              "--mem-limit", "1KB", *out], 1, "alone needs that much"),
+        # an Inception block (ceil-mode pooling, a BatchNorm with fix_gamma): its shapes walked from the symbol
+        ("missing params (Inception block)", ["compile", INCEPTION, "--shape", "data=2,8,16,16", "--mem-limit", "50%",
+                                              *out], 1, "33 of its 33 parameters without a value"),
+        ("byte limit below a tensor (Inception block)", ["compile", INCEPTION, "--shape", "data=2,8,16,16", "--init",
+                                                         "random", "--mem-limit", "1KB", *out], 1,
+         "parameter 'data' alone needs that much"),
         # a bundled example below its floor (tvm_swap.examples.floors; the message is tested against the
         # lowered path's in tests/examples/test_example_floors.py)
         ("example below its floor", ["compile", "cnn-train", "--mem-limit", "10%", *out], 1,

@@ -255,4 +255,28 @@ def test_every_early_claim_is_the_importers_for_wrong_shapes_too():
         for n in ("transformer_encoder", "lstm_lm_small"):
             assert {(n, "missing"), (n, "largest")} <= kinds, n
         assert ("lstm_lm_small", "error") in kinds          # token ids of one dim more: 4-d data into the RNN
-    assert {("gru_lm", "missing"), ("bilstm", "largest"), ("bilstm", "error"), ("mobilenet_block", "missing")} <= kinds
+    assert {("gru_lm", "missing"), ("bilstm", "largest"), ("bilstm", "error"), ("mobilenet_block", "missing"),
+            ("inception_block", "missing"), ("inception_block", "largest")} <= kinds   # (ceil pooling, fix_gamma)
+
+
+def test_full_convention_pooling_sizes_are_relaxs():
+    """pooling_convention="full" (the importer's ceil_mode=True): the shape rule gives the output size Relax
+    infers, for 1-, 2- and 3-d max and average pooling over sizes, kernels, strides and pads."""
+    import itertools
+
+    from tvm import relax
+
+    from tvm_swap.frontends.mxnet_early import _pool_out
+
+    bb = relax.BlockBuilder()
+    checked = 0
+    for nd, size, k, s, p in itertools.product((1, 2, 3), (1, 2, 3, 5, 7, 8, 9), (1, 2, 3), (1, 2, 3), (0, 1)):
+        if size + 2 * p < k:
+            continue
+        x = relax.Var("x", relax.TensorType([1, 2] + [size] * nd, "float32"))
+        for kind in ("max", "avg"):
+            fn = getattr(relax.op.nn, f"{kind}_pool{nd}d")
+            got = bb.normalize(fn(x, (k,) * nd, (s,) * nd, (p,) * nd, ceil_mode=True)).ty.shape.values
+            assert [int(d) for d in got[2:]] == [_pool_out(size, k, s, p, 1)] * nd, (nd, size, k, s, p, kind)
+            checked += 1
+    assert checked > 500

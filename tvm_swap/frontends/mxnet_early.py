@@ -57,6 +57,17 @@ _DATA_SLOTS.update({op: s for op, s in _more_data_slots().items() if op not in _
 _IGNORED_FROM = {"SoftmaxOutput": 1, "Softmax": 1}
 
 
+def _ignored_slots(node) -> frozenset:
+    """Input slots the converter never reads: a loss layer's label, a BatchNorm's gamma under fix_gamma (the
+    symbol API's default: mxnet_ops.batch_norm uses ones). A variable read only there is no parameter of the
+    imported function."""
+    start = _IGNORED_FROM.get(node.op)
+    slots = set(range(start, len(node.inputs))) if start is not None else set()
+    if node.op == "BatchNorm" and node.attrs.bool("fix_gamma", True):
+        slots.add(1)
+    return frozenset(slots)
+
+
 def _weight_slots(node) -> tuple:
     """Input slots the converter always reads as a parameter (tvm_swap.frontends.mxnet_ops)."""
     a, op = node.attrs, node.op
@@ -133,12 +144,12 @@ def _never_read(graph: Graph, needed: set) -> set[str]:
     for node in graph.nodes:
         if node.index not in needed or node.op == "null":
             continue
-        start = _IGNORED_FROM.get(node.op)
+        ignored = _ignored_slots(node)
         for slot, (src, _) in enumerate(node.inputs):
             v = graph.nodes[src]
             if v.op != "null":
                 continue
-            if start is not None and slot >= start:
+            if slot in ignored:
                 ignored_only.add(v.name)
             else:
                 seen.add(v.name)
@@ -177,6 +188,13 @@ def first_index(graph: Graph, name: str) -> int:
 
 def _conv_out(size: int, k: int, s: int, p: int, d: int) -> int:
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _pool_out(size: int, k: int, s: int, p: int, d: int) -> int:
+    """A pooling's output size with pooling_convention="full": the importer's ceil_mode=True, which Relax infers
+    as PyTorch does (rounded up, less a last window that would start in the right padding)."""
+    out = (size + 2 * p - d * (k - 1) - 1 + s - 1) // s + 1
+    return out - 1 if (out - 1) * s >= size + p else out
 
 
 def _axis(axis: int, ndim: int) -> int:
@@ -229,16 +247,25 @@ def _infer(node, ins: list, params: dict) -> tuple:
             weight(2, (f,))
         return (x[0], f) + tuple(_conv_out(x[2 + i], k[i], st[i], pa[i], di[i]) for i in range(nd))
     if op == "Pooling":
+        pool_type = a.str("pool_type", "max")
+        if pool_type not in ("max", "avg", "sum") or a.str("layout") not in (
+                None, {1: "NCW", 2: "NCHW", 3: "NCDHW"}.get(len(x) - 2)):
+            raise ValueError(op)           # (mxnet_ops.pooling refuses these)
         if a.bool("global_pool", False):
             return tuple(x[:2]) + (1,) * (len(x) - 2)
         k = a.tuple("kernel")
         nd = len(k)
-        if len(x) != nd + 2 or a.str("pooling_convention", "valid") != "valid":
+        convention = a.str("pooling_convention", "valid")
+        if len(x) != nd + 2 or convention not in ("valid", "full") or (convention == "full" and pool_type == "sum"):
             raise ValueError(op)
-        st, pa = a.tuple("stride", (1,) * nd), a.tuple("pad", (0,) * nd)
+        st, pa = a.tuple("stride", ()) or (1,) * nd, a.tuple("pad", ()) or (0,) * nd
         if len(st) != nd or len(pa) != nd:
             raise ValueError(op)
-        return tuple(x[:2]) + tuple(_conv_out(x[2 + i], k[i], st[i], pa[i], 1) for i in range(nd))
+        size = _pool_out if convention == "full" else _conv_out
+        out = tuple(x[:2]) + tuple(size(x[2 + i], k[i], st[i], pa[i], 1) for i in range(nd))
+        if min(out) < 1:
+            raise ValueError(op)
+        return out
     if op == "FullyConnected":
         h = a.int("num_hidden")
         flat = a.bool("flatten", True)
@@ -433,15 +460,15 @@ def _walk(graph: Graph, shapes: dict):
         if node.op not in _DATA_SLOTS:
             raise ValueError(node.op)
         data_slots = _DATA_SLOTS[node.op]
-        ignored_from = _IGNORED_FROM.get(node.op, len(node.inputs))
+        ignored = _ignored_slots(node)
         ins = [data(src, idx) for slot, (src, idx) in enumerate(node.inputs)
-               if slot < ignored_from and (data_slots is None or slot in data_slots)]
+               if slot not in ignored and (data_slots is None or slot in data_slots)]
         if not ins:
             raise ValueError("no data input")
         slots: dict = {}
         out[node.index] = [_infer(node, ins, slots)]
         for slot, (src, _) in enumerate(node.inputs):
-            if slot >= ignored_from or data_slots is None or slot in data_slots:
+            if slot in ignored or data_slots is None or slot in data_slots:
                 continue
             if slot not in slots:
                 raise ValueError("an input that is neither data nor a weight")
