@@ -27,7 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tvm_swap.testing import write_conv_symbol, write_onnx_without_its_data  # noqa: E402
+from tvm_swap.testing import (write_conv_symbol, write_onnx_with_unconverted_ops,  # noqa: E402
+                              write_onnx_without_its_data)
 
 
 def _mx() -> Path:
@@ -65,6 +66,7 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
     lstm = str(_mx() / "lstm_lm-symbol.json")
     inception = str(ROOT / "tests" / "data" / "mxnet" / "inception_block-symbol.json")
     lost = write_onnx_without_its_data(tmp / "lost")
+    odd_onnx = write_onnx_with_unconverted_ops(tmp / "odd.onnx")
     return [
         ("--help", ["--help"]),
         ("compile --help", ["compile", "--help"]),
@@ -93,6 +95,8 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
                                                           "random", "--mem-limit", "1MB", *out]),
         *([("compile: ONNX weights not beside it", ["compile", str(lost), "--mem-limit", "60%", *out])]
           if lost else []),
+        *([("compile: ONNX operators TVM does not convert", ["compile", str(odd_onnx), "--mem-limit", "60%", *out])]
+          if odd_onnx else []),
         ("compile cnn-train --mem-limit 2% (first)", ["compile", "cnn-train", "--mem-limit", "2%", *out]),
         ("compile cnn-train --target cuda --mem-limit 2% (first)",
          ["compile", "cnn-train", "--target", "cuda -arch=sm_90", "--mem-limit", "2%", *out]),

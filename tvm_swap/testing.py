@@ -383,6 +383,30 @@ def write_conv_symbol(path):
     return path
 
 
+def write_onnx_with_unconverted_ops(path):
+    """An ONNX model (a Gemm, then two Celu and an op of a custom domain, none of which TVM 0.27's importer
+    converts) at PATH (returned; None without the onnx package). The CLI refuses it before importing TVM."""
+    from pathlib import Path
+
+    try:
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError:
+        return None
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])
+    w = numpy_helper.from_array(np.ones((16, 8), np.float32), "w")
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["h0"], transB=1),
+             helper.make_node("Celu", ["h0"], ["h1"]), helper.make_node("Celu", ["h1"], ["h2"]),
+             helper.make_node("FancyOp", ["h2"], ["y"], domain="com.example")]
+    g = helper.make_graph(nodes, "g", [x], [y], initializer=[w])
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]),
+              str(path))
+    return path
+
+
 def write_onnx_without_its_data(folder):
     """An ONNX model (one Gemm) whose weight was saved in a file beside it, which is then deleted: FOLDER/m.onnx
     (returned; None without the onnx package). The CLI refuses it before importing onnx or TVM."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tvm_swap.testing import write_conv_symbol, write_onnx_without_its_data
+from tvm_swap.testing import write_conv_symbol, write_onnx_with_unconverted_ops, write_onnx_without_its_data
 
 ROOT = Path(__file__).resolve().parents[2]
 GRU_LM = str(ROOT / "tests" / "data" / "mxnet" / "gru_lm-symbol.json")
@@ -153,6 +153,7 @@ def _early_error_cases(tmp_path, odd_symbol):
                      key=os.path.getsize)[0]
     out = ["-o", str(tmp_path / "never.so")]
     lost = write_onnx_without_its_data(tmp_path / "lost")
+    odd_onnx = write_onnx_with_unconverted_ops(tmp_path / "odd.onnx")
     return [
         ("usage", ["compile", conv, *out], 2, "--mem-limit"),
         ("missing file", ["compile", str(tmp_path / "nosuch-symbol.json"), "--mem-limit", "50%", *out], 1,
@@ -172,6 +173,9 @@ def _early_error_cases(tmp_path, odd_symbol):
         ("not a library of ours", ["run", foreign], 1, "not a tvm_swap module"),
         *([("onnx weights not beside it", ["compile", str(lost), "--mem-limit", "50%", *out], 1,
             "in files that are not beside it")] if lost else []),
+        # operators TVM's ONNX importer does not convert: from the stored list of its convert map
+        *([("onnx operators TVM does not convert", ["compile", str(odd_onnx), "--mem-limit", "50%", *out], 1,
+            "TVM's ONNX frontend has no converter for Celu (x2), FancyOp (x1)")] if odd_onnx else []),
         # a GRU language model (Embedding, fused RNN, FullyConnected): proven from the symbol's shapes too
         ("missing params (RNN)", ["compile", GRU_LM, "--shape", "data=5,3", "--mem-limit", "50%", *out], 1,
          "parameters without a value"),

@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from tvm_swap.errors import TvmSwapError  # noqa: E402
 from tvm_swap.frontends.onnx_import import from_onnx, refuse_before_import  # noqa: E402
+from tvm_swap.testing import write_onnx_with_unconverted_ops  # noqa: E402
 
 
 def _gemm(batch=4, weights_inside=True):
@@ -59,6 +60,21 @@ def _cases(tmp_path):
     out.append(("weights as inputs", tmp_path / "inputs.onnx", {}))
     onnx.save(_gemm(weights_inside=False), str(tmp_path / "inputs.onnx"))
     out.append(("no such file", tmp_path / "nosuch.onnx", {}))
+    out.append(("operators TVM does not convert", write_onnx_with_unconverted_ops(tmp_path / "odd.onnx"), {}))
+    out.append(("operators TVM does not convert, shapes of an input it lacks", tmp_path / "odd.onnx",
+                {"image": (4, 8)}))
+    d = tmp_path / "odd_lost"             # its weights' file missing too: that is said first, as before
+    d.mkdir()
+    onnx.save(onnx.load(str(tmp_path / "odd.onnx")), str(d / "m.onnx"), save_as_external_data=True,
+              location="m.data", size_threshold=0)
+    (d / "m.data").unlink()
+    out.append(("operators TVM does not convert, data missing", d / "m.onnx", {}))
+    short = tmp_path / "odd_short"        # a data file too short (onnx refuses it when reading): ops said first
+    short.mkdir()
+    onnx.save(onnx.load(str(tmp_path / "odd.onnx")), str(short / "m.onnx"), save_as_external_data=True,
+              location="m.data", size_threshold=0)
+    (short / "m.data").write_bytes((short / "m.data").read_bytes()[:16])
+    out.append(("operators TVM does not convert, data file short", short / "m.onnx", {}))
     return out
 
 
@@ -81,7 +97,40 @@ def test_wherever_the_early_check_speaks_the_importer_says_the_same(tmp_path):
         else:
             assert late is None or "frontend" in late, (name, late)    # (only TVM's own refusals remain)
     assert set(spoke) == {"good, shapes of an input it lacks", "garbage", "cut in half", "trailing bytes",
-                          "an open dim", "all data missing", "one of two data files missing", "no such file"}, spoke
+                          "an open dim", "all data missing", "one of two data files missing", "no such file",
+                          "operators TVM does not convert", "operators TVM does not convert, data missing",
+                          "operators TVM does not convert, shapes of an input it lacks",
+                          "operators TVM does not convert, data file short"}, spoke
+
+
+def test_unconverted_operators_are_named_from_the_stored_list_with_counts(tmp_path):
+    msg = _message(lambda: refuse_before_import(str(write_onnx_with_unconverted_ops(tmp_path / "m.onnx"))))
+    assert msg.startswith("TVM's ONNX frontend has no converter for Celu (x2), FancyOp (x1); re-export"), msg
+
+
+def test_the_stored_op_list_is_the_live_importers():
+    """tvm_swap/frontends/onnx_ops.json is the convert map of the TVM installed (and so in use)."""
+    from tvm_swap.frontends import onnx_ops
+
+    live = onnx_ops.live_converted_ops()
+    assert live, "TVM's ONNX importer has no convert map (_get_convert_map)"
+    assert onnx_ops.TABLE.read_text() == onnx_ops.table_text(onnx_ops.tvm_release(), live), (
+        f"{onnx_ops.TABLE} is stale for TVM {onnx_ops.tvm_release()}: run python scripts/onnx_ops.py")
+    assert onnx_ops.stored_converted_ops() == live
+
+
+def test_a_list_written_for_another_tvm_is_not_used(tmp_path, monkeypatch):
+    from tvm_swap.frontends import onnx_ops
+
+    path = write_onnx_with_unconverted_ops(tmp_path / "m.onnx")
+    monkeypatch.setattr(onnx_ops, "tvm_release", lambda: "0.26.0")
+    onnx_ops.stored_converted_ops.cache_clear()
+    try:
+        assert onnx_ops.stored_converted_ops() is None
+        refuse_before_import(str(path))           # nothing known: left to the importer
+    finally:
+        monkeypatch.undo()
+        onnx_ops.stored_converted_ops.cache_clear()
 
 
 def test_missing_weight_files_are_named_at_once(tmp_path):

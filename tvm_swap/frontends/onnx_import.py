@@ -17,13 +17,14 @@ from ..errors import TvmSwapError, UnsupportedModelError
 from .rewrites import fold_weight_broadcasts
 
 
-def _load(model):
+def _read(model):
+    """(ModelProto without its external data loaded, the file's path or None for a ModelProto given)."""
     try:
         import onnx
     except ImportError:
         raise TvmSwapError("importing ONNX needs the onnx package: pip install onnx") from None
     if isinstance(model, onnx.ModelProto):
-        return model
+        return model, None
     path = os.fspath(model)
     if not os.path.isfile(path):
         raise _not_found(path)
@@ -34,13 +35,18 @@ def _load(model):
     missing = _missing_external_data(proto, path)
     if missing is not None:
         raise missing
+    return proto, path
+
+
+def _load_external_data(proto, path) -> None:
+    if path is None:
+        return
     try:
         from onnx.external_data_helper import load_external_data_for_model
 
         load_external_data_for_model(proto, os.path.dirname(path))
     except Exception as e:  # a data file that is short, a location onnx refuses, ...
         raise _unreadable(path, e) from None
-    return proto
 
 
 def _not_found(path: str) -> TvmSwapError:
@@ -112,10 +118,11 @@ def _model_proto_class():
 
 
 def refuse_before_import(path, shapes=None) -> None:
-    """from_onnx's refusals of a file that come before TVM, raised without importing the onnx package either: a
-    file that does not exist, is no ONNX model, lacks the files that hold its weights, or does not have the
-    inputs `shapes` names (or leaves a dim open); the same messages, word for word (model_io calls this for
-    the command line)."""
+    """from_onnx's refusals of a file that come before TVM converts it, raised without importing TVM or the onnx
+    package: a file that does not exist, is no ONNX model, lacks the files that hold its weights, does not have
+    the inputs `shapes` names (or leaves a dim open), or has operators TVM's importer does not convert (from
+    the stored list, when it was written for the TVM installed); the same messages, in the same order, word for
+    word (model_io calls this for the command line)."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise _not_found(path)
@@ -137,15 +144,26 @@ def refuse_before_import(path, shapes=None) -> None:
     if missing is not None:
         raise missing
     _check_shapes(model, {k: [int(d) for d in v] for k, v in (shapes or {}).items()})
+    from .onnx_ops import stored_converted_ops
+
+    _refuse_unsupported(model, stored_converted_ops())
 
 
-def _unsupported_ops(model) -> Counter:
-    try:
-        from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
-    except ImportError:  # private API; TVM's own check still runs
-        return Counter()
-    known = set(_get_convert_map()) | {"Constant", "If"}
-    return Counter(n.op_type for n in model.graph.node if n.op_type not in known)
+# op types from_onnx handles without a converter of TVM's map
+HANDLED_APART = frozenset({"Constant", "If"})
+
+
+def _refuse_unsupported(model, converted) -> None:
+    """Every operator of the graph TVM's importer does not convert, named at once with counts; `converted`: the
+    op types its convert map has (None: not known, TVM's own check runs)."""
+    if converted is None:
+        return
+    known = set(converted) | HANDLED_APART
+    missing = Counter(n.op_type for n in model.graph.node if n.op_type not in known)
+    if missing:
+        ops = ", ".join(f"{op} (x{n})" for op, n in sorted(missing.items()))
+        raise UnsupportedModelError(f"TVM's ONNX frontend has no converter for {ops}; re-export the model "
+                                    "without them (e.g. from PyTorch with tvm_swap.frontends.from_torch)")
 
 
 def _graph_inputs(model) -> dict:
@@ -175,17 +193,17 @@ def _check_shapes(model, shapes):
 
 def from_onnx(model, shapes=None, dtypes=None, opset=None, fix_broadcasts: bool = True):
     """ONNX file path or ModelProto -> (IRModule with main(*inputs, *params), {name: np.ndarray})."""
-    model = _load(model)
+    model, path = _read(model)
     shapes = {k: [int(d) for d in v] for k, v in (shapes or {}).items()}
     _check_shapes(model, shapes)        # (a file that is no model, or shapes that do not fit: before TVM, seconds)
+    from .onnx_ops import live_converted_ops
+
+    # refuse_before_import's checks, in its order: the operators before the weights' data is read
+    _refuse_unsupported(model, live_converted_ops())
+    _load_external_data(model, path)
     from tvm.relax.frontend import detach_params
     from tvm.relax.frontend.onnx import from_onnx as tvm_from_onnx
 
-    missing = _unsupported_ops(model)
-    if missing:
-        ops = ", ".join(f"{op} (x{n})" for op, n in sorted(missing.items()))
-        raise UnsupportedModelError(f"TVM's ONNX frontend has no converter for {ops}; re-export the model "
-                                    "without them (e.g. from PyTorch with tvm_swap.frontends.from_torch)")
     try:
         mod = tvm_from_onnx(model, shape_dict=shapes or None, dtype_dict=dtypes or "float32", opset=opset,
                             keep_params_in_input=True)
