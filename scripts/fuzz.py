@@ -38,7 +38,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import signal
 import sys
 import time
 import traceback
@@ -51,6 +50,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from cut_short import run_cut_short, worker_signals  # noqa: E402
 from tvm_swap.devices import DEVICES  # noqa: E402
 from tvm_swap.errors import InfeasibleLimitError, TvmSwapError  # noqa: E402
 from tvm_swap.graph import DataflowGraph, TensorInfo  # noqa: E402
@@ -324,7 +324,7 @@ def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, pro
     else:
         _warm_up()
         ctx = multiprocessing.get_context("fork")
-        pool = ctx.Pool(workers, initializer=_worker_signals)
+        pool = ctx.Pool(workers, initializer=worker_signals)
         # one case per task: cases range from milliseconds to half a minute, so a worker takes the next case
         # when it is done and the run ends with at most one case's tail (a task costs ~0.1 ms of pickling)
         it = pool.imap_unordered(_run_case_star, [(s, planners, det(s)) for s in seeds], chunksize=1)
@@ -344,23 +344,6 @@ def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, pro
             pool.join()
     results.sort(key=lambda r: r["seed"])
     return results, time.perf_counter() - t0
-
-
-def _worker_signals() -> None:
-    """Workers leave Ctrl-C and a timeout's SIGTERM to the parent, which ends them (pool.terminate). They run
-    in a process group of their own: `timeout` and a terminal signal the whole group, and a worker killed
-    while it holds the task queue's lock would hang pool.terminate (the parent waits for that lock)."""
-    os.setpgrp()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def _interrupt(signum, frame):
-    # the first signal cuts the run; the ones after it (a timeout wrapper's SIGTERM to the whole group, a
-    # second Ctrl-C) must not cut the summary of what was done, so they are ignored until it is written
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise KeyboardInterrupt
 
 
 _WARM = []
@@ -445,27 +428,21 @@ def main(argv=None) -> int:
     print(f"fuzzing {args.n} cases (seeds {args.start}..{args.start + args.n - 1}), planners "
           f"{', '.join(planners)}, {args.workers} workers", flush=True)
     # Ctrl-C or a timeout's SIGTERM: the cases finished so far are summarized (and written) all the same,
-    # marked as cut, and the exit code is 130
+    # marked as cut, and the exit code is 130 (cut_short.py)
     done: list = []
     _warm_up()
     _settle_gc()
     t0 = time.perf_counter()
-    old_term = signal.signal(signal.SIGTERM, _interrupt)
-    old_int = signal.signal(signal.SIGINT, _interrupt)
-    cut = False
-    try:
-        results, wall = fuzz(seeds, planners, args.workers, args.determinism_every, progress=True, results=done)
-    except KeyboardInterrupt:
-        cut = True
-        results, wall = sorted(done, key=lambda r: r["seed"]), time.perf_counter() - t0
-        print(f"interrupted after {len(results)} of {args.n} cases", file=sys.stderr)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)   # the summary is written whatever comes now
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    rc = _report(args, planners, commit, results, wall, cut)
-    if not cut:         # a run cut short keeps ignoring them: it exits now, with 130 however often it is told
-        signal.signal(signal.SIGTERM, old_term)
-        signal.signal(signal.SIGINT, old_int)
-    return rc
+
+    def work(run):
+        fuzz(seeds, planners, args.workers, args.determinism_every, progress=True, results=done)
+
+    def summarize_run(cut):
+        results = sorted(done, key=lambda r: r["seed"])
+        if cut:
+            print(f"interrupted after {len(results)} of {args.n} cases", file=sys.stderr)
+        return _report(args, planners, commit, results, time.perf_counter() - t0, cut)
+    return run_cut_short(work, summarize_run)
 
 
 def _report(args, planners, commit, results, wall, cut) -> int:

@@ -15,11 +15,13 @@ whose advice (fuse_max_depth=1) is then taken and must build and match ('workaro
     python scripts/fuzz_runtime.py --n 50 --json out.json   # a line per case, a reproducer per failure, a table
     python scripts/fuzz_runtime.py --n 100 --workers 2     # cases in 2 processes (lines in the order cases end)
     python scripts/fuzz_runtime.py --case 7
-Exit code: 0 when no case failed (known limitations allowed), 1 otherwise.
+Exit code: 0 when no case failed (known limitations allowed), 1 otherwise; 130 for a run cut short by Ctrl-C or
+a timeout's SIGTERM, which still prints and writes the summary of the cases it finished (cut_short.py).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 import traceback
@@ -29,6 +31,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))        # (cut_short, also when imported from a test)
+
+from cut_short import run_cut_short  # noqa: E402
 
 PLANNERS = ("swapadvisor", "swapadvisor-nosearch", "odswap", "vdnn", "noswap")
 
@@ -303,7 +308,11 @@ def run_cases(seeds, workers: int = 1):
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    exe = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    from cut_short import worker_signals
+
+    # (the workers leave Ctrl-C and a timeout's SIGTERM to this process, which ends them when it stops early)
+    exe = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=worker_signals)
+    finished = False
     try:
         futures = {exe.submit(run_case, s): s for s in seeds}
         for f in as_completed(futures):
@@ -312,8 +321,23 @@ def run_cases(seeds, workers: int = 1):
             except BrokenProcessPool as e:
                 yield {"seed": futures[f], "ok": False, "kind": "crash", "below": None,
                        "why": f"a worker process died while this case was pending or running ({e})"}
+        finished = True
     finally:
-        exe.shutdown(wait=False, cancel_futures=True)
+        if not finished:          # cut short: the cases still running are not waited for
+            _end_workers(exe)
+        exe.shutdown(wait=finished, cancel_futures=True)
+
+
+def _end_workers(exe) -> None:
+    """Terminate a process pool's workers (Python 3.14 has ProcessPoolExecutor.terminate_workers)."""
+    end = getattr(exe, "terminate_workers", None)
+    if end is not None:
+        end()
+        return
+    for p in list((getattr(exe, "_processes", None) or {}).values()):
+        p.terminate()
+    for p in list((getattr(exe, "_processes", None) or {}).values()):
+        p.join(timeout=10)
 
 
 def main(argv=None) -> int:
@@ -331,23 +355,38 @@ def main(argv=None) -> int:
     commit = git_commit()        # the code measured: HEAD when the run starts
     t0 = time.perf_counter()
     results = []
-    for r in run_cases(seeds, args.workers):
-        results.append(r)
-        print(case_line(r), flush=True)
-    results.sort(key=lambda r: r["seed"])
-    wall = time.perf_counter() - t0
+
+    def work(run):
+        with contextlib.closing(run_cases(seeds, args.workers)) as cases:
+            for r in cases:
+                if run.cut:      # (a signal that TVM turned into a case's error: that case was cut, not failed)
+                    raise KeyboardInterrupt
+                results.append(r)
+                print(case_line(r), flush=True)
+
+    def summarize_run(cut):
+        results.sort(key=lambda r: r["seed"])
+        return _report(args, commit, results, time.perf_counter() - t0, cut, len(seeds))
+    # Ctrl-C or a timeout's SIGTERM: the cases finished so far are summarized and written all the same, marked
+    # as cut, and the exit code is 130 (cut_short.py)
+    return run_cut_short(work, summarize_run)
+
+
+def _report(args, commit, results, wall, cut, n) -> int:
+    """Print the table and the last line, write the JSON; the exit code (130 for a run cut short)."""
     table, counts = summarize(results, wall)
     print(table)
     bad = [r["seed"] for r in results if r["kind"] in FAILURE_KINDS]
     known = [r["seed"] for r in results if r["kind"] in KNOWN_KINDS]
     print(f"{counts['passed']}/{len(results)} cases passed in {wall:.1f} s; failures: {bad or 'none'}; "
-          f"known limitations: {known or 'none'}")
+          f"known limitations: {known or 'none'}" + (f"; CUT SHORT: {len(results)} of {n} cases" if cut else ""))
     if args.json:
         import json
 
         Path(args.json).write_text(json.dumps({"commit": commit, "args": vars(args), **counts,
+                                               "cases_done": len(results), "cut_short": cut,
                                                "cases": results}, indent=1, default=str) + "\n")
-    return 1 if bad else 0
+    return 130 if cut else 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """scripts/fuzz_runtime.py: random small models built under random limits run bitwise equal to the unlimited
 build, and the fuzz notices when they do not."""
+import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -138,3 +140,98 @@ def test_cases_run_in_worker_processes_as_in_this_one():
     assert sorted(there) == [6, 7]
     for s in (6, 7):
         assert {k: v for k, v in there[s].items() if k != "why"} == {k: v for k, v in here[s].items() if k != "why"}
+
+
+class _Unhandled(Exception):
+    """SIGTERM reached the test's own guard: the fuzz did not handle it."""
+
+
+@pytest.mark.parametrize("tvm_wraps_it", [False, True])
+def test_a_run_cut_short_still_summarizes_what_it_finished(monkeypatch, tmp_path, capsys, tvm_wraps_it):
+    """The second case gets a SIGTERM (a timeout), then another and a Ctrl-C while the summary is written: the
+    finished case is summarized and written all the same, the cut case is not counted (also when the signal
+    surfaced inside TVM as a case's error), and the exit code is 130."""
+    import json
+    import os
+    import signal
+
+    def guard(signum, frame):
+        raise _Unhandled(signum)
+
+    def fake_case(seed):
+        if seed == 1:
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)                     # (the handler runs here)
+            except KeyboardInterrupt:
+                if not tvm_wraps_it:
+                    raise
+                return {"seed": seed, "ok": False, "kind": "crash", "below": None, "why": "TVMError: interrupted"}
+        return {"seed": seed, "ok": True, "kind": None, "below": None, "why": ""}
+
+    real_summarize = fuzz_runtime.summarize
+
+    def summarize_under_fire(results, wall):
+        os.kill(os.getpid(), signal.SIGTERM)      # both ignored while the summary is written
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_summarize(results, wall)
+
+    monkeypatch.setattr(fuzz_runtime, "run_case", fake_case)
+    monkeypatch.setattr(fuzz_runtime, "summarize", summarize_under_fire)
+    old = signal.signal(signal.SIGTERM, guard), signal.getsignal(signal.SIGINT)
+    try:
+        rc = fuzz_runtime.main(["--n", "5", "--json", str(tmp_path / "out.json")])
+    finally:
+        signal.signal(signal.SIGTERM, old[0])
+        signal.signal(signal.SIGINT, old[1])
+    out = capsys.readouterr().out
+    assert rc == 130, out
+    assert "CUT SHORT: 1 of 5 cases" in out and "1/1 cases passed" in out
+    data = json.loads((tmp_path / "out.json").read_text())
+    assert data["cut_short"] and data["cases_done"] == 1 and [c["seed"] for c in data["cases"]] == [0]
+
+
+@pytest.mark.slow          # two fresh processes importing TVM, and a case or more each
+def test_a_run_cut_by_a_timeout_in_worker_processes_leaves_no_worker_behind(tmp_path):
+    """`timeout` signals the whole process group, and a user presses Ctrl-C twice: the cases done so far are
+    summarized and written (exit 130), no case is reported as a crash, and no worker is left running."""
+    import json
+    import os
+    import signal
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "fuzz_runtime.json"
+    proc = subprocess.Popen([sys.executable, str(root / "scripts" / "fuzz_runtime.py"), "--n", "1000", "--workers",
+                             "2", "--json", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(root)})
+    lines = []
+    try:
+        for line in proc.stdout:                   # a case line: one case is done
+            lines.append(line)
+            if " seed " in line:
+                break
+        for sig in (signal.SIGTERM, signal.SIGTERM, signal.SIGINT, signal.SIGTERM):
+            os.killpg(proc.pid, sig)
+            time.sleep(0.01)
+        rest, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = "".join(lines) + rest
+    assert proc.returncode == 130, text[-3000:]
+    assert "CUT SHORT" in text
+    data = json.loads(out.read_text())
+    assert data["cut_short"] and data["cases_done"] >= 1
+    assert not data["by_kind"]["crash"], [c for c in data["cases"] if c["kind"] == "crash"]
+    time.sleep(1.0)
+    left = [p for p in os.listdir("/proc") if p.isdigit() and _worker_of(p, proc.pid)]
+    assert not left, f"workers left behind: {left}"
+
+
+def _worker_of(pid: str, sid: int) -> bool:
+    """Whether process `pid` is a spawned worker of the run in session `sid` (workers stay in it)."""
+    try:
+        return os.getsid(int(pid)) == sid and b"multiprocessing.spawn" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
