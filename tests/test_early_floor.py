@@ -162,3 +162,30 @@ def test_the_first_compile_refuses_a_percent_below_the_floor_without_lowering(tm
     assert refusal["min_feasible_bytes"] < 1051392              # and on the exact floor's bytes
     assert "known before lowering" in refusal["message"] and "raise --mem-limit" in refusal["message"]
     assert elapsed < 5.0
+
+
+def test_a_limit_between_the_bound_and_the_floor_is_refused_after_lowering_before_profiling_or_search(monkeypatch):
+    """A percentage the bounds cannot refuse (above floor_share_at_least) but below the exact floor: lowered
+    first (the floor needs the fused kernels and their workspace, the percentage the static plan), then refused
+    exactly, before any kernel is profiled and before the search starts (both made to fail here)."""
+    import tvm_swap.planner.api as api
+    import tvm_swap.profile as profile
+    from tvm_swap.errors import InfeasibleLimitError
+    from tvm_swap.examples import get_example
+    from tvm_swap.pipeline import compile_model
+
+    mod = get_example("cnn-train").mod
+    bound = floor_bounds(mod, "main", "llvm").floor_share_at_least()
+    exact = compile_model(mod, mem_limit=None, profile=False, graph_cache=False).graph
+    from tvm_swap.limits import no_swap_bytes
+    from tvm_swap.planner.api import feasible_floor
+
+    floor = feasible_floor(exact, "arena")[0] / no_swap_bytes(exact)
+    assert bound < floor
+    pct = f"{100 * (bound + floor) / 2:.3f}%"
+    check_before_lowering(mod, pct, "main", "llvm")                       # the bounds say nothing
+    monkeypatch.setattr(profile, "per_op_times", lambda *a, **k: pytest.fail("profiled"))
+    monkeypatch.setattr(api, "plan_graph", lambda *a, **k: pytest.fail("searched"))
+    with pytest.raises(InfeasibleLimitError) as e:
+        compile_model(mod, mem_limit=pct, profile=True, graph_cache=False)
+    assert e.value.exact and e.value.min_feasible == feasible_floor(exact, "arena")[0]
