@@ -101,13 +101,14 @@ def setup(d: Path, env: dict) -> dict:
     bare.write_bytes(data[: len(data) // 2])
     garbage = d / "garbage.onnx"
     garbage.write_bytes(b"not a protobuf")
-    from tvm_swap.testing import write_onnx_without_its_data
+    from tvm_swap.testing import write_onnx_with_unconverted_ops, write_onnx_without_its_data
 
     lost = write_onnx_without_its_data(d / "lost")
+    odd_onnx = write_onnx_with_unconverted_ops(d / "odd.onnx")
     tf = d / "transformer_encoder-symbol.json"     # (a copy: no params file beside it)
     tf.write_text((fixtures() / "transformer_encoder-symbol.json").read_text())
     return {"odd": str(odd), "foreign": str(foreign), "cut": str(cut), "bare": str(bare), "onnx": str(garbage),
-            "lost": str(lost) if lost else None, "transformer": str(tf)}
+            "lost": str(lost) if lost else None, "transformer": str(tf), "odd_onnx": str(odd_onnx) if odd_onnx else None}
 
 
 def cases(mx: Path, f: dict, d: Path) -> list[tuple[str, list[str], bool]]:
@@ -123,6 +124,11 @@ def cases(mx: Path, f: dict, d: Path) -> list[tuple[str, list[str], bool]]:
         ("not a model (ONNX)", ["compile", f["onnx"], "--mem-limit", "60%", *out], True),
         *([("ONNX weights not beside it", ["compile", f["lost"], "--mem-limit", "60%", *out], True)]
           if f["lost"] else []),
+        *([("ONNX operators TVM does not convert", ["compile", f["odd_onnx"], "--mem-limit", "60%", *out], True)]
+          if f["odd_onnx"] else []),
+        ("missing params (Inception block)", ["compile", str(ROOT / "tests" / "data" / "mxnet" /
+                                                             "inception_block-symbol.json"),
+                                              "--shape", "data=2,8,16,16", "--mem-limit", "60%", *out], True),
         ("missing params (transformer)", ["compile", f["transformer"], "--shape", "data=2,16,64", "--mem-limit",
                                           "60%", *out], True),
         ("missing params (LSTM LM)", ["compile", str(mx / "lstm_lm-symbol.json"), "--shape", "data=35,20",
@@ -139,6 +145,7 @@ def cases(mx: Path, f: dict, d: Path) -> list[tuple[str, list[str], bool]]:
                                                             "--mem-limit", "2%", *out], True),
         ("limit below the floor (10%), first compile", ["compile", "cnn-train", "--mem-limit", "10%", *out], True),
         ("limit below the floor (10%), again", ["compile", "cnn-train", "--mem-limit", "10%", *out], True),
+        ("limit below the floor (2%), plan", ["plan", "cnn-train", "--mem-limit", "2%"], True),
         ("not a tvm_swap library", ["run", f["foreign"]], True),
         ("truncated library (with its check file)", ["run", f["cut"]], True),
         ("truncated library (alone)", ["run", f["bare"]], True),
