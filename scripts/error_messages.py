@@ -180,7 +180,8 @@ def main() -> None:
     lines = ["| error | command s | process s | `tvm-swap ...` s | `tvm-swap ...` CPU s | before lowering | message |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
-        msg = r["message"].replace(str(d), "$TMP").replace(str(mx), "fixtures/mxnet").replace("|", "\\|")
+        msg = (r["message"].replace(str(d), "$TMP").replace(str(mx), "fixtures/mxnet").replace(f"{ROOT}/", "")
+               .replace("|", "\\|"))
         msg = msg.replace(os.path.dirname(os.path.dirname(f["foreign"])), "$NUMPY")
         lines.append(f"| {r['case']} | {r['command_s']:.3f} | {r['process_s']:.1f} | {r['plain_s']:.1f} | "
                      f"{r['plain_cpu_s']:.2f} | {'yes' if r['before_lowering'] else 'no'} | {msg} |")
