@@ -1928,6 +1928,23 @@ class ArenaScorer:
     def time_of(self, schedule, genes: ArenaGenes) -> float:
         return float(simulate_time(self.packed(schedule, genes), self.device))
 
+    def rebuilt(self, schedule, genes: ArenaGenes) -> list[int]:
+        """The tensors the arena plan of (schedule, genes) drops and rebuilds: each recompute's first output,
+        the tensor whose recompute gene chose it (none when the genes' plan does not fit with recomputes, and
+        plan_arena plans them without)."""
+        from ..gc_pause import gc_paused
+
+        if class_genome(genes) is not None or not genes.recomputes():
+            return []
+        with gc_paused():
+            try:
+                _, d, _, _, _, _ = _decide_arena(self.gi, np.asarray(schedule, dtype=np.int64), self.mem_limit,
+                                                 genes, self.op_time, self.device)
+            except PlanError:
+                return []
+        ops = self.gi.graph.ops
+        return sorted({ops[op].outputs[0] for _, op, _ in d.recomputes})
+
 
 # ============================================================== feasibility
 def arena_fits(gi: GraphIndex, limit: int, walk: _ArenaWalk | None = None) -> bool:

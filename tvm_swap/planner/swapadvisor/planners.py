@@ -43,7 +43,7 @@ from .arena import ArenaGenes, plan_arena, recompute_candidates
 from .encoding import AllocationSpace
 from .ga import Evaluator, GASettings, Genome, GeneticSearch, best_seed_time, evolve
 from .islands import hybrid_islands, island_summary, partly_cooled_island, size_class_island
-from .polish import POLISH_MAX_OPS, polish_memory
+from .polish import POLISH_MAX_OPS, POLISH_SHARE, fewer_recomputes, polish_memory
 from .swapplan import plan_swaps
 
 
@@ -73,8 +73,9 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
                                settings, ev, ctx.options.get("keep_updated"))
         if sc is not None:
             islands.append(sc)
-    polish = ctx.pool == "arena" and polish_option(ctx) and ev.gi.n_ops <= POLISH_MAX_OPS
-    if polish:
+    polish = ctx.pool == "arena" and polish_option(ctx)
+    small = ev.gi.n_ops <= POLISH_MAX_OPS
+    if polish and small:
         # small graphs: the search again with partly cooled placements, as an island (islands.py)
         islands.append(partly_cooled_island(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment,
                                             ctx.seed, settings, ev))
@@ -84,16 +85,23 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
                  ray_address=ctx.options.get("ray_address"))
     polished = None
     if polish and not res.interrupted:
-        # the best genome, and each island's own best but the hybrid one's: recompute off runs those same
-        # islands and polishes its best among them, so recompute on stays never slower than off
-        starts = [res.best] + [isl.pop[0] for isl in islands if isl.pop and isl.name != "hybrid"]
+        # small graphs: the best genome, and each island's own best but the hybrid one's: recompute off runs
+        # those same islands and polishes its best among them, so recompute on stays never slower than off.
+        # Larger ones: the best genome only, within a share of the search's evaluations (polish.py)
+        starts = [res.best] + [isl.pop[0] for isl in islands if isl.pop and isl.name != "hybrid"] if small \
+            else [res.best]
+        budget = int(POLISH_SHARE * res.evaluations)
         from_s, n = res.best.time_s, 0
         for g in starts:
-            alloc, t, k = polish_memory(ev, g.schedule, g.alloc, g.time_s)
+            alloc, t, k = polish_memory(ev, g.schedule, g.alloc, g.time_s, None if small else budget - n)
             n += k
             if t < res.best.time_s:
                 res.best = Genome(g.schedule, alloc, t)
-        polished = {"evaluations": n, "from_s": from_s, "to_s": res.best.time_s}
+        left = budget if small else max(0, budget - n)       # (a small graph's grid is whole and cheap)
+        alloc, t, k = fewer_recomputes(ev, res.best.schedule, res.best.alloc, res.best.time_s, left)
+        if t < res.best.time_s:
+            res.best = Genome(res.best.schedule, alloc, t)
+        polished = {"evaluations": n + k, "from_s": from_s, "to_s": res.best.time_s, "recompute_flips": k}
     if ctx.pool == "arena":
         sp = plan_arena(search.gi, res.best.schedule, ctx.mem_limit, res.best.alloc, ctx.op_time, ctx.device)
     else:
@@ -172,9 +180,11 @@ def plan_swapadvisor_nosearch(ctx: PlanningContext) -> Plan:
 
 
 def polish_option(ctx: PlanningContext) -> bool:
-    """Planner option `polish` (default on; arena pool, graphs of up to polish.POLISH_MAX_OPS ops): whether the
-    search runs the partly-cooled island too (islands.partly_cooled_island) and its best genome gets its scalar
-    memory genes polished on a grid (polish.py). Off reproduces the search without either (for ablations)."""
+    """Planner option `polish` (default on; arena pool): whether the search's best genome gets its scalar memory
+    genes polished on a grid and its recomputes turned back into swaps where that is faster (polish.py; above
+    polish.POLISH_MAX_OPS ops within polish.POLISH_SHARE of the search's evaluations), and, on graphs of up to
+    POLISH_MAX_OPS ops, the search runs the partly-cooled island too (islands.partly_cooled_island). Off
+    reproduces the search without any of these (for ablations)."""
     return _on_off("polish", ctx.options.get("polish", True))
 
 
