@@ -1,0 +1,88 @@
+"""The polish's recompute flips (polish.fewer_recomputes): the best plan's rebuilds turned back into swaps, the
+most expensive first, each kept where the simulation is faster; and the polish on graphs above POLISH_MAX_OPS,
+within POLISH_SHARE of the search's evaluations."""
+import numpy as np
+
+from tvm_swap.devices import get_device
+from tvm_swap.planner.api import plan_graph
+from tvm_swap.planner.bounds import noswap_peak
+from tvm_swap.planner.feasibility import min_feasible_limit
+from tvm_swap.planner.simulator import simulate
+from tvm_swap.planner.swapadvisor.arena import plan_arena
+from tvm_swap.planner.swapadvisor.ga import Evaluator
+from tvm_swap.planner.swapadvisor.polish import POLISH_MAX_OPS, POLISH_SHARE, fewer_recomputes
+from tvm_swap.testing import random_op_times, random_training_graph
+from tvm_swap.verify import verify_plan
+
+DEV = get_device("v100-16gb")
+
+
+def instance(seed: int, n_layers: int, frac: float):
+    g = random_training_graph(seed, n_layers=n_layers)
+    lo, hi = min_feasible_limit(g), noswap_peak(g)
+    return g, random_op_times(g, seed, jitter=0.9), int(lo + frac * (hi - lo))
+
+
+def verified_plan(g, t, limit, ev, schedule, genes):
+    plan = plan_arena(ev.gi, schedule, limit, genes, t, DEV).to_plan(g, "swapadvisor", limit, DEV)
+    assert not verify_plan(g, plan, limit)
+    return plan
+
+
+def test_recomputing_everything_loses_to_recomputing_some():
+    # 48 ops at 0.3 of the way from the floor to the no-swap peak, default schedule: recomputing every
+    # candidate rebuilds 4 tensors (31.9 ms), swapping only 29.4 ms; flipping the rebuilds one by one, most
+    # expensive first, keeps 2 of them (25.7 ms), faster than either
+    g, t, limit = instance(10, 14, 0.3)
+    ev = Evaluator(g, t, DEV, limit, 256, pool="arena", recompute=True)
+    schedule = np.asarray(ev.gi.default_schedule())
+    every = ev.space.zero()
+    every.recompute = ev.space.rc_able.copy()
+    before = ev.time_of(schedule, every)
+    rebuilt = ev.scorer.rebuilt(schedule, every)
+    genes, after, n = fewer_recomputes(ev, schedule, every, before, 100)
+    assert n == len(rebuilt) > 0                   # one evaluation per rebuilt tensor
+    assert after < before and after < ev.time_of(schedule, ev.space.zero())
+    left = ev.scorer.rebuilt(schedule, genes)
+    assert 0 < len(left) < len(rebuilt) and set(left) <= set(rebuilt)
+    plan = verified_plan(g, t, limit, ev, schedule, genes)
+    assert simulate(g, plan, t, DEV).time_s == after
+    assert sum(a.kind == "recompute" for a in plan.actions) < sum(
+        a.kind == "recompute" for a in verified_plan(g, t, limit, ev, schedule, every).actions)
+    assert fewer_recomputes(ev, schedule, genes, after, 100)[1] == after    # nothing left to gain by one flip
+
+
+def test_fewer_recomputes_keeps_to_its_budget_and_leaves_swap_only_genomes_alone():
+    g, t, limit = instance(10, 14, 0.3)
+    ev = Evaluator(g, t, DEV, limit, 256, pool="arena", recompute=True)
+    schedule = np.asarray(ev.gi.default_schedule())
+    every = ev.space.zero()
+    every.recompute = ev.space.rc_able.copy()
+    before = ev.time_of(schedule, every)
+    _, after, n = fewer_recomputes(ev, schedule, every, before, 1)
+    assert n == 1 and after <= before
+    swap_only = ev.space.zero()
+    assert fewer_recomputes(ev, schedule, swap_only, 1.0, 100) == (swap_only, 1.0, 0)
+
+
+def test_polish_flips_recomputes_in_the_search():
+    g, t, limit = instance(10, 14, 0.3)
+    on = plan_graph(g, limit, device=DEV, op_time=t, planner="swapadvisor", seed=0, generations=2, workers=1)
+    off = plan_graph(g, limit, device=DEV, op_time=t, planner="swapadvisor", seed=0, generations=2, workers=1,
+                     polish="off")
+    pol = on.search["polish"]
+    assert "recompute_flips" in pol and pol["evaluations"] >= pol["recompute_flips"]
+    assert on.predicted["time_s"] == pol["to_s"] <= off.predicted["time_s"]
+
+
+def test_polish_runs_on_large_graphs_within_its_share_of_the_search():
+    g, t, limit = instance(3, 30, 0.1)
+    assert len(g.ops) > POLISH_MAX_OPS
+    on = plan_graph(g, limit, device=DEV, op_time=t, planner="swapadvisor", seed=0, generations=1, workers=1)
+    off = plan_graph(g, limit, device=DEV, op_time=t, planner="swapadvisor", seed=0, generations=1, workers=1,
+                     polish="off")
+    pol = on.search["polish"]
+    assert 0 < pol["evaluations"] <= POLISH_SHARE * on.search["evaluations"]
+    assert on.search["evaluations"] == off.search["evaluations"]        # the search itself is the same
+    assert pol["from_s"] == off.predicted["time_s"]
+    assert on.predicted["time_s"] == pol["to_s"] <= pol["from_s"]
