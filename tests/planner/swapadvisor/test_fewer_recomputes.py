@@ -86,3 +86,13 @@ def test_polish_runs_on_large_graphs_within_its_share_of_the_search():
     assert on.search["evaluations"] == off.search["evaluations"]        # the search itself is the same
     assert pol["from_s"] == off.predicted["time_s"]
     assert on.predicted["time_s"] == pol["to_s"] <= pol["from_s"]
+
+
+def test_recompute_on_stays_never_slower_than_off_on_large_graphs():
+    # off's polish is repeated as off makes it (its islands' best, its share), the hybrid's best polished beside
+    for seed in (3, 4):
+        g, t, limit = instance(seed, 30, 0.1)
+        kw = dict(device=DEV, op_time=t, planner="swapadvisor", seed=0, generations=1, workers=1)
+        on, off = plan_graph(g, limit, **kw), plan_graph(g, limit, recompute="off", **kw)
+        assert on.search["polish"]["evaluations"] >= off.search["polish"]["evaluations"]
+        assert on.predicted["time_s"] <= off.predicted["time_s"]

@@ -298,7 +298,7 @@ def _collect(known: dict, pending: dict) -> None:
     pending.clear()
 
 
-def _best(islands: list[GeneticSearch]) -> Genome:
+def best_genome(islands: list[GeneticSearch]) -> Genome:
     """The fastest genome of all islands; on a tie the earlier island's (min keeps the first)."""
     return min((isl.pop[0] for isl in islands if isl.pop), key=lambda g: g.time_s)
 
@@ -369,7 +369,7 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
         for isl in islands:
             isl.pop = isl.select(isl.pop, isl.s.population)
         elapsed = time.perf_counter() - t0
-        history = [[0, round(elapsed, 4), _best(islands).time_s]]
+        history = [[0, round(elapsed, 4), best_genome(islands).time_s]]
         per_eval = elapsed / max(1, sum(len(isl.pop) for isl in islands))   # wall seconds per genome, workers included
         # the final plan (planning with actions, verifying, predicting) in one process: measured about 2
         # evaluations' time on BERT-large and BRNN-4-8K; 3 to be safe
@@ -415,10 +415,10 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
                     for g in kids[id(isl)]:
                         g.time_s = known[g.key()]
                     isl.pop = isl.select(isl.pop + kids[id(isl)], isl.s.population)
-                history.append([gen, round(time.perf_counter() - t0, 4), _best(islands).time_s])
+                history.append([gen, round(time.perf_counter() - t0, 4), best_genome(islands).time_s])
                 if bar is not None:
                     bar.update(1)
-                    bar.set_postfix(progress_postfix(_best(islands).time_s,
+                    bar.set_postfix(progress_postfix(best_genome(islands).time_s,
                                                      sum(isl.evaluations for isl in islands),
                                                      time.perf_counter() - t0))
                 done = gen
@@ -430,7 +430,7 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
         pool.close()
         if bar is not None:
             bar.close()
-    return SearchResult(_best(islands), done, sum(isl.evaluations for isl in islands), time.perf_counter() - t0,
+    return SearchResult(best_genome(islands), done, sum(isl.evaluations for isl in islands), time.perf_counter() - t0,
                         history, seed_times, interrupted)
 
 

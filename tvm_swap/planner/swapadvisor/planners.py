@@ -41,7 +41,7 @@ from ..context import PlanningContext
 from ..graphindex import GraphIndex, keep_updated_modes
 from .arena import ArenaGenes, plan_arena, recompute_candidates
 from .encoding import AllocationSpace
-from .ga import Evaluator, GASettings, Genome, GeneticSearch, best_seed_time, evolve
+from .ga import Evaluator, GASettings, Genome, GeneticSearch, best_genome, best_seed_time, evolve
 from .islands import hybrid_islands, island_summary, partly_cooled_island, size_class_island
 from .polish import POLISH_MAX_OPS, POLISH_SHARE, fewer_recomputes, polish_memory
 from .swapplan import plan_swaps
@@ -83,25 +83,7 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
     res = evolve(islands, budget_s=budget, generations=ctx.generations, workers=ctx.workers,
                  progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
                  ray_address=ctx.options.get("ray_address"))
-    polished = None
-    if polish and not res.interrupted:
-        # small graphs: the best genome, and each island's own best but the hybrid one's: recompute off runs
-        # those same islands and polishes its best among them, so recompute on stays never slower than off.
-        # Larger ones: the best genome only, within a share of the search's evaluations (polish.py)
-        starts = [res.best] + [isl.pop[0] for isl in islands if isl.pop and isl.name != "hybrid"] if small \
-            else [res.best]
-        budget = int(POLISH_SHARE * res.evaluations)
-        from_s, n = res.best.time_s, 0
-        for g in starts:
-            alloc, t, k = polish_memory(ev, g.schedule, g.alloc, g.time_s, None if small else budget - n)
-            n += k
-            if t < res.best.time_s:
-                res.best = Genome(g.schedule, alloc, t)
-        left = budget if small else max(0, budget - n)       # (a small graph's grid is whole and cheap)
-        alloc, t, k = fewer_recomputes(ev, res.best.schedule, res.best.alloc, res.best.time_s, left)
-        if t < res.best.time_s:
-            res.best = Genome(res.best.schedule, alloc, t)
-        polished = {"evaluations": n + k, "from_s": from_s, "to_s": res.best.time_s, "recompute_flips": k}
+    polished = _polish(ev, islands, res, small) if polish and not res.interrupted else None
     if ctx.pool == "arena":
         sp = plan_arena(search.gi, res.best.schedule, ctx.mem_limit, res.best.alloc, ctx.op_time, ctx.device)
     else:
@@ -119,6 +101,34 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
     if res.interrupted:         # Ctrl-C: the best plan so far, still verified and predicted by plan_graph
         plan.search["interrupted"] = True
     return plan
+
+
+def _polish(ev: Evaluator, islands: list, res, small: bool) -> dict:
+    """Polish the search's best genome in place (res.best; polish.py) and say what it did.
+
+    Recompute on runs the islands recompute off runs (all but the hybrid one, unchanged) and polishes what off
+    would, as off would, so recompute on stays never slower than off. Small graphs: each of those islands' own
+    best and the overall best, grid whole. Larger ones (a budget of POLISH_SHARE of the evaluations): the best
+    of those islands within the share of their evaluations (what off polishes), and the overall best, when the
+    hybrid island found it, within the share of all evaluations."""
+    plain = [isl for isl in islands if isl.name != "hybrid"]
+    if small:
+        starts = [(res.best, None)] + [(isl.pop[0], None) for isl in plain if isl.pop]
+    else:
+        own = best_genome(plain)
+        starts = [(own, int(POLISH_SHARE * sum(isl.evaluations for isl in plain)))]
+        if res.best is not own:
+            starts.append((res.best, int(POLISH_SHARE * res.evaluations)))
+    from_s, n, flips = res.best.time_s, 0, 0
+    for g, budget in starts:
+        alloc, t, k = polish_memory(ev, g.schedule, g.alloc, g.time_s, budget)
+        # (a small graph's grid is whole and cheap: its flips get the share for themselves)
+        left = int(POLISH_SHARE * res.evaluations) if budget is None else max(0, budget - k)
+        alloc, t, f = fewer_recomputes(ev, g.schedule, alloc, t, left)
+        n, flips = n + k + f, flips + f
+        if t < res.best.time_s:
+            res.best = Genome(g.schedule, alloc, t)
+    return {"evaluations": n, "from_s": from_s, "to_s": res.best.time_s, "recompute_flips": flips}
 
 
 # planner -> whether it recomputes when the `recompute` option is not given (arena pool only; see above)
@@ -182,7 +192,7 @@ def plan_swapadvisor_nosearch(ctx: PlanningContext) -> Plan:
 def polish_option(ctx: PlanningContext) -> bool:
     """Planner option `polish` (default on; arena pool): whether the search's best genome gets its scalar memory
     genes polished on a grid and its recomputes turned back into swaps where that is faster (polish.py; above
-    polish.POLISH_MAX_OPS ops within polish.POLISH_SHARE of the search's evaluations), and, on graphs of up to
+    polish.POLISH_MAX_OPS ops within a share of the search's evaluations, see _polish), and, on graphs of up to
     POLISH_MAX_OPS ops, the search runs the partly-cooled island too (islands.partly_cooled_island). Off
     reproduces the search without any of these (for ablations)."""
     return _on_off("polish", ctx.options.get("polish", True))
