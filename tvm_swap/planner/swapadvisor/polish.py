@@ -1,4 +1,5 @@
-"""After the arena search, on small graphs: the best genome's scalar memory genes on a grid, its schedule fixed.
+"""After the arena search: the best genome's scalar memory genes on a grid, its schedule fixed; then its recomputes
+turned back into swaps where that is faster.
 
 Why: the GA moves headroom and keep by small Gaussian steps (ArenaSpace.mutate) and draws a random genome's
 headroom below half its range, so a joint move of both that only pays together is rarely made. dag132@0.4
@@ -19,10 +20,12 @@ swaps, the most expensive recompute first, each kept only where the evaluator fi
 0.9894 -> 0.992 of ideal (after the grid, 0.987 -> 0.9894). A flip changes which tensors the walk evicts,
 so the effect of one is not predictable from the link's idle time alone: each is simulated.
 
-On graphs above POLISH_MAX_OPS the grid and the flips share a budget of POLISH_SHARE of the search's
-evaluations (planners.py), the grid first, so the polish adds at most about that share to the planning time
-(an evaluation costs up to seconds at 10^4 ops); on small graphs the grid is whole (a few ms an evaluation)
-and the flips get that share for themselves.
+On graphs above POLISH_MAX_OPS the grid and the flips of one genome share a budget of POLISH_SHARE of the
+search's evaluations, the grid first (planners._polish: with recompute on, the swap-only islands' best gets
+the share of their evaluations, as recompute off polishes it, and the hybrid's best, when it is the best, the
+share of all), so the polish adds at most about POLISH_SHARE to twice that of the search's evaluations (an
+evaluation costs up to seconds at 10^4 ops); on small graphs the grid is whole (a few ms an evaluation) and
+the flips get the share for themselves.
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from .arena import MAX_KEEP, ArenaGenes, ArenaSpace
 from .ga import Genome
 
 POLISH_MAX_OPS = 64        # above this many ops: no partly-cooled island, and the polish within a budget (below)
-POLISH_SHARE = 0.5         # the polish's evaluations, at most this share of the search's (see above)
+POLISH_SHARE = 0.5         # a genome's polish: at most this share of the search's evaluations (see above)
 KEEPS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, MAX_KEEP)
 HEADROOMS = tuple(ArenaSpace.MAX_HEADROOM * k / 6 for k in range(7))
 SPLITS = (-1.0, 0.3, 0.5, 0.7)
