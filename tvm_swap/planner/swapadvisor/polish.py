@@ -16,9 +16,10 @@ Fewer recomputes (`fewer_recomputes`, after the grid, on every graph): the recom
 by seeds that recompute whole kernel classes (arena.ArenaSpace.seeds) and flipped by the GA at random, so a
 plan rebuilds tensors whose copies the link had time for. Inception-4@32 at 16 GB (3 generations): the best
 plan rebuilt 180 tensors (0.043 s of compute) with the d2h link ~80% idle; turning the rebuilds back into
-swaps, the most expensive recompute first, each kept only where the evaluator finds the plan faster, went
-0.9894 -> 0.992 of ideal (after the grid, 0.987 -> 0.9894). A flip changes which tensors the walk evicts,
-so the effect of one is not predictable from the link's idle time alone: each is simulated.
+swaps, the most expensive recompute first, each kept only where the evaluator finds the plan faster: the
+grid 0.987 -> 0.989 of ideal (58 evaluations), then 37 flips -> 0.992 with 158 rebuilds (the budget below;
+with 133 flips 0.993, 118 rebuilds). A flip changes which tensors the walk evicts, so the effect of one is
+not predictable from the link's idle time alone: each is simulated.
 
 On graphs above POLISH_MAX_OPS the grid and the flips of one genome share a budget of POLISH_SHARE of the
 search's evaluations, the grid first (planners._polish: with recompute on, the swap-only islands' best gets
