@@ -1,6 +1,8 @@
 """The polish's recompute flips (polish.fewer_recomputes): the best plan's rebuilds turned back into swaps, the
 most expensive first, each kept where the simulation is faster; and the polish on graphs above POLISH_MAX_OPS,
 within POLISH_SHARE of the search's evaluations."""
+import time
+
 import numpy as np
 
 from tvm_swap.devices import get_device
@@ -10,7 +12,7 @@ from tvm_swap.planner.feasibility import min_feasible_limit
 from tvm_swap.planner.simulator import simulate
 from tvm_swap.planner.swapadvisor.arena import plan_arena
 from tvm_swap.planner.swapadvisor.ga import Evaluator
-from tvm_swap.planner.swapadvisor.polish import POLISH_MAX_OPS, POLISH_SHARE, fewer_recomputes
+from tvm_swap.planner.swapadvisor.polish import POLISH_MAX_OPS, POLISH_SHARE, POLISH_TIME_SHARE, fewer_recomputes, polish_memory
 from tvm_swap.testing import random_op_times, random_training_graph
 from tvm_swap.verify import verify_plan
 
@@ -96,3 +98,27 @@ def test_recompute_on_stays_never_slower_than_off_on_large_graphs():
         on, off = plan_graph(g, limit, **kw), plan_graph(g, limit, recompute="off", **kw)
         assert on.search["polish"]["evaluations"] >= off.search["polish"]["evaluations"]
         assert on.predicted["time_s"] <= off.predicted["time_s"]
+
+
+def test_no_polish_evaluation_starts_after_the_deadline():
+    # under a wall-clock budget the polish gets what the search leaves (planners.plan_swapadvisor): a deadline
+    # that has passed stops both the grid and the flips before their first evaluation
+    g, t, limit = instance(10, 14, 0.3)
+    ev = Evaluator(g, t, DEV, limit, 256, pool="arena", recompute=True)
+    schedule = np.asarray(ev.gi.default_schedule())
+    every = ev.space.zero()
+    every.recompute = ev.space.rc_able.copy()
+    before = ev.time_of(schedule, every)
+    passed = time.perf_counter() - 1.0
+    assert fewer_recomputes(ev, schedule, every, before, 100, passed) == (every, before, 0)
+    assert polish_memory(ev, schedule, every, before, None, passed) == (every, before, 0)
+    assert fewer_recomputes(ev, schedule, every, before, 100, time.perf_counter() + 600)[2] > 0
+
+
+def test_a_wall_clock_budget_holds_for_search_and_polish_together():
+    g, t, limit = instance(3, 30, 0.1)
+    t0 = time.perf_counter()
+    plan = plan_graph(g, limit, device=DEV, op_time=t, planner="swapadvisor", seed=0, budget_s=2.0, workers=1)
+    planned = time.perf_counter() - t0
+    assert plan.search["search_s"] <= 2.0 * (1 - POLISH_TIME_SHARE) + 0.1     # the search left the polish its share
+    assert planned < 2.0 + 1.5                        # plan and verify: the budget and a little, not 1.5x it

@@ -43,7 +43,7 @@ from .arena import ArenaGenes, plan_arena, recompute_candidates
 from .encoding import AllocationSpace
 from .ga import Evaluator, GASettings, Genome, GeneticSearch, best_genome, best_seed_time, evolve
 from .islands import hybrid_islands, island_summary, partly_cooled_island, size_class_island
-from .polish import POLISH_MAX_OPS, POLISH_SHARE, fewer_recomputes, polish_memory
+from .polish import POLISH_MAX_OPS, POLISH_TIME_SHARE, POLISH_SHARE, fewer_recomputes, polish_memory
 from .swapplan import plan_swaps
 
 
@@ -80,10 +80,15 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
         islands.append(partly_cooled_island(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment,
                                             ctx.seed, settings, ev))
     search = islands[0]
+    deadline = None
+    if polish and ctx.generations is None:
+        # a wall-clock budget holds for search and polish together: the polish gets what the search leaves
+        deadline = t0 + ctx.budget_s
+        budget *= 1 - POLISH_TIME_SHARE
     res = evolve(islands, budget_s=budget, generations=ctx.generations, workers=ctx.workers,
                  progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
                  ray_address=ctx.options.get("ray_address"))
-    polished = _polish(ev, islands, res, small) if polish and not res.interrupted else None
+    polished = _polish(ev, islands, res, small, deadline) if polish and not res.interrupted else None
     if ctx.pool == "arena":
         sp = plan_arena(search.gi, res.best.schedule, ctx.mem_limit, res.best.alloc, ctx.op_time, ctx.device)
     else:
@@ -103,14 +108,15 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
     return plan
 
 
-def _polish(ev: Evaluator, islands: list, res, small: bool) -> dict:
+def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | None = None) -> dict:
     """Polish the search's best genome in place (res.best; polish.py) and say what it did.
 
     Recompute on runs the islands recompute off runs (all but the hybrid one, unchanged) and polishes what off
     would, as off would, so recompute on stays never slower than off. Small graphs: each of those islands' own
     best and the overall best, grid whole. Larger ones (a budget of POLISH_SHARE of the evaluations): the best
     of those islands within the share of their evaluations (what off polishes), and the overall best, when the
-    hybrid island found it, within the share of all evaluations."""
+    hybrid island found it, within the share of all evaluations. Under a wall-clock budget (`deadline`, the
+    search having run for 1 - POLISH_TIME_SHARE of it) no evaluation starts after the deadline."""
     plain = [isl for isl in islands if isl.name != "hybrid"]
     if small:
         starts = [(res.best, None)] + [(isl.pop[0], None) for isl in plain if isl.pop]
@@ -121,10 +127,10 @@ def _polish(ev: Evaluator, islands: list, res, small: bool) -> dict:
             starts.append((res.best, int(POLISH_SHARE * res.evaluations)))
     from_s, n, flips = res.best.time_s, 0, 0
     for g, budget in starts:
-        alloc, t, k = polish_memory(ev, g.schedule, g.alloc, g.time_s, budget)
+        alloc, t, k = polish_memory(ev, g.schedule, g.alloc, g.time_s, budget, deadline)
         # (a small graph's grid is whole and cheap: its flips get the share for themselves)
         left = int(POLISH_SHARE * res.evaluations) if budget is None else max(0, budget - k)
-        alloc, t, f = fewer_recomputes(ev, g.schedule, alloc, t, left)
+        alloc, t, f = fewer_recomputes(ev, g.schedule, alloc, t, left, deadline)
         n, flips = n + k + f, flips + f
         if t < res.best.time_s:
             res.best = Genome(g.schedule, alloc, t)

@@ -26,25 +26,31 @@ search's evaluations, the grid first (planners._polish: with recompute on, the s
 the share of their evaluations, as recompute off polishes it, and the hybrid's best, when it is the best, the
 share of all), so the polish adds at most about POLISH_SHARE to twice that of the search's evaluations (an
 evaluation costs up to seconds at 10^4 ops); on small graphs the grid is whole (a few ms an evaluation) and
-the flips get the share for themselves.
+the flips get the share for themselves. Under a wall-clock budget (no fixed generations) the budget holds for
+search and polish together: the search stops at 1 - POLISH_TIME_SHARE of it and no polish evaluation starts
+after it ends (so `budget_s` stays what a plan costs; with fixed generations the counts above alone apply).
 """
 from __future__ import annotations
+
+import time
 
 from .arena import MAX_KEEP, ArenaGenes, ArenaSpace
 from .ga import Genome
 
 POLISH_MAX_OPS = 64        # above this many ops: no partly-cooled island, and the polish within a budget (below)
 POLISH_SHARE = 0.5         # a genome's polish: at most this share of the search's evaluations (see above)
+POLISH_TIME_SHARE = 0.25   # under a wall-clock budget: the share of it left to the polish (the search stops first)
 KEEPS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, MAX_KEEP)
 HEADROOMS = tuple(ArenaSpace.MAX_HEADROOM * k / 6 for k in range(7))
 SPLITS = (-1.0, 0.3, 0.5, 0.7)
 
 
 def polish_memory(ev, schedule, genes: ArenaGenes, time_s: float,
-                  max_evals: int | None = None) -> tuple[ArenaGenes, float, int]:
+                  max_evals: int | None = None, deadline: float | None = None) -> tuple[ArenaGenes, float, int]:
     """The fastest of `genes` (simulated `time_s` on `schedule`) and its grid neighbours by `ev.time_of`:
     keep x headroom (keep only where the graph has updated params to keep), then split at the best of those,
-    at most `max_evals` evaluations (None: the whole grid). Returns (genes, their time, evaluations made).
+    at most `max_evals` evaluations (None: the whole grid), none started after `deadline` (time.perf_counter()
+    seconds; None: no deadline). Returns (genes, their time, evaluations made).
     Size-class genomes (the size-class island's Allocation, or ArenaGenes.classes) are returned as they are."""
     if not isinstance(genes, ArenaGenes) or genes.classes is not None:
         return genes, time_s, 0
@@ -54,7 +60,7 @@ def polish_memory(ev, schedule, genes: ArenaGenes, time_s: float,
         nonlocal best, best_t, n
         g = best.copy()
         g.keep, g.headroom, g.split = float(keep), float(headroom), float(split)
-        if g.key() == best.key() or (max_evals is not None and n >= max_evals):
+        if g.key() == best.key() or (max_evals is not None and n >= max_evals) or past(deadline):
             return
         n += 1
         t = ev.remembered_time(Genome(schedule, g))     # (kept with the graph, as the search's own times)
@@ -72,10 +78,12 @@ def polish_memory(ev, schedule, genes: ArenaGenes, time_s: float,
     return best, best_t, n
 
 
-def fewer_recomputes(ev, schedule, genes: ArenaGenes, time_s: float, max_evals: int) -> tuple[ArenaGenes, float, int]:
+def fewer_recomputes(ev, schedule, genes: ArenaGenes, time_s: float, max_evals: int,
+                     deadline: float | None = None) -> tuple[ArenaGenes, float, int]:
     """`genes` (simulated `time_s` on `schedule`) with recompute genes turned off one at a time: each tensor
     the plan rebuilds, the one whose producer takes longest first (ties: lower tensor id), becomes a swap
-    again when the evaluator finds the plan faster so; at most `max_evals` evaluations. Returns (genes, their
+    again when the evaluator finds the plan faster so; at most `max_evals` evaluations, none started after
+    `deadline` (as polish_memory's). Returns (genes, their
     time, evaluations made). Genomes without recomputes are returned as they are."""
     if not isinstance(genes, ArenaGenes) or genes.classes is not None or not genes.recomputes():
         return genes, time_s, 0
@@ -84,7 +92,7 @@ def fewer_recomputes(ev, schedule, genes: ArenaGenes, time_s: float, max_evals: 
     rebuilt.sort(key=lambda t: (-float(ev.op_time[prod[t]]), t))
     best, best_t, n = genes, time_s, 0
     for t in rebuilt:
-        if n >= max_evals:
+        if n >= max_evals or past(deadline):
             break
         if not best.recompute[t]:
             continue
@@ -95,3 +103,8 @@ def fewer_recomputes(ev, schedule, genes: ArenaGenes, time_s: float, max_evals: 
         if tt < best_t:
             best, best_t = g, tt
     return best, best_t, n
+
+
+def past(deadline: float | None) -> bool:
+    """Whether a wall-clock deadline (time.perf_counter() seconds) has passed; None never does."""
+    return deadline is not None and time.perf_counter() > deadline
