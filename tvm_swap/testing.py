@@ -383,6 +383,13 @@ def write_conv_symbol(path):
     return path
 
 
+def _onnx_gemm_io(TensorProto, helper, numpy_helper):
+    """The input x (4x8), output y (4x16) and weight w (16x8, ones) of the small ONNX test models below."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])
+    return x, y, numpy_helper.from_array(np.ones((16, 8), np.float32), "w")
+
+
 def write_onnx_with_unconverted_ops(path):
     """An ONNX model (a Gemm, then two Celu and an op of a custom domain, none of which TVM 0.27's importer
     converts) at PATH (returned; None without the onnx package). The CLI refuses it before importing TVM."""
@@ -393,9 +400,7 @@ def write_onnx_with_unconverted_ops(path):
         from onnx import TensorProto, helper, numpy_helper
     except ImportError:
         return None
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])
-    w = numpy_helper.from_array(np.ones((16, 8), np.float32), "w")
+    x, y, w = _onnx_gemm_io(TensorProto, helper, numpy_helper)
     nodes = [helper.make_node("Gemm", ["x", "w"], ["h0"], transB=1),
              helper.make_node("Celu", ["h0"], ["h1"]), helper.make_node("Celu", ["h1"], ["h2"]),
              helper.make_node("FancyOp", ["h2"], ["y"], domain="com.example")]
@@ -417,9 +422,7 @@ def write_onnx_without_its_data(folder):
         from onnx import TensorProto, helper, numpy_helper
     except ImportError:
         return None
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])
-    w = numpy_helper.from_array(np.ones((16, 8), np.float32), "w")
+    x, y, w = _onnx_gemm_io(TensorProto, helper, numpy_helper)
     g = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["y"], transB=1)], "g", [x], [y], initializer=[w])
     path = Path(folder) / "m.onnx"
     path.parent.mkdir(parents=True, exist_ok=True)

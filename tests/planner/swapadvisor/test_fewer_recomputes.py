@@ -31,16 +31,22 @@ def verified_plan(g, t, limit, ev, schedule, genes):
     return plan
 
 
-def test_recomputing_everything_loses_to_recomputing_some():
-    # 48 ops at 0.3 of the way from the floor to the no-swap peak, default schedule: recomputing every
-    # candidate rebuilds 4 tensors (31.9 ms), swapping only 29.4 ms; flipping the rebuilds one by one, most
-    # expensive first, keeps 2 of them (25.7 ms), faster than either
+def recompute_everything():
+    """48 ops at 0.3 of the way from the floor to the no-swap peak, the default schedule, and the genome that
+    recomputes every candidate: (graph, op times, limit, evaluator, schedule, genome, its time)."""
     g, t, limit = instance(10, 14, 0.3)
     ev = Evaluator(g, t, DEV, limit, 256, pool="arena", recompute=True)
     schedule = np.asarray(ev.gi.default_schedule())
     every = ev.space.zero()
     every.recompute = ev.space.rc_able.copy()
-    before = ev.time_of(schedule, every)
+    return g, t, limit, ev, schedule, every, ev.time_of(schedule, every)
+
+
+def test_recomputing_everything_loses_to_recomputing_some():
+    # 48 ops at 0.3 of the way from the floor to the no-swap peak, default schedule: recomputing every
+    # candidate rebuilds 4 tensors (31.9 ms), swapping only 29.4 ms; flipping the rebuilds one by one, most
+    # expensive first, keeps 2 of them (25.7 ms), faster than either
+    g, t, limit, ev, schedule, every, before = recompute_everything()
     rebuilt = ev.scorer.rebuilt(schedule, every)
     genes, after, n = fewer_recomputes(ev, schedule, every, before, 100)
     assert n == len(rebuilt) > 0                   # one evaluation per rebuilt tensor
@@ -55,12 +61,7 @@ def test_recomputing_everything_loses_to_recomputing_some():
 
 
 def test_fewer_recomputes_keeps_to_its_budget_and_leaves_swap_only_genomes_alone():
-    g, t, limit = instance(10, 14, 0.3)
-    ev = Evaluator(g, t, DEV, limit, 256, pool="arena", recompute=True)
-    schedule = np.asarray(ev.gi.default_schedule())
-    every = ev.space.zero()
-    every.recompute = ev.space.rc_able.copy()
-    before = ev.time_of(schedule, every)
+    g, t, limit, ev, schedule, every, before = recompute_everything()
     _, after, n = fewer_recomputes(ev, schedule, every, before, 1)
     assert n == 1 and after <= before
     swap_only = ev.space.zero()
@@ -103,12 +104,7 @@ def test_recompute_on_stays_never_slower_than_off_on_large_graphs():
 def test_no_polish_evaluation_starts_after_the_deadline():
     # under a wall-clock budget the polish gets what the search leaves (planners.plan_swapadvisor): a deadline
     # that has passed stops both the grid and the flips before their first evaluation
-    g, t, limit = instance(10, 14, 0.3)
-    ev = Evaluator(g, t, DEV, limit, 256, pool="arena", recompute=True)
-    schedule = np.asarray(ev.gi.default_schedule())
-    every = ev.space.zero()
-    every.recompute = ev.space.rc_able.copy()
-    before = ev.time_of(schedule, every)
+    g, t, limit, ev, schedule, every, before = recompute_everything()
     passed = time.perf_counter() - 1.0
     assert fewer_recomputes(ev, schedule, every, before, 100, passed) == (every, before, 0)
     assert polish_memory(ev, schedule, every, before, None, passed) == (every, before, 0)
