@@ -39,7 +39,10 @@ import tvm
 from tvm_swap.errors import PlanError, UnsupportedModelError
 from tvm_swap.graph import PERSISTENT_KINDS, DataflowGraph, ir
 from tvm_swap.graph.ir import Kind
+from tvm_swap.param_layouts import META_KEY as PARAM_LAYOUTS_KEY
 from tvm_swap.plan import ActionKind, Plan, runs_kernel
+
+from .param_layout import folded_layouts
 
 PLAN_FUNC = "tvm_swap_plan"
 MANIFEST_FUNC = "tvm_swap_manifest"
@@ -341,6 +344,9 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
     # load re-verifies the embedded plan against these before the first call (runtime_ext.library_check)
     manifest.meta["graph_json"] = graph.to_dict()
     manifest.meta["tvm_version"] = str(tvm.__version__)
+    layouts = folded_layouts(prog.func)      # params shipped in their compute layout (relay_passes.param_layout)
+    if layouts is not None:
+        manifest.meta[PARAM_LAYOUTS_KEY] = layouts.to_dict()
     needs_wait, needs_record = call_sites(plan, poison=debug_poison)
     if trace:
         needs_wait = needs_record = [runs_kernel(a.kind) for a in plan.actions]

@@ -132,10 +132,12 @@ def check_static_shapes(mod, func_name=None):
                 f"supported: give static input shapes")
 
 
-def lower(mod, target="llvm", fuse=True, fuse_max_depth=None, func_name=None):
+def lower(mod, target="llvm", fuse=True, fuse_max_depth=None, func_name=None, fuse_transpose=True):
     """Run the target's default Relax pipeline up to CallTIRRewrite (see the module docstring).
 
-    fuse: False skips FuseOps/FuseTIR (one kernel per Relax op). fuse_max_depth: caps how many ops FuseOps
+    fuse_transpose: a matmul reads an operand transposed in its last two axes in place, no kernel copies it
+    first (relay_passes.transpose_matmul; results bitwise equal). fuse: False skips FuseOps/FuseTIR (one
+    kernel per Relax op). fuse_max_depth: caps how many ops FuseOps
     puts into one kernel (deep fusion stretches lifetimes in training graphs). func_name: the function whose
     shapes are checked (None: all Relax functions).
     """
@@ -150,6 +152,10 @@ def lower(mod, target="llvm", fuse=True, fuse_max_depth=None, func_name=None):
         from .cpu_inline import InlineFusedStages
 
         legalize = legalize + [InlineFusedStages]
+    if fuse_transpose:                  # before LegalizeOps, which would make the transpose its own kernel
+        from .transpose_matmul import FuseTransposedOperands
+
+        legalize = [FuseTransposedOperands()] + legalize
     seq = tvm.transform.Sequential(dispatch + legalize + dataflow_lower, name="tvm_swap.lower")
     with target, _pass_context(fuse_max_depth if fuse else None):
         out = _run_tvm(seq, mod, "lowering")

@@ -20,6 +20,7 @@ import numpy as np
 
 from tvm_swap.errors import PlanError, TvmSwapError
 from tvm_swap.manifest import Manifest
+from tvm_swap.param_layouts import layouts_of
 from tvm_swap.plan import Plan
 
 from . import builtins  # noqa: F401  (registers tvm_swap.* before any VM links the program's calls)
@@ -97,28 +98,54 @@ class SwapModule:
         self.build_info = dict(build_info or {})
         self._times: list[float] = []
         self._limit_facts: dict | None = None
+        # frozen params folded into their compute layout at compile time (relay_passes.param_layout): the
+        # user gives and gets them in their own layout, the program holds the folded ones
+        self.layouts = layouts_of(manifest.meta)
         self.set_params(params if params is not None else {})
 
     # ---------------------------------------------------------------- params
     @property
     def param_names(self) -> list[str]:
+        """The params the user gives and gets (in their own layout, also where the program folded them)."""
+        if self.layouts is not None:
+            return [n for n, _, _ in self.layouts.user]
         return [p.name for p in self.manifest.persistent]
 
     @property
     def input_names(self) -> list[str]:
         return [p.name for p in self.manifest.inputs]
 
-    def set_params(self, params) -> None:
-        """Load params (name -> array, or a list in parameter order); every used param must be given."""
-        specs = self.manifest.persistent
+    def _user_to_compute(self, params) -> dict:
+        """The program's params from the user's (their layout checked first, then folded)."""
+        user = self.layouts.user
         if isinstance(params, (list, tuple)):
-            if len(params) != len(specs):
-                raise TvmSwapError(f"got {len(params)} params, the model has {len(specs)}: {self.param_names}")
+            if len(params) != len(user):
+                raise TvmSwapError(f"got {len(params)} params, the model has {len(user)}: {self.param_names}")
             params = dict(zip(self.param_names, params))
         params = {k: _as_numpy(v) for k, v in dict(params).items()}
         unknown = sorted(set(params) - set(self.param_names))
         if unknown:
             raise TvmSwapError(f"unknown params {unknown}; the model's params are {self.param_names}")
+        for name, shape, dtype in user:
+            v = params.get(name)
+            if v is not None and (tuple(v.shape) != tuple(shape) or str(v.dtype) != dtype):
+                raise TvmSwapError(f"param {name!r} must be {tuple(shape)} {dtype}, got {tuple(v.shape)} {v.dtype}")
+        return self.layouts.to_compute(params)
+
+    def set_params(self, params) -> None:
+        """Load params (name -> array, or a list in parameter order); every used param must be given."""
+        specs = self.manifest.persistent
+        if self.layouts is not None:
+            params = self._user_to_compute(params)
+        names = [p.name for p in specs]
+        if isinstance(params, (list, tuple)):
+            if len(params) != len(specs):
+                raise TvmSwapError(f"got {len(params)} params, the model has {len(specs)}: {names}")
+            params = dict(zip(names, params))
+        params = {k: _as_numpy(v) for k, v in dict(params).items()}
+        unknown = sorted(set(params) - set(names))
+        if unknown:
+            raise TvmSwapError(f"unknown params {unknown}; the model's params are {names}")
         missing = [p.name for p in specs if p.name not in params and p.tensor in self.executor.persistent]
         if missing:
             raise TvmSwapError(f"missing values for params {missing}; pass params={{name: array}} for every "
@@ -133,7 +160,12 @@ class SwapModule:
         self._param_cache = {p.name: params[p.name] for p in specs if p.name in params}
 
     def params(self) -> dict[str, np.ndarray]:
-        """Current param values (after training steps: the updated ones)."""
+        """Current param values (after training steps: the updated ones), in the user's layout."""
+        out = self.compute_params()
+        return out if self.layouts is None else self.layouts.to_user(out)
+
+    def compute_params(self) -> dict[str, np.ndarray]:
+        """Current values of the program's own params (frozen ones in their folded compute layout)."""
         out = {}
         for p in self.manifest.persistent:
             if p.tensor in self.executor.persistent:
@@ -270,7 +302,7 @@ class SwapModule:
         path = str(path)
         with tvm_logs_filtered():        # TVM logs "Scope Saving:" on every export
             self.executable.export_library(path)
-        params = self.params()
+        params = self.compute_params()       # the library ships the program's layout (load converts back)
         names = [p.name for p in self.manifest.persistent if p.name in params]
         info = {k: self.build_info[k] for k in STORED_INFO if k in self.build_info}
         append_params(path, params_archive(names, params, info))
@@ -386,5 +418,8 @@ def load(path, params=None, bandwidth=None, debug_poison: bool = False, _checked
                 found = read_archive(z)
         params, other = found if found is not None else ({}, {})
         info = {k: v for k, v in other.items() if k in STORED_INFO}
+        layouts = layouts_of(manifest.meta)
+        if layouts is not None and params:      # shipped in the compute layout; the user's layout again
+            params = layouts.to_user(params)
     return SwapModule(lib, params, plan=plan, manifest=manifest, bandwidth=bandwidth, debug_poison=debug_poison,
                       build_info=info)

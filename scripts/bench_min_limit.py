@@ -49,7 +49,11 @@ def graph_of(mod):
     from relay_passes.lower import lower
     from tvm_swap.graph.extract import graph_from_relax
 
-    return graph_from_relax(lower(mod, "llvm"), "main", target="llvm")
+    try:             # as tvm_swap.build compiles it (frozen weights folded into their compute layout)
+        from tvm_swap.pipeline import fold_frozen_layouts
+    except ImportError:  # a commit before the fold (the "before" column)
+        return graph_from_relax(lower(mod, "llvm"), "main", target="llvm")
+    return graph_from_relax(lower(fold_frozen_layouts(mod)[0], "llvm"), "main", target="llvm")
 
 
 def measure(label: str, mod, peak_of=None) -> dict:

@@ -75,13 +75,25 @@ def micro_batched(mod, k: int, mem_limit, target="llvm", fuse_max_depth=None, fu
     split = split_batch(mod, k, func_name)
     if mem_limit is None:
         return split, None, None
-    unsplit = int(no_swap_bytes(graph_from_relax(lower(mod, target, fuse_max_depth=fuse_max_depth,
+    unsplit = int(no_swap_bytes(graph_from_relax(lower(fold_frozen_layouts(mod, None, func_name)[0], target, fuse_max_depth=fuse_max_depth,
                                                        func_name=func_name), func_name, target=str(target))))
     try:
         limit = parse_limit(mem_limit, unsplit)
     except ValueError as e:
         raise TvmSwapError(f"mem_limit {mem_limit!r}: {e}") from None
     return split, limit, unsplit
+
+
+def fold_frozen_layouts(mod, params=None, func_name: str = "main"):
+    """(`mod` with its frozen params' layout changes folded into the params (relay_passes.param_layout),
+    `params` (a dict in the user's layout, or None) in the folded module's layout)."""
+    from relay_passes.param_layout import FoldParamLayouts, folded_layouts
+
+    mod = FoldParamLayouts(func_name)(mod)
+    layouts = folded_layouts(mod[func_name])
+    if layouts is not None and isinstance(params, dict):
+        params = layouts.to_compute(params)
+    return mod, params
 
 
 def _check_limit(graph, mem_limit, planner, spec, planner_options, key=None) -> None:
@@ -124,6 +136,7 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
         raise TvmSwapError(f"the module has no function {func_name!r}; it has: {', '.join(sorted(names))}")
     if micro_batches is not None and int(micro_batches) > 1:
         mod, mem_limit, _ = micro_batched(mod, int(micro_batches), mem_limit, target, fuse_max_depth, func_name)
+    mod, params = fold_frozen_layouts(mod, params, func_name)
     from .model_checks import check_limit_before_lowering
 
     target = resolve_target(target)

@@ -24,7 +24,15 @@ def _flat(res) -> list[np.ndarray]:
 
 
 def unlimited_args(manifest, feeds: dict, params: dict) -> list[np.ndarray]:
-    """The plain function's arguments in its own parameter order (unused params get zeros)."""
+    """The plain function's arguments in its own parameter order (unused params get zeros). Params the
+    program folded into their compute layout (tvm_swap.param_layouts) are the user's here, as the plain
+    build takes them: `params` is in the user's layout (SwapModule.params)."""
+    from tvm_swap.param_layouts import layouts_of
+
+    layouts = layouts_of(manifest.meta)
+    if layouts is not None:
+        args = [feeds[p.name] for p in manifest.inputs]
+        return args + [params[n] if n in params else np.zeros(s, d) for n, s, d in layouts.user]
     args = []
     for p in manifest.params:
         if p.role == "input":

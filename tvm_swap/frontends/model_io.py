@@ -126,6 +126,9 @@ def graph_of_model(spec: str, shapes=None, params=None, target: str = "llvm", fu
 
     from ..graph import from_relax
 
+    from ..pipeline import fold_frozen_layouts
+
     mod, _, _ = load_model_for_build(spec, shapes=shapes, params=params)
+    mod, _ = fold_frozen_layouts(mod)         # as tvm_swap.build compiles it: frozen weights in compute layout
     lowered = lower(mod, target=target, fuse_max_depth=fuse_max_depth)
     return from_relax(lowered, name=Path(spec).name)
