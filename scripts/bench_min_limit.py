@@ -9,6 +9,12 @@ floors come from the graph alone. Prints a table and writes benchmarks/min_limit
     python scripts/bench_min_limit.py
     python scripts/bench_min_limit.py --models small_cnn,resnet18_v1 --batches 1,128
     python scripts/bench_min_limit.py --models small_cnn --micro-batches 2,4   # + inference in K slices
+    python scripts/bench_min_limit.py --models '' --examples '' --imagenet all       # ImageNet-size CNNs only
+
+ImageNet-size CNNs (--imagenet, default all): AlexNet-, VGG-16-, ResNet-50-, MobileNetV2- and DenseNet-121-shaped
+symbols written by scripts/make_cnn_symbols.py and scripts/make_resnet50_symbol.py (random weights, as
+`--init random` compiles them), batch 1 inference, data 1x3x224x224. --symbols-dir reads the symbol files from
+a folder instead of writing them (how a commit without the generators is measured on the same symbols).
 
 A micro-batched row's "no-swap peak" is the unsplit model's (the share a user asks for), its floors the split
 model's.
@@ -27,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 FIXTURES = Path(os.environ.get("TVM_SWAP_FIXTURES", ROOT.parent / "shared" / "fixtures")) / "mxnet"
 MXNET = ["small_cnn", "resnet18_v1", "mlp", "transformer_encoder"]
 EXAMPLES = ["mlp", "cnn", "mlp-train", "cnn-train"]
+IMAGENET = ["alexnet", "vgg16", "resnet50_v1", "mobilenetv2_1.0", "densenet121"]
 
 
 def git_commit() -> str:
@@ -43,6 +50,23 @@ def mxnet_module(name: str, batch: int):
     params = FIXTURES / info["params_file"] if info.get("params_file") else None
     mod, prm = from_mxnet(FIXTURES / f"{name}-symbol.json", str(params) if params else None, shapes)
     return mod, prm
+
+
+def imagenet_module(name: str, symbols_dir: Path):
+    """The ImageNet-size CNN `name` at batch 1 (its symbol written to symbols_dir when not there)."""
+    from tvm_swap.frontends.mxnet import from_mxnet
+
+    path = symbols_dir / f"{name}-symbol.json"
+    if not path.exists():
+        sys.path.insert(0, str(ROOT / "scripts"))
+        if name == "resnet50_v1":
+            from make_resnet50_symbol import write
+            write(symbols_dir)
+        else:
+            from make_cnn_symbols import write
+            write(symbols_dir, name)
+    mod, _ = from_mxnet(path, None, {"data": [1, 3, 224, 224]})
+    return mod
 
 
 def graph_of(mod):
@@ -94,6 +118,28 @@ def render(rows: list[dict], commit: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def render_compared(rows: list[dict], before: dict, commit: str) -> str:
+    """One table: each row's arena floor before (`before`: an earlier run's JSON) and now, as bytes and as a
+    share of that commit's own no-swap peak (the peak itself moves when the lowering drops kernels)."""
+    from tvm_swap.units import format_bytes
+
+    old = {r["model"]: r for r in before["rows"]}
+    out = ["# Smallest feasible limit (arena), before and after", "",
+           f"Before: commit {before.get('commit', 'unknown')}; after: commit {commit}. Each share is of that commit's "
+           f"own no-swap peak. `scripts/bench_min_limit.py --before FILE`.", "",
+           "| model | no-swap peak before | after | arena min before | after | % of peak before | after | "
+           "largest op before | after |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        b = old.get(r["model"])
+        if b is None:
+            continue
+        out.append(f"| {r['model']} | {format_bytes(b['noswap_peak'])} | {format_bytes(r['noswap_peak'])} | "
+                   f"{format_bytes(b['arena_min'])} | {format_bytes(r['arena_min'])} | "
+                   f"{b['arena_min'] / b['noswap_peak']:.1%} | {r['arena_min'] / r['noswap_peak']:.1%} | "
+                   f"{format_bytes(b['largest_working_set'])} | {format_bytes(r['largest_working_set'])} |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default=",".join(MXNET), help="MXNet fixtures (comma list)")
@@ -102,6 +148,11 @@ def main(argv=None) -> int:
     ap.add_argument("--no-train", action="store_true", help="inference only")
     ap.add_argument("--micro-batches", default="", help="also inference split into K slices of the batch "
                     "(relay_passes.micro_batch; comma list), as a share of the unsplit model's peak")
+    ap.add_argument("--imagenet", default="all", help="ImageNet-size CNNs (comma list of "
+                    f"{', '.join(IMAGENET)}; 'all'; '' for none), batch 1 inference")
+    ap.add_argument("--symbols-dir", default="", help="their symbol files (default: written to a temporary folder)")
+    ap.add_argument("--before", default="", help="an earlier run's min_limit.json: also write the two side by "
+                    "side (min_limit_compared.md)")
     ap.add_argument("--out-dir", default=str(ROOT / "benchmarks"))
     args = ap.parse_args(argv)
     from tvm_swap.examples import get_example
@@ -132,12 +183,25 @@ def main(argv=None) -> int:
                     print(f"{name} batch {b} train step: {type(e).__name__}: {str(e).splitlines()[0]}")
                     continue
                 rows.append(measure(f"{name} batch {b} train step", step))
+    nets = IMAGENET if args.imagenet == "all" else [x for x in args.imagenet.split(",") if x]
+    if nets:
+        import tempfile
+
+        symbols = Path(args.symbols_dir or tempfile.mkdtemp(prefix="imagenet-symbols-"))
+        for name in nets:
+            rows.append(measure(f"{name} batch 1 inference", imagenet_module(name, symbols)))
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     commit = git_commit()
     (out / "min_limit.json").write_text(json.dumps({"commit": commit, "rows": rows}, indent=1))
     (out / "min_limit.md").write_text(render(rows, commit))
     print(render(rows, commit))
+    if args.before:
+        before = json.loads(Path(args.before).read_text())
+        (out / "min_limit_compared.json").write_text(json.dumps({"commit": commit, "before": before,
+                                                                 "rows": rows}, indent=1))
+        (out / "min_limit_compared.md").write_text(render_compared(rows, before, commit))
+        print(render_compared(rows, before, commit))
     return 0
 
 

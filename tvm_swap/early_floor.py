@@ -74,6 +74,18 @@ class FloorBounds:
     op_io: int                # of A: its inputs and outputs
     op_buffers: int           # of A: the buffers its kernel allocates
     boundary_min: int         # B: the largest parameter or result, aligned
+    op_params: int = 0        # of op_io: the parameters that op reads (no batch size lowers those)
+
+    def hint(self) -> str:
+        """What would lower the bound that refuses: a smaller batch only where the op's need is not mostly its
+        parameters, and neither where the largest single tensor (a parameter or result) sets it."""
+        if self.boundary_min >= self.op_min:
+            return "one tensor of the model sets it (the largest parameter or result); no batch or fusion setting " \
+                   "lowers a parameter"
+        if 2 * self.op_params >= self.op_io:
+            return (f"{format_bytes(self.op_params)} of it are the parameters that op reads, which no batch size or "
+                    f"fusion setting lowers")
+        return HINT
 
     def floor_share_at_least(self) -> float:
         """A lower bound on floor / no-swap need: with X = WS + W >= M = max(A, B) and W <= X - B, the ratio
@@ -432,7 +444,7 @@ def _floor_bounds(mod, func_name, target):
     params = set(func.params)           # parameters and plain aliases of them: surely a kernel's inputs
     results = set(_vars_in(func.body.body))
     tuple_fields: dict = {}
-    best = (0, "", 0, 0)
+    best = (0, "", 0, 0, 0)
     for var, v in bindings:
         if isinstance(v, relax.Var):
             union(var, v)
@@ -494,10 +506,12 @@ def _floor_bounds(mod, func_name, target):
                         or (mine == OUT_EWISE_FUSABLE and var in read_beyond_broadcast))
             io = sum(classes.values()) + (out_bytes if out_sure else 0)
             if io + buffers > best[0]:
-                best = (io + buffers, f"op {v.op.name.removeprefix('relax.')!r} (binding {var.name!r})", io, buffers)
+                weights = sum(b for r, b in classes.items() if any(find(p) == r for p in ins if p in params))
+                best = (io + buffers, f"op {v.op.name.removeprefix('relax.')!r} (binding {var.name!r})", io, buffers,
+                        weights)
     if best[0] == 0:
         return None
-    return FloorBounds(int(storage), int(best[0]), best[1], int(best[2]), int(best[3]), int(boundary))
+    return FloorBounds(int(storage), int(best[0]), best[1], int(best[2]), int(best[3]), int(boundary), int(best[4]))
 
 
 # ---------------------------------------------------------------- the check
@@ -519,7 +533,7 @@ def check_before_lowering(mod, mem_limit, func_name: str = "main", target="llvm"
             return None
         b = bounds or floor_bounds(mod, func_name, target)
         if b is not None and b.refuses(frac):
-            raise EarlyInfeasibleError(text, None, b, HINT)
+            raise EarlyInfeasibleError(text, None, b, b.hint())
         return b
     try:
         limit = int(parse_limit(mem_limit, None))
@@ -527,7 +541,7 @@ def check_before_lowering(mod, mem_limit, func_name: str = "main", target="llvm"
         return None
     b = bounds or floor_bounds(mod, func_name, target)
     if b is not None and limit < max(b.op_min, b.boundary_min):
-        raise EarlyInfeasibleError(str(mem_limit), limit, b, HINT)
+        raise EarlyInfeasibleError(str(mem_limit), limit, b, b.hint())
     return b
 
 

@@ -102,7 +102,7 @@ def check_feasible(graph: DataflowGraph, limit: int, pool: str, alignment: int =
     if below is None:
         return
     floor, why = below
-    why = f"{why}; {floor_hint(graph, pool, alignment)}"
+    why = f"{why}; {floor_hint(graph, pool, alignment, limit)}"
     if planner is None:
         e = InfeasibleLimitError(limit, floor, why)
     else:
