@@ -80,21 +80,46 @@ def graph_of(mod):
     return graph_from_relax(lower(fold_frozen_layouts(mod)[0], "llvm"), "main", target="llvm")
 
 
-def measure(label: str, mod, peak_of=None) -> dict:
+def split_graph_of(mod):
+    """(graph once no dense layer's weight sets the floor (tvm_swap.split_to_fit.split_floor), {weight: K})."""
+    from relay_passes.lower import lower
+    from tvm_swap.graph.extract import graph_from_relax
+    from tvm_swap.pipeline import fold_frozen_layouts
+    from tvm_swap.split_to_fit import split_floor
+
+    def lower_graph(m):
+        low = lower(m, "llvm")
+        return low, graph_from_relax(low, "main", target="llvm")
+
+    _, g, splits = split_floor(fold_frozen_layouts(mod)[0], lower_graph)
+    return g, splits
+
+
+def measure(label: str, mod, peak_of=None, split: bool = False) -> dict:
     """peak_of: the module whose no-swap peak the row is a share of (the unsplit model for a micro-batched row)."""
     from tvm_swap.planner.api import feasible_floor
     from tvm_swap.planner.bounds import noswap_peak
     from tvm_swap.planner.graphindex import GraphIndex
     from tvm_swap.planner.swapadvisor.arena import working_set_floor
 
+    splits, unsplit_floor = {}, None
     g = graph_of(mod)
+    if split:       # dense layers split by output features until none sets the floor (tvm_swap.split_to_fit)
+        try:
+            split_g, splits = split_graph_of(mod)
+        except ImportError:   # a commit before the split
+            split_g = None
+        if split_g is not None:
+            unsplit_floor = int(feasible_floor(g, "arena")[0])
+            g = split_g
     gi = GraphIndex.build(g, 256, keep_updated=False)
     peak = noswap_peak(g if peak_of is None else graph_of(peak_of))
     arena, _ = feasible_floor(g, "arena")
     classes, _ = feasible_floor(g, "size-classes")
     row = {"model": label, "ops": g.num_ops, "noswap_peak": int(peak), "arena_min": int(arena),
            "size_classes_min": int(classes), "largest_working_set": int(working_set_floor(gi)),
-           "workspace": int(gi.workspace)}
+           "workspace": int(gi.workspace),
+           **({"splits": splits, "arena_min_unsplit": unsplit_floor} if unsplit_floor is not None else {})}
     print(f"{label:38s} peak {peak / 1e6:9.2f} MB  arena {arena / peak:6.1%}  size classes {classes / peak:6.1%}  "
           f"(working set {row['largest_working_set'] / 1e6:.2f} MB, workspace {row['workspace'] / 1e6:.2f} MB)",
           flush=True)
@@ -128,14 +153,18 @@ def render_compared(rows: list[dict], before: dict, commit: str) -> str:
            f"Before: commit {before.get('commit', 'unknown')}; after: commit {commit}. Each share is of that commit's "
            f"own no-swap peak. `scripts/bench_min_limit.py --before FILE`.", "",
            "| model | no-swap peak before | after | arena min before | after | % of peak before | after | "
-           "largest op before | after |", "|---|---|---|---|---|---|---|---|---|"]
+           "after, with split_dense | largest op before | after |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         b = old.get(r["model"])
         if b is None:
             continue
+        plain = r.get("arena_min_unsplit", r["arena_min"])      # without split_dense (fold and fusion only)
+        split = (f"{r['arena_min'] / r['noswap_peak']:.1%} ({format_bytes(r['arena_min'])}; "
+                 f"{', '.join(f'{w} x{k}' for w, k in r['splits'].items()) or 'no split'})"
+                 if "arena_min_unsplit" in r else "")
         out.append(f"| {r['model']} | {format_bytes(b['noswap_peak'])} | {format_bytes(r['noswap_peak'])} | "
-                   f"{format_bytes(b['arena_min'])} | {format_bytes(r['arena_min'])} | "
-                   f"{b['arena_min'] / b['noswap_peak']:.1%} | {r['arena_min'] / r['noswap_peak']:.1%} | "
+                   f"{format_bytes(b['arena_min'])} | {format_bytes(plain)} | "
+                   f"{b['arena_min'] / b['noswap_peak']:.1%} | {plain / r['noswap_peak']:.1%} | {split} | "
                    f"{format_bytes(b['largest_working_set'])} | {format_bytes(r['largest_working_set'])} |")
     return "\n".join(out) + "\n"
 
@@ -189,7 +218,7 @@ def main(argv=None) -> int:
 
         symbols = Path(args.symbols_dir or tempfile.mkdtemp(prefix="imagenet-symbols-"))
         for name in nets:
-            rows.append(measure(f"{name} batch 1 inference", imagenet_module(name, symbols)))
+            rows.append(measure(f"{name} batch 1 inference", imagenet_module(name, symbols), split=True))
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     commit = git_commit()

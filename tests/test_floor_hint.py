@@ -49,7 +49,7 @@ def test_a_weight_bigger_than_the_limit_names_the_split_that_fits_not_the_batch(
                ("relu#1", "relu", [3], [4])])
     msg = refusal(g, 60 * MiB)
     assert "its parameters (392.02 MiB, the largest 'W_T')" in msg and "no batch size or fusion setting" in msg
-    k = int(re.search(r"split by output features into (\d+) slices", msg).group(1))
+    k = int(re.search(r"split_dense=True runs it in (\d+) slices of its output features", msg).group(1))
     assert 100 * 1024 + (w + 2 * 16 * 1024) / k <= 60 * MiB < 100 * 1024 + (w + 2 * 16 * 1024) / (k - 1)
     assert "micro_batches" not in msg and "fuse_max_depth" not in msg
 

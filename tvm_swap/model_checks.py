@@ -111,7 +111,28 @@ def check_limit_before_lowering(mod, mem_limit, func_name: str = "main", alignme
     lowered graph; compile_model checks those, and every limit exactly, right after lowering)."""
     if _absolute_limit(mem_limit) is None:
         return
-    refuse_below_tensor(mem_limit, *largest_tensor(mod, func_name), alignment=alignment)
+    need, what = largest_tensor(mod, func_name)
+    refuse_below_tensor(mem_limit, need, what, alignment=alignment, note=splittable_note(mod, what, func_name))
+
+
+def splittable_note(mod, what: str, func_name: str = "main") -> str:
+    """For largest_tensor's `what`: the words saying split_dense=True cuts it, when it is an inference dense
+    layer's weight (read by one matmul, directly or after a layout change folded at compile time), else ''."""
+    from relay_passes.param_layout import FoldParamLayouts, folded_layouts
+    from relay_passes.split_dense import splittable
+
+    func = _func(mod, func_name)
+    if (not what.startswith("parameter ") or func is None
+            or (func.attrs is not None and "tvm_swap.updates" in func.attrs)):
+        return ""
+    name = what.split("'")[1]
+    folded = FoldParamLayouts(func_name)(mod)[func_name]
+    can = splittable(folded)
+    layouts = folded_layouts(folded)
+    names = {name} | {f.name for f in (layouts.folds if layouts else ()) if f.source == name}
+    if not names & set(can):
+        return ""
+    return "; it is a dense layer's weight: split_dense=True cuts it into slices of its output features"
 
 
 def _absolute_limit(mem_limit) -> int | None:
@@ -127,7 +148,7 @@ def _absolute_limit(mem_limit) -> int | None:
         return None
 
 
-def refuse_below_tensor(mem_limit, need: int, what: str, alignment: int = 256) -> None:
+def refuse_below_tensor(mem_limit, need: int, what: str, alignment: int = 256, note: str = "") -> None:
     """InfeasibleLimitError when a byte limit is below `need` bytes (aligned) of one tensor `what` the model
     must hold (largest_tensor, or frontends.mxnet_early.largest_tensor from a symbol before importing)."""
     from .plan import aligned_bytes
@@ -135,4 +156,4 @@ def refuse_below_tensor(mem_limit, need: int, what: str, alignment: int = 256) -
     limit = _absolute_limit(mem_limit)
     floor = aligned_bytes(need, alignment) if need else 0
     if limit is not None and limit < floor:
-        raise InfeasibleLimitError(limit, floor, f"the model's {what} alone needs that much", exact=False)
+        raise InfeasibleLimitError(limit, floor, f"the model's {what} alone needs that much{note}", exact=False)

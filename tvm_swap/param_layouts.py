@@ -17,23 +17,40 @@ META_KEY = "param_layouts"
 
 @dataclass(frozen=True)
 class Fold:
-    """Compiled parameter `name` = `source` (a user parameter) after `steps`: ("transpose", axes) or
-    ("reshape", shape); `source_shape` is the user parameter's shape."""
+    """Compiled parameter `name` = `source` (a user parameter) after `steps`: ("transpose", axes),
+    ("reshape", shape) or, last only, ("slice", (axis, begin, end)): one of the chunks a split op reads
+    (relay_passes.split_dense); `source_shape` is the user parameter's shape."""
     name: str
     source: str
     source_shape: tuple[int, ...]
     steps: tuple[tuple[str, tuple[int, ...]], ...]
 
+    @property
+    def chunk(self) -> tuple[int, int, int] | None:
+        """(axis, begin, end) when this parameter is a chunk of its layout-changed source, else None."""
+        kind, arg = self.steps[-1] if self.steps else ("", ())
+        return tuple(arg) if kind == "slice" else None
+
+    @property
+    def layout_steps(self) -> tuple:
+        return self.steps[:-1] if self.chunk is not None else self.steps
+
     def apply(self, value: np.ndarray) -> np.ndarray:
         for kind, arg in self.steps:
-            value = np.transpose(value, arg) if kind == "transpose" else np.reshape(value, arg)
+            if kind == "slice":
+                axis, begin, end = arg
+                value = np.take(value, np.arange(begin, end), axis=axis)
+            else:
+                value = np.transpose(value, arg) if kind == "transpose" else np.reshape(value, arg)
         return np.ascontiguousarray(value)
 
     def invert(self, value: np.ndarray) -> np.ndarray:
+        """The source from this parameter's value (for a chunk: from the chunks joined first, see to_user)."""
         shapes = [self.source_shape]
-        for kind, arg in self.steps:     # the shape before each step
+        steps = self.layout_steps
+        for kind, arg in steps:     # the shape before each step
             shapes.append(tuple(shapes[-1][a] for a in arg) if kind == "transpose" else tuple(arg))
-        for (kind, arg), before in zip(reversed(self.steps), reversed(shapes[:-1])):
+        for (kind, arg), before in zip(reversed(steps), reversed(shapes[:-1])):
             value = np.transpose(value, np.argsort(arg)) if kind == "transpose" else np.reshape(value, before)
         return np.ascontiguousarray(value)
 
@@ -64,9 +81,18 @@ class ParamLayouts:
     def to_user(self, params: dict) -> dict:
         """The user's params from the compiled function's (the inverse of to_compute)."""
         out = {n: params[n] for n in self.kept if n in params}
+        chunks: dict = {}
         for f in self.folds:
-            if f.name in params and f.source not in out:
+            if f.name not in params or f.source in out:
+                continue
+            if f.chunk is None:
                 out[f.source] = f.invert(np.asarray(params[f.name]))
+            else:
+                chunks.setdefault(f.source, []).append(f)
+        for source, fs in chunks.items():     # a split op's chunks joined, then the layout change undone
+            fs.sort(key=lambda f: f.chunk[1])
+            joined = np.concatenate([np.asarray(params[f.name]) for f in fs], axis=fs[0].chunk[0])
+            out[source] = fs[0].invert(joined)
         return out
 
     def to_dict(self) -> dict:

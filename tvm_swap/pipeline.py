@@ -24,6 +24,7 @@ without a GPU); `build` wraps its result in a SwapModule.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -84,6 +85,43 @@ def micro_batched(mod, k: int, mem_limit, target="llvm", fuse_max_depth=None, fu
     return split, limit, unsplit
 
 
+@contextlib.contextmanager
+def _unless(skip: bool):
+    """Run the block; when `skip`, a refusal inside it is dropped (the exact check after lowering decides)."""
+    from .errors import InfeasibleLimitError
+
+    try:
+        yield
+    except InfeasibleLimitError:
+        if not skip:
+            raise
+
+
+def _may_split(mod, func_name: str) -> bool:
+    """An inference function with a dense weight relay_passes.split_dense may split."""
+    from relay_passes.split_dense import splittable
+
+    func = mod[func_name]
+    return not (func.attrs is not None and "tvm_swap.updates" in func.attrs) and bool(splittable(func))
+
+
+def _split_may_help(mod, mem_limit, func_name: str) -> bool:
+    """Whether a limit refused before lowering may still fit once dense weights are split: not when it is a
+    byte limit below a tensor no split makes smaller (an input, a result, a weight that is not split)."""
+    from relay_passes.split_dense import splittable
+
+    from .model_checks import _absolute_limit, _nbytes
+
+    limit = _absolute_limit(mem_limit)
+    if limit is None:
+        return True
+    func = mod[func_name]
+    can = splittable(func)
+    whole = [_nbytes(p.ty) or 0 for p in func.params if p.name not in can]
+    whole += [_nbytes(t) or 0 for t in (func.ret_ty.fields if hasattr(func.ret_ty, "fields") else [func.ret_ty])]
+    return limit >= max(whole, default=0)
+
+
 def fold_frozen_layouts(mod, params=None, func_name: str = "main"):
     """(`mod` with its frozen params' layout changes folded into the params (relay_passes.param_layout),
     `params` (a dict in the user's layout, or None) in the folded module's layout)."""
@@ -112,11 +150,13 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
                   profile: bool = True, bandwidth=None, func_name: str = "main", workers: int | None = 1,
                   progress: bool = False, cost_cache=None, op_time=None, params=None, example_inputs=None,
                   debug_poison: bool = False, graph_cache: bool = True, _plan_hook=None, micro_batches=None,
-                  **planner_options) -> CompiledModel:
+                  split_dense: bool = False, **planner_options) -> CompiledModel:
     """Everything `build` does except creating the runtime. See `build` for the arguments (params and
     example_inputs only feed in-situ profiling here). graph_cache: keep the lowered graph on disk
     (tvm_swap.graph_cache), so compiling this module again refuses an infeasible limit before lowering.
-    micro_batches: inference in that many slices of the batch (see micro_batched)."""
+    micro_batches: inference in that many slices of the batch (see micro_batched). split_dense: inference
+    below the floor runs the dense layers whose weights set it in slices of their output features, as few as
+    fit (tvm_swap.split_to_fit); a percentage limit stays a share of the unsplit model's need."""
     import tvm
 
     from relay_passes.apply import ApplySwapPlan
@@ -126,6 +166,7 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     from .graph.extract import graph_from_relax
     from .graph_cache import cached_graph, graph_key, store_graph
     from .planner.api import plan_graph
+    from .limits import resolve_limit
     from .planner.baselines.noswap import noswap_need
     from .profile import per_op_times
 
@@ -136,7 +177,6 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
         raise TvmSwapError(f"the module has no function {func_name!r}; it has: {', '.join(sorted(names))}")
     if micro_batches is not None and int(micro_batches) > 1:
         mod, mem_limit, _ = micro_batched(mod, int(micro_batches), mem_limit, target, fuse_max_depth, func_name)
-    mod, params = fold_frozen_layouts(mod, params, func_name)
     from .model_checks import check_limit_before_lowering
 
     target = resolve_target(target)
@@ -145,24 +185,46 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     spec = _device_spec(device, kind, bandwidth)
     t0 = time.perf_counter()
     key = graph_key(mod, target, fuse_max_depth, func_name) if graph_cache else None
+    user_mod, user_params = mod, params
+    mod, params = fold_frozen_layouts(mod, params, func_name)   # (keyed above by the user's module)
+    may_split = bool(split_dense) and mem_limit is not None and _may_split(mod, func_name)
     checked = False
     if key is not None and mem_limit is not None:
         early = cached_graph(key)      # this module lowered before: the exact check, before lowering again
         if early is not None:
-            _check_limit(early, mem_limit, planner, spec, planner_options, key)
-            checked = True             # (on the very graph lowering makes again: no second check below)
+            # below the unsplit floor, splitting a dense layer may still fit it
+            with _unless(may_split and _split_may_help(mod, mem_limit, func_name)):
+                _check_limit(early, mem_limit, planner, spec, planner_options, key)
+                checked = True         # (on the very graph lowering makes again: no second check below)
     if mem_limit is not None and not checked:
         # first compile of this module: refused now where bounds from the Relax function prove it (a tensor
         # bigger than the limit; tvm_swap.early_floor: never a feasible limit; the rest gets the exact check
         # after lowering). Not before the cache lookup above: a lowered graph names the exact min instead
         from .early_floor import check_before_lowering
 
-        check_limit_before_lowering(mod, mem_limit, func_name)
-        check_before_lowering(mod, mem_limit, func_name, target)
-    lowered = lower(mod, target, fuse_max_depth=fuse_max_depth, func_name=func_name)
-    graph = graph_from_relax(lowered, func_name, target=str(target))
+        with _unless(may_split and _split_may_help(mod, mem_limit, func_name)):
+            check_limit_before_lowering(user_mod, mem_limit, func_name)      # (names the user's params)
+            check_before_lowering(mod, mem_limit, func_name, target)
+
+    def lower_graph(m):
+        low = lower(m, target, fuse_max_depth=fuse_max_depth, func_name=func_name)
+        return low, graph_from_relax(low, func_name, target=str(target))
+
+    lowered, graph = lower_graph(mod)
     if key is not None:
         store_graph(key, graph)
+    splits = {}
+    if may_split and not checked:     # dense layers split by output features until the limit fits
+        from .planner.api import resolve_pool
+        from .split_to_fit import split_to_fit
+
+        mem_limit = resolve_limit(graph, mem_limit)        # a percentage: of the unsplit model's need
+        mod, lowered, graph, splits = split_to_fit(mod, mem_limit, lower_graph, func_name,
+                                                   resolve_pool(planner, planner_options.get("pool")),
+                                                   first=(lowered, graph))
+        if splits:
+            key = None                 # (the floor memo belongs to the unsplit graph)
+            params = fold_frozen_layouts(mod, user_params, func_name)[1]
     times["lower_s"] = time.perf_counter() - t0
     if mem_limit is not None and not checked:
         # a limit no plan can meet is refused now, before any kernel is profiled
@@ -188,7 +250,8 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     executable = build_lowered(applied, target)
     times["codegen_s"] = time.perf_counter() - t3
     info = {"target": kind, "planner": plan.planner, "cost": cost_source, "num_ops": graph.num_ops,
-            "device": spec.name, **{k: round(v, 4) for k, v in times.items()}}
+            "device": spec.name, **{k: round(v, 4) for k, v in times.items()},
+            **({"dense_splits": dict(splits)} if splits else {})}
     return CompiledModel(executable, plan, graph, lowered, op_time, spec, target, info)
 
 
@@ -196,7 +259,7 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
           budget_s: float = 10.0, seed: int = 0, generations: int | None = None, fuse_max_depth=None,
           profile: bool = True, bandwidth=None, debug_poison: bool = False, func_name: str = "main",
           workers: int | None = 1, progress: bool = False, example_inputs=None, cost_cache=None, op_time=None,
-          _plan_hook=None, **planner_options):
+          _plan_hook=None, split_dense: bool = False, **planner_options):
     """Compile `mod` to run inside `mem_limit` and return a SwapModule holding `params`.
 
     mem_limit: bytes, '8GB', '512MiB', a percentage of the no-swap peak ('60%'), or None (no limit).
@@ -205,6 +268,9 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
     (bytes/s one way, '2GB/s', or a DeviceSpec) replaces its link, and on llvm also throttles the emulated
     link so copies really take that long. planner/budget_s/seed/generations/workers/planner_options go to
     tvm_swap.planner.api.plan_graph. fuse_max_depth caps kernel fusion (deep fusion stretches lifetimes).
+    split_dense=True (inference): a limit below the floor set by a dense layer's weight is met by running that
+    layer as K slices of its output features, the weight cut into K params at compile time (the user still
+    gives and gets it whole), K as small as fits (tvm_swap.split_to_fit); results bitwise equal.
     micro_batches=K (inference): run the batch in K slices (relay_passes.micro_batch), each op then holds 1/K
     of its activations; a percentage limit stays a share of the unsplit model's no-swap need.
     profile: True times each kernel alone on llvm (tvm_swap.cost.profile_times); "insitu" times each kernel
@@ -242,7 +308,8 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
                        seed=seed, generations=generations, fuse_max_depth=fuse_max_depth, profile=profile,
                        bandwidth=bandwidth, func_name=func_name, workers=workers, progress=progress,
                        cost_cache=cost_cache, op_time=op_time, params=params_dict, example_inputs=example_inputs,
-                       debug_poison=debug_poison, _plan_hook=_plan_hook, **planner_options)
+                       debug_poison=debug_poison, _plan_hook=_plan_hook, split_dense=split_dense,
+                       **planner_options)
     link = cm.device if bandwidth is not None else None
     m = SwapModule(cm.executable, params, plan=cm.plan, bandwidth=link, debug_poison=debug_poison,
                    build_info=cm.info)

@@ -114,7 +114,8 @@ def test_build_with_micro_batches_takes_a_percent_of_the_unsplit_model():
     mod, prm = _small_cnn(32)
     unsplit = no_swap_bytes(graph_from_relax(lower(mod, "llvm"), "main", target="llvm"))
     m = tvm_swap.build(mod, mem_limit="60%", params=prm, micro_batches=2, profile=False, generations=1)
-    assert m.plan.mem_limit == int(unsplit * 0.6) and m.compiled.graph.num_ops > 20     # 2 x 10 kernels + concat
+    # 2 x 9 kernels + concat (the dense weight's transpose is folded into the param at compile time)
+    assert m.plan.mem_limit == int(unsplit * 0.6) and m.compiled.graph.num_ops >= 19
     x = np.random.default_rng(1).standard_normal([32, 3, 32, 32]).astype("float32")
     got = m(x)
     got = (got[0] if isinstance(got, (list, tuple)) else got)

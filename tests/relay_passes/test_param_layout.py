@@ -130,3 +130,16 @@ def test_a_weight_also_read_as_it_is_stays_beside_its_folded_form():
     mod = FoldParamLayouts()(bb.get())
     assert [p.name for p in mod["main"].params] == ["x", "w", "w_T"]
     assert folded_layouts(mod["main"]).kept == ("w",)
+
+
+def test_a_cross_compiled_library_ships_the_folded_weights_too(tmp_path):
+    """CUDA without a GPU (built, not run): the params trailer holds the program's layout as export_library's
+    does, so loading it on a GPU gives the user's weights back (tvm_swap.cli.cross_compile)."""
+    from tvm_swap.cli.cross_compile import cross_compile
+
+    mod, params = linear_model()
+    out = str(tmp_path / "m.so")
+    cross_compile(mod, params, out, target="cuda -arch=sm_90", mem_limit="95%", generations=1)
+    shipped, _ = embedded_params(out)
+    assert sorted(shipped) == ["b1", "w1_T", "w2_T"]
+    assert np.array_equal(shipped["w1_T"], params["w1"].T)

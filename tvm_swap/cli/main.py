@@ -131,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="inference: run the batch in K equal slices (relay_passes.micro_batch), so each op holds 1/K "
                         "of its activations; a percentage limit stays a share of the unsplit model's no-swap need, "
                         "and --compare-unlimited compares against the unsplit build")
+    p.add_argument("--split-dense", action="store_true",
+                   help="inference: below the floor a dense layer's weight sets, run that layer in K slices of its "
+                        "output features (the weight cut at compile time, K as small as fits the limit); results "
+                        "bitwise equal, the params file still holds the whole weights")
     p.add_argument("--refresh-timings", action="store_true",
                    help="time every kernel and build the unlimited reference again instead of reusing the disk "
                         "cache ($TVM_SWAP_CACHE_DIR, else $XDG_CACHE_HOME/tvm_swap) from an earlier compile")

@@ -68,7 +68,8 @@ def _table() -> dict | None:
 
 
 def refuse_below_floor(model, mem_limit, *, target="llvm", planner="swapadvisor", pool=None, fuse_max_depth=None,
-                       micro_batches=None, train=None, shapes=None, params=None, tensor_check=True) -> None:
+                       micro_batches=None, train=None, shapes=None, params=None, tensor_check=True,
+                       split_dense=False) -> None:
     """Raise the InfeasibleLimitError compile_model would raise for `mem_limit` (after prepare_model's check of a
     byte limit against the largest tensor, then the exact check on the lowered graph), when the table proves
     it; otherwise return (the command goes on as before). tensor_check=False: the refusal `tvm-swap plan`
@@ -76,6 +77,7 @@ def refuse_below_floor(model, mem_limit, *, target="llvm", planner="swapadvisor"
     from ..planner.registry import FEASIBLE_AT_THE_FLOOR, SEARCH_PLANNERS
 
     if (not isinstance(model, str) or mem_limit is None or fuse_max_depth is not None or micro_batches is not None
+            or split_dense
             or train is not None or shapes or params is not None or planner not in FEASIBLE_AT_THE_FLOOR):
         return
     doc = _table()
@@ -92,13 +94,17 @@ def refuse_below_floor(model, mem_limit, *, target="llvm", planner="swapadvisor"
     from ..units import parse_limit
 
     if tensor_check and _absolute_limit(mem_limit) is not None:      # prepare_model checks a byte limit first
-        refuse_below_tensor(mem_limit, *example["largest_tensor"], alignment=ALIGNMENT)
+        need, what, note = example["largest_tensor"]
+        refuse_below_tensor(mem_limit, need, what, alignment=ALIGNMENT, note=note)
     try:
         limit = int(parse_limit(mem_limit, entry["no_swap_bytes"]))
     except (TypeError, ValueError):
         return                                       # the lowered path words a bad limit
     if 0 < limit < known["below"]:
-        raise InfeasibleLimitError(limit, known["floor"], known["reason"], reference_bytes=entry["no_swap_bytes"])
+        from ..floor_hint import hint_text
+
+        reason = f"{known['reason']}; {hint_text(known['hint'], pool, limit)}"
+        raise InfeasibleLimitError(limit, known["floor"], reason, reference_bytes=entry["no_swap_bytes"])
 
 
 __all__ = ["TABLE", "refuse_below_floor", "target_key", "versions"]

@@ -29,7 +29,8 @@ def graph_facts(graph) -> dict:
     """No-swap need and, per memory model, what the exact check refuses (planner.api.sure_refusal, with the
     reason check_feasible gives)."""
     from ..errors import InfeasibleLimitError
-    from ..limits import floor_hint, no_swap_bytes
+    from ..floor_hint import hint_facts
+    from ..limits import no_swap_bytes
     from ..planner.api import sure_refusal
     from .floors import ALIGNMENT
 
@@ -39,21 +40,22 @@ def graph_facts(graph) -> dict:
             below, floor, why = sure_refusal(graph, pool, ALIGNMENT)
         except InfeasibleLimitError:
             continue            # no floor found: left to the lowered path
-        pools[pool] = {"below": int(below), "floor": int(floor),
-                       "reason": f"{why}; {floor_hint(graph, pool, ALIGNMENT)}"}
+        # the hint's words depend on the limit refused (tvm_swap.floor_hint): its facts here, its words then
+        pools[pool] = {"below": int(below), "floor": int(floor), "reason": why, "hint": hint_facts(graph, ALIGNMENT)}
     return {"graph": graph.fingerprint(), "no_swap_bytes": no_swap_bytes(graph, ALIGNMENT), "pools": pools}
 
 
 def make_table(examples=None, targets=TARGETS, graphs: dict | None = None) -> dict:
     """The whole table; `graphs` collects the lowered graphs by (example, target) when given."""
-    from ..model_checks import largest_tensor
+    from ..model_checks import largest_tensor, splittable_note
     from . import EXAMPLES
     from .floors import ALIGNMENT, versions
 
     doc = {**versions(), "alignment": ALIGNMENT, "examples": {}}
     for name in examples or sorted(EXAMPLES):
-        need, what = largest_tensor(EXAMPLES[name]().mod)
-        entry = {"largest_tensor": [int(need), what], "targets": {}}
+        mod = EXAMPLES[name]().mod
+        need, what = largest_tensor(mod)
+        entry = {"largest_tensor": [int(need), what, splittable_note(mod, what)], "targets": {}}
         for target in targets:
             g = lowered_graph(name, target)
             if graphs is not None:

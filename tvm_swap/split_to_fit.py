@@ -1,0 +1,113 @@
+"""Which dense layers to split, and into how many slices, so that a limit fits (inference; issue 26, item 3).
+
+    mod, lowered, graph, splits = split_to_fit(mod, limit, lower_graph, "main", "arena")
+
+The floor of an inference graph at batch 1 is often one dense layer's weight (VGG-16's fc6: 392 MiB of a
+553 MiB need). relay_passes.split_dense runs such a layer as K slices of its output features, each reading
+1/K of the weight; here K is chosen: the smallest K for which the op that sets the floor fits beside what it
+must hold whole (its input), checked exactly on the lowered split graph, and raised again while the same
+weight's slice still sets a floor above the limit. Another layer's weight setting the floor next is split
+the same way; an op that no split helps ends the search (the exact check refuses, naming that op).
+`split_floor` is the same search without a limit: the floor once no dense layer's weight sets it.
+"""
+from __future__ import annotations
+
+from .graph.dataflow import PERSISTENT_KINDS
+from .floor_hint import slices_to_fit as _slices_to_fit
+from .limits import floor_op
+from .plan import aligned_bytes
+
+MAX_ROUNDS = 12
+
+
+def _source(name: str, splits: dict) -> str:
+    """The weight a tensor name is a slice of (`W_s3` -> `W` when W is split), else the name."""
+    base, sep, idx = name.rpartition("_s")
+    return base if sep and idx.isdigit() and base in splits else name
+
+
+def _need(graph, op, alignment: int) -> int:
+    return sum(aligned_bytes(graph.tensors[t].nbytes, alignment) for t in set(op.inputs) | set(op.outputs))
+
+
+def floor_weight(graph, candidates: dict, splits: dict, alignment: int = 256):
+    """(floor op, its need, the splittable weight it reads (or a slice of it), that weight's name) or None."""
+    name, need, _ = floor_op(graph, alignment)
+    op = next(o for o in graph.ops if o.name == name)
+    weights = [graph.tensors[t] for t in set(op.inputs) if graph.tensors[t].kind in PERSISTENT_KINDS]
+    weights = [t for t in weights if _source(t.name, splits) in candidates]
+    if not weights:
+        return None
+    w = max(weights, key=lambda t: t.nbytes)
+    return op, need, w, _source(w.name, splits)
+
+
+def next_split(graph, candidates: dict, splits: dict, room: int, alignment: int = 256):
+    """(weight, K) that lowers the floor op's need to `room` bytes, or None when the op reads no weight that
+    may be split, or no K does. candidates: splittable weights {name: (IN, OUT)} (relay_passes.split_dense)."""
+    found = floor_weight(graph, candidates, splits, alignment)
+    if found is None:
+        return None
+    op, need, w, src = found
+    old = int(splits.get(src, 1))
+    outs = sum(aligned_bytes(graph.tensors[t].nbytes, alignment) for t in set(op.outputs))
+    part = aligned_bytes(w.nbytes, alignment) + outs      # what one slice holds of the weight and the result
+    k = _slices_to_fit(part * old, need - part, room)
+    if k is None:
+        return None
+    k = max(k, old + 1)
+    out_features = candidates[src][1]
+    return (src, min(k, out_features)) if old < out_features else None
+
+
+def split_to_fit(mod, limit: int | None, lower_graph, func_name: str, pool: str, alignment: int = 256, first=None):
+    """(mod, lowered, graph, splits): `mod` with the fewest dense slices that make `limit` bytes feasible
+    (splits: {weight: K}; {} when the unsplit graph fits, or nothing splittable sets the floor).
+    lower_graph(mod) -> (lowered, graph); first: that of `mod` when already lowered."""
+    from relay_passes.split_dense import SplitDenseByOutputFeatures, splittable
+
+    from .planner.api import infeasible_floor
+
+    base = mod
+    lowered, graph = first if first is not None else lower_graph(mod)
+    func = base[func_name]
+    if limit is None or (func.attrs is not None and "tvm_swap.updates" in func.attrs):
+        return mod, lowered, graph, {}
+    candidates = splittable(func)
+    splits: dict = {}
+    for _ in range(MAX_ROUNDS):
+        if not candidates or infeasible_floor(graph, limit, pool, alignment) is None:
+            break
+        workspace = max((o.workspace for o in graph.ops), default=0)
+        step = next_split(graph, candidates, splits, int(limit) - int(workspace), alignment)
+        if step is None:
+            break
+        splits[step[0]] = step[1]
+        mod = SplitDenseByOutputFeatures(splits, func_name)(base)
+        lowered, graph = lower_graph(mod)
+    return mod, lowered, graph, splits
+
+
+def split_floor(mod, lower_graph, func_name: str = "main", alignment: int = 256):
+    """(mod, graph, splits) once no splittable dense weight sets the floor: each round splits the floor op's
+    weight until that op needs no more than the next-largest op (what would set the floor without it)."""
+    from relay_passes.split_dense import SplitDenseByOutputFeatures, splittable
+
+    base = mod
+    _, graph = lower_graph(mod)
+    candidates = splittable(base[func_name])
+    splits: dict = {}
+    for _ in range(MAX_ROUNDS):
+        found = floor_weight(graph, candidates, splits, alignment)
+        if found is None:
+            break
+        src = found[3]       # the room: what the largest op not reading that weight (or a slice of it) needs
+        others = [_need(graph, o, alignment) for o in graph.ops
+                  if not any(_source(graph.tensors[t].name, splits) == src for t in o.inputs)]
+        step = next_split(graph, candidates, splits, max(others, default=0), alignment)
+        if step is None:
+            break
+        splits[step[0]] = step[1]
+        mod = SplitDenseByOutputFeatures(splits, func_name)(base)
+        _, graph = lower_graph(mod)
+    return mod, graph, splits
