@@ -93,7 +93,7 @@ class ParamLayouts:
             fs.sort(key=lambda f: f.chunk[1])
             joined = np.concatenate([np.asarray(params[f.name]) for f in fs], axis=fs[0].chunk[0])
             out[source] = fs[0].invert(joined)
-        return out
+        return {n: out[n] for n, _, _ in self.user if n in out}      # in the user's parameter order
 
     def to_dict(self) -> dict:
         return {"user": [[n, list(s), d] for n, s, d in self.user], "kept": list(self.kept),
