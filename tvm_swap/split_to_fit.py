@@ -76,7 +76,7 @@ def split_to_fit(mod, limit: int | None, lower_graph, func_name: str, pool: str,
     candidates = splittable(func)
     splits: dict = {}
     for _ in range(MAX_ROUNDS):
-        if not candidates or infeasible_floor(graph, limit, pool, alignment) is None:
+        if not candidates or _fits(graph, limit, pool, alignment, infeasible_floor):
             break
         workspace = max((o.workspace for o in graph.ops), default=0)
         step = next_split(graph, candidates, splits, int(limit) - int(workspace), alignment)
@@ -86,6 +86,17 @@ def split_to_fit(mod, limit: int | None, lower_graph, func_name: str, pool: str,
         mod = SplitDenseByOutputFeatures(splits, func_name)(base)
         lowered, graph = lower_graph(mod)
     return mod, lowered, graph, splits
+
+
+def _fits(graph, limit: int, pool: str, alignment: int, infeasible_floor) -> bool:
+    """Whether `limit` is feasible; below the largest op's working set at once, without the floor's search."""
+    from .planner.graphindex import GraphIndex
+    from .planner.swapadvisor.arena import working_set_floor
+
+    gi = GraphIndex.of(graph, alignment, keep_updated=False)
+    if limit < working_set_floor(gi) + gi.workspace:
+        return False
+    return infeasible_floor(graph, limit, pool, alignment) is None
 
 
 def split_floor(mod, lower_graph, func_name: str = "main", alignment: int = 256):
