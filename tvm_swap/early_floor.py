@@ -83,8 +83,10 @@ class FloorBounds:
             return "one tensor of the model sets it (the largest parameter or result); no batch or fusion setting " \
                    "lowers a parameter"
         if 2 * self.op_params >= self.op_io:
+            dense = ("; for inference, split_dense=True runs a dense layer in slices of its output features, each "
+                     "reading a slice of the weight" if self.op_name.startswith("op 'matmul'") else "")
             return (f"{format_bytes(self.op_params)} of it are the parameters that op reads, which no batch size or "
-                    f"fusion setting lowers")
+                    f"fusion setting lowers{dense}")
         return HINT
 
     def floor_share_at_least(self) -> float:
