@@ -36,7 +36,8 @@ def _code_version() -> str:
     """SHA-256 of the sources that turn a module into a graph and a graph into its floor (FloorMemo): a change
     there invalidates every entry."""
     h = hashlib.sha256()
-    for pattern in ("relay_passes/*.py", "tvm_swap/graph/*.py", "tvm_swap/planner/**/*.py", "tvm_swap/limits.py"):
+    for pattern in ("relay_passes/*.py", "tvm_swap/graph/*.py", "tvm_swap/planner/**/*.py", "tvm_swap/limits.py",
+                    "tvm_swap/floor_hint.py", "tvm_swap/param_layouts.py"):
         for f in sorted(_ROOT.glob(pattern)):
             h.update(str(f.relative_to(_ROOT)).encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:16]
