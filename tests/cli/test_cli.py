@@ -107,3 +107,16 @@ def test_the_readme_defines_every_number_the_commands_print():
                if f"`{k}`" not in section]
     assert not missing, f"README's 'The numbers' does not define {missing}"
     assert all(label in section for label in LABELS.values())
+
+
+def test_plan_report_writes_and_prints_the_byte_breakdown(tmp_path):
+    """`plan --report DIR` says where the link bytes go, by tensor role, beside the bound's must-move bytes."""
+    pytest.importorskip("matplotlib")
+    r = tvm_swap("plan", "zoo:llama-7b@batch=1,seq=512,layers=1", "--mem-limit", "50%", "--device", "h200",
+                 "--planner", "swapadvisor-nosearch", "--workers", "1", "-q", "--report", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "optimizer state" in r.stdout and "bound must move" in r.stdout
+    (js,) = tmp_path.glob("*-breakdown.json")
+    bd = json.loads(js.read_text())
+    assert bd["in_bytes"] == sum(row["in_bytes"] for row in bd["roles"].values()) > 0
+    assert (tmp_path / js.name.replace(".json", ".txt")).read_text().startswith("llama-7b")

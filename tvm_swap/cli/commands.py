@@ -93,10 +93,16 @@ def cmd_plan(args) -> int:
               + (f"{args.output} holds" if args.output else "this is")
               + " the best verified plan found so far (plan again for a better one)", file=sys.stderr)
     if args.report:
+        from ..planner.breakdown import format_breakdown
+        from ..report.breakdown import breakdown_of, write_breakdown
         from ..report.write import write_report
 
-        for path in write_report(graph, plan, args.report):
+        bd = breakdown_of(graph, plan)      # where the link bytes go, beside the bound's must-move bytes
+        summary["breakdown"] = bd
+        for path in [*write_report(graph, plan, args.report), *write_breakdown(bd, args.report, plan)]:
             _say(args, f"wrote {path}")
+        if not args.json:
+            print(format_breakdown(bd))
     if args.json:
         print(json.dumps(summary))
     else:
