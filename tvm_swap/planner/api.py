@@ -152,6 +152,8 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     recompute="on"/"off": whether evicted activations may be dropped and recomputed instead of copied, the
     search choosing per tensor; default on for swapadvisor in the arena pool, off for swapadvisor-nosearch
     and the size-class pool, see swapadvisor/planners.py).
+    host_ops: ops run on the host instead ("optimizer": the update kernels; "auto": as many of them as
+    simulate fastest; a list of op ids; see host_policy.py), the planner planning the rest.
     pool: the device memory model, "arena" (one region, a byte offset per stay; the default of the
     swapadvisor planners) or "size-classes" (the paper's pool; the only one the baselines model).
     Raises InfeasibleLimitError (with the smallest feasible limit) when no plan can meet the limit.
@@ -180,6 +182,7 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
         raise TvmSwapError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
     if ray_address and executor != "ray":
         raise TvmSwapError("ray_address is only for executor='ray'")
+    host_ops = options.pop("host_ops", None)
     options = {**options, "executor": executor, "ray_address": ray_address}
     dev = get_device(device)
     with gc_paused():      # (gc_pause.py: collections rescan millions of live objects at 10^5 ops)
@@ -194,7 +197,12 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
         ctx = PlanningContext(graph, times, dev, limit, alignment, int(seed), budget_left,
                               None if generations is None else int(generations), workers, bool(progress), dict(options),
                               pool)
-        plan = PLANNERS[planner](ctx)
+        if host_ops is not None:     # some ops on the host (host_policy.py): the planner plans the device part
+            from .host_policy import plan_with_host
+
+            plan = plan_with_host(ctx, planner, host_ops)
+        else:
+            plan = PLANNERS[planner](ctx)
         check_plan(graph, plan, limit)
         plan.predicted = predict(graph, plan, times, dev)
         wrong = verify_prediction(plan)     # what the plan now reports of itself must hold too

@@ -84,8 +84,7 @@ def plan_breakdown(graph: DataflowGraph, plan, op_time, device, bound: dict | No
     """Bytes each way per role, the avoidable copies, the bound's must-move bytes and the busy seconds.
 
     bound: `tight_lower_bound_detail` of the same graph, op times, device and limit (computed when None)."""
-    from .simulator import simulate
-    from .tight_bound import tight_lower_bound_detail
+    from .host_sim import simulate_plan
 
     nbytes = graph.tensor_bytes()
     roles = tensor_roles(graph)
@@ -108,9 +107,8 @@ def plan_breakdown(graph: DataflowGraph, plan, op_time, device, bound: dict | No
             # a persistent value from the start of the step (kept on the device since the last one), not an update
             row["out_start_value_bytes"] += b if graph.is_persistent(a.tensor) else 0
     if bound is None:
-        bound = tight_lower_bound_detail(graph, op_time, device, plan.mem_limit, plan.pool.alignment)
-    sim = simulate(graph, plan.actions, op_time, device)
-    host = _host_busy(graph, plan, op_time)
+        bound = _bound(graph, plan, op_time, device)
+    sim = simulate_plan(graph, plan, op_time, device)      # host ops, if any, on the host's stream
     return {
         "graph": graph.name, "planner": plan.planner, "mem_limit_bytes": int(plan.mem_limit),
         "roles": rows,
@@ -121,15 +119,26 @@ def plan_breakdown(graph: DataflowGraph, plan, op_time, device, bound: dict | No
                                                "joint_param_activation_in", "tight_lower_bound_s")
                   if k in bound},
         "time_s": float(sim.time_s),
-        "busy_s": {**{k: float(v) for k, v in sim.stream_busy_s.items()}, **host},
+        "busy_s": {"host": 0.0, **{k: float(v) for k, v in sim.stream_busy_s.items()}},
         "updated_state_bytes": int(sum(nbytes[t] for t in graph.updates)),
     }
 
 
-def _host_busy(graph, plan, op_time) -> dict:
-    """Seconds of ops the plan places on the host (0 when it places none)."""
-    hosted = getattr(plan, "host_ops", None) or ()
-    return {"host": float(np.asarray(op_time, dtype=np.float64)[list(hosted)].sum()) if hosted else 0.0}
+def _bound(graph, plan, op_time, device) -> dict:
+    """The tight bound's detail; for a plan with host ops the host-aware bound's, in the same keys."""
+    from .tight_bound import tight_lower_bound_detail
+
+    if not plan.host_ops:
+        return tight_lower_bound_detail(graph, op_time, device, plan.mem_limit, plan.pool.alignment)
+    from ..devices import get_host
+    from ..host_cost import host_times
+    from .host_bound import host_lower_bound_detail
+    from .host_split import optimizer_host_ops
+
+    hb = host_lower_bound_detail(graph, op_time, host_times(graph, get_host(device)), device, plan.mem_limit,
+                                 set(optimizer_host_ops(graph)) | set(plan.host_ops), plan.pool.alignment)
+    return {**hb, "tight_in_bytes": hb["in_bytes"], "tight_out_bytes": hb["out_bytes"], "activation_bytes": 0.0,
+            "joint_param_activation_in": 0.0, "tight_lower_bound_s": hb["host_lower_bound_s"]}
 
 
 def format_breakdown(bd: dict) -> str:

@@ -40,8 +40,8 @@ def split_compute_bound(c0: float, dev_time: np.ndarray, host_time: np.ndarray) 
     k = int(np.searchsorted(host - dev_left, 0.0))                   # first k where the host is no faster
     if k == 0:
         return float(dev_left[0])
-    if k > len(d):
-        return float(host[-1])
+    if k > len(d):              # the host is faster even with every eligible op: the device's c0 remains
+        return float(dev_left[-1])
     # move a fraction x of op k-1 to the host: dev_left[k-1] - x d = host[k-1] + x h
     x = (dev_left[k - 1] - host[k - 1]) / (d[k - 1] + h[k - 1])
     return float(host[k - 1] + x * h[k - 1])
