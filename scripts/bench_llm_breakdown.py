@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 DEFAULT_CASES = ["llama-13b@batch=1,seq=4096:141GB", "llama-7b@batch=4,seq=4096:80GB"]
 
 
-def planned(case: str, planner: str, budget: float, device: str, generations: int | None):
+def planned(case: str, planner: str, budget: float, device: str, generations: int | None, host_ops=None):
     from tvm_swap.planner import plan_graph
     from tvm_swap.units import parse_limit
     from tvm_swap.zoo import load_zoo
@@ -32,8 +32,9 @@ def planned(case: str, planner: str, budget: float, device: str, generations: in
     spec, _, limit_text = case.rpartition(":")
     g = load_zoo("zoo:" + spec)
     t0 = time.perf_counter()
+    kw = {"host_ops": host_ops} if host_ops and planner.startswith("swapadvisor") else {}
     p = plan_graph(g, int(parse_limit(limit_text)), device=device, planner=planner, budget_s=budget, workers=1,
-                   generations=generations if planner == "swapadvisor" else None)
+                   generations=generations if planner == "swapadvisor" else None, **kw)
     return g, p, time.perf_counter() - t0
 
 
@@ -52,6 +53,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=60.0)
     ap.add_argument("--generations", type=int, default=None)
     ap.add_argument("--device", default="h200")
+    ap.add_argument("--host-ops", choices=("optimizer", "auto"), default=None,
+                    help="swapadvisor planners: the optimizer's updates on the host (see bench_llm.py)")
     ap.add_argument("--saved", nargs="*", default=[], metavar="LABEL=PLAN.json",
                     help="saved plans to break down instead of (or besides) planning; give --cases with no value "
                          "to plan nothing")
@@ -69,11 +72,12 @@ def main(argv=None) -> int:
         print(f"[{rows[-1]['label']}] " + format_breakdown(rows[-1]) + "\n", flush=True)
     for case in args.cases:
         for planner in args.planners:
-            g, p, secs = planned(case, planner, args.budget, args.device, args.generations)
-            rows.append({"label": "planned", "plan_s": secs, **breakdown_of(g, p)})
+            g, p, secs = planned(case, planner, args.budget, args.device, args.generations, args.host_ops)
+            rows.append({"label": "planned", "plan_s": secs, "host_policy": p.search.get("host_policy"),
+                         **breakdown_of(g, p)})
             print(f"[planned, {secs:.0f} s] " + format_breakdown(rows[-1]) + "\n", flush=True)
     doc = {"benchmark": "bench_llm_breakdown", "git_commit": git_commit(short=False), "device": args.device,
-           "budget_s": args.budget, "generations": args.generations, "rows": rows}
+           "budget_s": args.budget, "generations": args.generations, "host_ops": args.host_ops, "rows": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1))
     print(f"wrote {args.out}")

@@ -2,12 +2,15 @@
 `host_ops` option), for any planner; the search choosing per op is later work.
 
     host_ops="optimizer"   every update kernel on the host (ZeRO-Offload's placement)
-    host_ops="auto"        the first k of the n update kernels (graph order) on the host, for k in
-                           0, n/4, n/2, 3n/4, n: each candidate's device part planned by the fast planner
-                           (swapadvisor-nosearch for the swapadvisor planners), lifted and simulated with the
-                           host on its own stream; the fastest is planned again by the planner asked for,
-                           with the budget left. The first updates of backward go to the host first: the
-                           host then works while backward goes on, where the last ones would add a tail.
+    host_ops="auto"        the first k of the n update kernels (graph order) on the host. The host's work
+                           (H: all n updates on the host) overlaps the device's (C: the other ops), so k starts
+                           at n * min(1, C / H), where both take as long, and its neighbours (-0.1 n, +0.1 n,
+                           -0.2 n) are tried too. Each candidate is planned (a search planner with its seeds
+                           only, generations=0) and simulated with the host on its own stream, while 60% of
+                           the budget lasts; the search planner then searches from the fastest with the budget
+                           left (when at least 40% of it is). The first updates of backward go to the host
+                           first: the host works while backward goes on, where the last ones would add a tail;
+                           the updates left on the device keep their state there when it fits.
     host_ops=[op ids]      those ops
 The device part of each candidate is host_split.device_graph: what stays on the device may stay resident
 (its state updated in place), what goes to the host crosses as gradients out and weights in.
@@ -17,12 +20,15 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import numpy as np
+
 from ..errors import TvmSwapError
 from ..plan import Plan
 from .context import PlanningContext
 from .host_split import device_graph, lift_plan, optimizer_host_ops
 
-FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
+STEPS = (0.0, -0.1, 0.1, -0.2)        # the fractions tried around the balanced one, in this order
+SCREEN_SHARE, SEARCH_SHARE = 0.6, 0.4
 
 
 def plan_on_host_split(ctx: PlanningContext, planner: str, host_ops) -> Plan:
@@ -41,9 +47,16 @@ def candidates(ctx: PlanningContext, choice) -> list[list[int]]:
     if choice == "optimizer":
         return [ups]
     if choice == "auto":
+        from ..devices import get_host
+        from ..host_cost import host_times
+
+        on_dev = np.ones(ctx.graph.num_ops, dtype=bool)
+        on_dev[ups] = False
+        host_all = float(host_times(ctx.graph, get_host(ctx.device))[ups].sum())
+        balanced = min(1.0, float(ctx.op_time[on_dev].sum()) / host_all) if host_all > 0 else 1.0
         out = []
-        for f in FRACTIONS:
-            c = ups[:round(f * len(ups))]
+        for step in STEPS:
+            c = ups[:round(min(1.0, max(0.0, balanced + step)) * len(ups))]
             if c not in out:
                 out.append(c)
         return out
@@ -66,21 +79,26 @@ def plan_with_host(ctx: PlanningContext, planner: str, choice) -> Plan:
         plan = plan_on_host_split(ctx, planner, cands[0])
         plan.search["host_policy"] = {"choice": choice if isinstance(choice, str) else "list", "host_ops": len(cands[0])}
         return plan
-    screen = "swapadvisor-nosearch" if planner in SEARCH_PLANNERS else planner
-    tried = []
+    search = planner in SEARCH_PLANNERS
+    tried, best = [], None
     for c in cands:
+        if tried and time.perf_counter() - t0 > SCREEN_SHARE * ctx.budget_s:
+            break
         try:
-            p = plan_on_host_split(replace(ctx, budget_s=max(1.0, 0.1 * ctx.budget_s)), screen, c)
+            p = plan_on_host_split(replace(ctx, generations=0) if search else ctx, planner, c)
         except TvmSwapError as e:       # (an InfeasibleLimitError: this split does not fit)
             tried.append({"host_ops": len(c), "time_s": None, "why": str(e)[:120]})
             continue
-        tried.append({"host_ops": len(c), "time_s": float(simulate_plan(ctx.graph, p, ctx.op_time, ctx.device).time_s)})
-    ok = [(r["time_s"], i) for i, r in enumerate(tried) if r["time_s"] is not None]
-    if not ok:
+        t = float(simulate_plan(ctx.graph, p, ctx.op_time, ctx.device).time_s)
+        tried.append({"host_ops": len(c), "time_s": t})
+        if best is None or t < best[0]:
+            best = (t, c, p)
+    if best is None:
         raise TvmSwapError("no placement of the optimizer's updates fits: " + "; ".join(
             f"{r['host_ops']} on the host: {r.get('why')}" for r in tried))
-    best = cands[min(ok)[1]]
-    left = max(0.1 * ctx.budget_s, ctx.budget_s - (time.perf_counter() - t0))
-    plan = plan_on_host_split(replace(ctx, budget_s=left), planner, best)
-    plan.search["host_policy"] = {"choice": "auto", "host_ops": len(best), "screened_with": screen, "tried": tried}
+    _, c, plan = best
+    left = ctx.budget_s - (time.perf_counter() - t0)
+    if search and ctx.generations != 0 and (ctx.generations or left >= SEARCH_SHARE * ctx.budget_s):
+        plan = plan_on_host_split(replace(ctx, budget_s=max(left, 0.1 * ctx.budget_s)), planner, c)
+    plan.search["host_policy"] = {"choice": "auto", "host_ops": len(c), "tried": tried}
     return plan

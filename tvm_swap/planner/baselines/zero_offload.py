@@ -58,7 +58,8 @@ def zero_policy(graph: DataflowGraph, order: list[int], ahead: int) -> Policy:
     whose update is more than `ahead` ops away copied out when produced and fetched `ahead` ops before it."""
     uses = use_positions(graph, order)
     gaps: dict[tuple[int, int], int] = {}
-    persistent = [t for t in graph.used_tensors() if graph.is_persistent(t)]
+    # inputs too: in the device part of a host-update step (host_split) the weights the host updates are inputs
+    persistent = [t for t in graph.used_tensors() if graph.is_persistent(t) or graph.tensors[t].kind == "input"]
     for t in persistent:
         if uses[t]:
             gaps[(t, uses[t][0])] = max(0, uses[t][0] - ahead)    # the first use: a prefetch only
