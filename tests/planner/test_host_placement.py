@@ -104,3 +104,28 @@ def test_host_ops_need_a_device_with_a_host_spec():
     g = load_zoo(SPEC)
     with pytest.raises(TvmSwapError, match="names no host spec"):
         plan_graph(g, "40%", device="v100-16gb", planner="swapadvisor-nosearch", workers=1, host_ops="optimizer")
+
+
+def test_host_aware_bound_holds_for_random_steps_and_host_subsets():
+    """Random training steps (SGD with momentum: the update reads the weight, unlike AdamW here), random subsets
+    of their updates on the host: every plan verifies and takes at least the host-aware bound."""
+    from tvm_swap.errors import InfeasibleLimitError
+    from tvm_swap.testing import random_training_graph
+
+    rng = np.random.default_rng(1)
+    checked = 0
+    for seed in range(8):
+        g = random_training_graph(seed=seed, n_layers=5, momentum=True)
+        ups = optimizer_host_ops(g)
+        for planner in ("swapadvisor-nosearch", "odswap", "zero-offload"):
+            host = [o for o in ups if rng.random() < 0.5] if planner != "zero-offload" else None
+            kw = {"host_ops": host} if host is not None else {}
+            try:
+                p = plan_graph(g, int(noswap_peak(g) * float(rng.uniform(0.5, 0.9))), device="h200",
+                               planner=planner, workers=1, **kw)
+            except InfeasibleLimitError:
+                continue
+            assert p.verified
+            assert p.predicted["lower_bound_s"] <= p.predicted["time_s"] * (1 + 1e-9), (seed, planner, host)
+            checked += 1
+    assert checked >= 12
