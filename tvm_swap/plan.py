@@ -339,6 +339,7 @@ class Plan:
             "recompute_bytes": p.get("recompute_bytes", 0),
             "recompute_s": p.get("recompute_s", 0.0),
             "recompute": s.get("recompute"),      # swapadvisor*: whether recompute was allowed (None: n/a)
+            "host_ops": len(self.host_ops),       # ops run on the host (Plan.host_ops)
             "verified": bool(self.verified),
             "search_s": s.get("search_s"),
             "generations": s.get("generations"),

@@ -120,3 +120,14 @@ def test_plan_report_writes_and_prints_the_byte_breakdown(tmp_path):
     bd = json.loads(js.read_text())
     assert bd["in_bytes"] == sum(row["in_bytes"] for row in bd["roles"].values()) > 0
     assert (tmp_path / js.name.replace(".json", ".txt")).read_text().startswith("llama-7b")
+
+
+def test_plan_host_ops_runs_the_optimizer_on_the_host():
+    r = tvm_swap("plan", "zoo:llama-7b@batch=1,seq=512,layers=1", "--mem-limit", "50%", "--device", "h200",
+                 "--planner", "swapadvisor-nosearch", "--host-ops", "optimizer", "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    from tvm_swap.planner.host_split import optimizer_host_ops
+    from tvm_swap.zoo import load_zoo
+
+    assert out["verified"] and out["host_ops"] == len(optimizer_host_ops(load_zoo("zoo:llama-7b@batch=1,seq=512,layers=1")))

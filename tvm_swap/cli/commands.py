@@ -70,7 +70,8 @@ def cmd_plan(args) -> int:
                       planner=args.planner, budget_s=args.budget_s, seed=args.seed,
                       generations=args.generations, workers=args.workers, progress=_progress(args),
                       pool=args.pool, executor=getattr(args, "executor", "processes"),
-                      ray_address=getattr(args, "ray_address", None), **_recompute_option(args))
+                      ray_address=getattr(args, "ray_address", None), **_recompute_option(args),
+                      **({"host_ops": args.host_ops} if getattr(args, "host_ops", None) else {}))
     from ..frontends.graph_ref import graph_reference
     from ..limits import limit_facts
 

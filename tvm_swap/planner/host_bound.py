@@ -158,7 +158,7 @@ def _device_heads(graph: DataflowGraph, op_time: np.ndarray, on_dev: np.ndarray)
 
 
 def split_lp_bound(graph: DataflowGraph, op_time, host_time, device, mem_limit: int, eligible, fixed: dict,
-                   hot_ops: int = 32) -> float:
+                   hot_ops: int = 32, placement: bool = False):
     """min T over fractional placements x_u (1: on the host) and kept bytes k_u <= (1 - x_u) S_u of
       T >= c0 + sum (1 - x) d,  T >= sum x h,  in / h2d, out / d2h, (in + out) / link, where
       in  = fixed in  + sum x W + sum ((1 - x) S - k) + y_o,  out = fixed out + sum x G + sum ((1 - x) S - k) + y_o,
@@ -169,7 +169,8 @@ def split_lp_bound(graph: DataflowGraph, op_time, host_time, device, mem_limit: 
     stay); a host op's gradient crosses out and its device-read weight crosses in; y_o is Claim 1 of
     tight_bound.py restricted to tensors made and read again on the device; and a host op waits for the device
     ops it descends from (T >= theta + the host seconds of the host ops whose ancestors take >= theta there). `fixed`: host_lower_bound_detail's
-    byte terms (inputs, the other persistent tensors, outputs, updates of device ops), disjoint from these."""
+    byte terms (inputs, the other persistent tensors, outputs, updates of device ops), disjoint from these.
+    placement=True: (the bound, {eligible op: its x in the linear program's optimum}) (a hint, not a plan)."""
     from scipy.optimize import linprog
 
     op_time = np.asarray(op_time, dtype=np.float64)
@@ -181,7 +182,7 @@ def split_lp_bound(graph: DataflowGraph, op_time, host_time, device, mem_limit: 
     ops, s, w, gr = _state_groups(graph, elig, on_dev, k_members)
     m = len(ops)
     if m == 0:
-        return 0.0
+        return (0.0, {}) if placement else 0.0
     nbytes = graph.tensor_bytes()
     own = np.array([float(nbytes[list(dict.fromkeys((*op.inputs, *op.outputs)))].sum()) + op.workspace
                     for op in graph.ops])
@@ -227,6 +228,7 @@ def split_lp_bound(graph: DataflowGraph, op_time, host_time, device, mem_limit: 
     c = np.zeros(nv)
     c[T] = 1.0
     res = linprog(c, A_ub=np.array(rows), b_ub=np.array(rhs), bounds=bounds, method="highs")
-    if res.status != 0:
-        return 0.0                   # (no answer: the other terms still bound the plan)
-    return float(res.fun) * (1 - 1e-9)
+    if res.status != 0:             # (no answer: the other terms still bound the plan)
+        return (0.0, {}) if placement else 0.0
+    bound = float(res.fun) * (1 - 1e-9)
+    return (bound, dict(zip(ops, res.x[X:X + m].tolist()))) if placement else bound

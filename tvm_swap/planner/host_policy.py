@@ -4,13 +4,14 @@
     host_ops="optimizer"   every update kernel on the host (ZeRO-Offload's placement)
     host_ops="auto"        the first k of the n update kernels (graph order) on the host. The host's work
                            (H: all n updates on the host) overlaps the device's (C: the other ops), so k starts
-                           at n * min(1, C / H), where both take as long, and its neighbours (-0.1 n, +0.1 n,
-                           -0.2 n) are tried too. Each candidate is planned (a search planner with its seeds
-                           only, generations=0) and simulated with the host on its own stream, while 60% of
-                           the budget lasts; the search planner then searches from the fastest with the budget
-                           left (when at least 40% of it is). The first updates of backward go to the host
-                           first: the host works while backward goes on, where the last ones would add a tail;
-                           the updates left on the device keep their state there when it fits.
+                           at n * min(1, C / H), where both take as long; its neighbours (+-0.05 n, +-0.1 n)
+                           are tried too. Each candidate is planned (a search planner with its seeds only,
+                           generations=0) and simulated with the host on its own stream while 60% of the budget
+                           lasts; the search planner then searches from the fastest with the budget left (when
+                           at least 40% of it is), and the faster of that and the seeds' plan is kept. The first
+                           updates of backward go to the host first: the host works while backward goes on,
+                           where the last ones would add a tail; the updates left on the device keep their
+                           state there when it fits.
     host_ops=[op ids]      those ops
 The device part of each candidate is host_split.device_graph: what stays on the device may stay resident
 (its state updated in place), what goes to the host crosses as gradients out and weights in.
@@ -27,7 +28,7 @@ from ..plan import Plan
 from .context import PlanningContext
 from .host_split import device_graph, lift_plan, optimizer_host_ops
 
-STEPS = (0.0, -0.1, 0.1, -0.2)        # the fractions tried around the balanced one, in this order
+STEPS = (0.0, 0.05, -0.05, 0.1, -0.1)   # the fractions tried around the balanced one, in this order
 SCREEN_SHARE, SEARCH_SHARE = 0.6, 0.4
 
 
@@ -96,9 +97,12 @@ def plan_with_host(ctx: PlanningContext, planner: str, choice) -> Plan:
     if best is None:
         raise TvmSwapError("no placement of the optimizer's updates fits: " + "; ".join(
             f"{r['host_ops']} on the host: {r.get('why')}" for r in tried))
-    _, c, plan = best
+    t_best, c, plan = best
     left = ctx.budget_s - (time.perf_counter() - t0)
     if search and ctx.generations != 0 and (ctx.generations or left >= SEARCH_SHARE * ctx.budget_s):
-        plan = plan_on_host_split(replace(ctx, budget_s=max(left, 0.1 * ctx.budget_s)), planner, c)
+        found = plan_on_host_split(replace(ctx, budget_s=max(left, 0.1 * ctx.budget_s)), planner, c)
+        # a search cut by the budget may end below its own seeds: keep the faster
+        if simulate_plan(ctx.graph, found, ctx.op_time, ctx.device).time_s <= t_best:
+            plan = found
     plan.search["host_policy"] = {"choice": "auto", "host_ops": len(c), "tried": tried}
     return plan
