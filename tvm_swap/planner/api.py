@@ -191,6 +191,7 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
         no_swap_fits = planner in SEARCH_PLANNERS and pool_given is None and limit >= _no_swap_bytes(graph, alignment)
         if no_swap_fits:      # "100%" means no swapping: TVM's own plan fits, so there is nothing to move or search
             planner, pool = "noswap", "size-classes"
+            host_ops = None   # (and nothing to place on the host)
         check_feasible(graph, limit, pool, alignment, planner, dev, times, seed, options)
         # the budget covers all of plan_graph: what the checks above took (an arena plan for feasibility) is spent
         budget_left = max(0.1 * float(budget_s), float(budget_s) - (time.perf_counter() - t0))

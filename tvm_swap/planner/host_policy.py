@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..errors import TvmSwapError
+from ..errors import InfeasibleLimitError, TvmSwapError
 from ..plan import Plan
 from .context import PlanningContext
 from .host_split import device_graph, lift_plan, optimizer_host_ops
@@ -77,7 +77,17 @@ def plan_with_host(ctx: PlanningContext, planner: str, choice) -> Plan:
     t0 = time.perf_counter()
     cands = candidates(ctx, choice)
     if len(cands) == 1:
-        plan = plan_on_host_split(ctx, planner, cands[0])
+        try:
+            plan = plan_on_host_split(ctx, planner, cands[0])
+        except InfeasibleLimitError as e:
+            if not cands[0]:
+                raise
+            # the device part alone does not fit (its arena floor need not be below the whole step's):
+            # every op on the device, so a refusal names what the planner itself needs
+            plan = plan_on_host_split(ctx, planner, [])
+            plan.search["host_policy"] = {"choice": choice if isinstance(choice, str) else "list", "host_ops": 0,
+                                          "fell_back": str(e)[:200]}
+            return plan
         plan.search["host_policy"] = {"choice": choice if isinstance(choice, str) else "list", "host_ops": len(cands[0])}
         return plan
     search = planner in SEARCH_PLANNERS
@@ -87,16 +97,17 @@ def plan_with_host(ctx: PlanningContext, planner: str, choice) -> Plan:
             break
         try:
             p = plan_on_host_split(replace(ctx, generations=0) if search else ctx, planner, c)
-        except TvmSwapError as e:       # (an InfeasibleLimitError: this split does not fit)
+        except InfeasibleLimitError as e:       # this split does not fit
             tried.append({"host_ops": len(c), "time_s": None, "why": str(e)[:120]})
             continue
         t = float(simulate_plan(ctx.graph, p, ctx.op_time, ctx.device).time_s)
         tried.append({"host_ops": len(c), "time_s": t})
         if best is None or t < best[0]:
             best = (t, c, p)
-    if best is None:
-        raise TvmSwapError("no placement of the optimizer's updates fits: " + "; ".join(
-            f"{r['host_ops']} on the host: {r.get('why')}" for r in tried))
+    if best is None:         # no split fits (see above): every op on the device
+        plan = plan_on_host_split(ctx, planner, [])
+        plan.search["host_policy"] = {"choice": "auto", "host_ops": 0, "tried": tried}
+        return plan
     t_best, c, plan = best
     left = ctx.budget_s - (time.perf_counter() - t0)
     if search and ctx.generations != 0 and (ctx.generations or left >= SEARCH_SHARE * ctx.budget_s):
