@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..errors import InfeasibleLimitError, TvmSwapError
+from ..errors import InfeasibleLimitError, PlanError, TvmSwapError
 from ..plan import Plan
 from .context import PlanningContext
 from .host_split import device_graph, lift_plan, optimizer_host_ops
@@ -79,7 +79,7 @@ def plan_with_host(ctx: PlanningContext, planner: str, choice) -> Plan:
     if len(cands) == 1:
         try:
             plan = plan_on_host_split(ctx, planner, cands[0])
-        except InfeasibleLimitError as e:
+        except (InfeasibleLimitError, PlanError) as e:     # (PlanError: the arena's fragmentation refusal)
             if not cands[0]:
                 raise
             # the device part alone does not fit (its arena floor need not be below the whole step's):
@@ -97,7 +97,7 @@ def plan_with_host(ctx: PlanningContext, planner: str, choice) -> Plan:
             break
         try:
             p = plan_on_host_split(replace(ctx, generations=0) if search else ctx, planner, c)
-        except InfeasibleLimitError as e:       # this split does not fit
+        except (InfeasibleLimitError, PlanError) as e:       # this split does not fit
             tried.append({"host_ops": len(c), "time_s": None, "why": str(e)[:120]})
             continue
         t = float(simulate_plan(ctx.graph, p, ctx.op_time, ctx.device).time_s)
