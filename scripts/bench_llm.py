@@ -5,7 +5,8 @@ Workloads (tvm_swap.zoo.llm: bf16 weights/activations/grads, fp32 master weights
 Llama-7B at seq 4096 at 141 GB (the whole H200) and 80 GB (an H100's worth), Llama-13B at 141 GB.
 For each: the no-swap need (bounds.noswap_peak: every tensor kept, updates next to the values they
 replace), then swapadvisor-nosearch, odswap, vdnn, zero-offload (DeepSpeed's ZeRO-Offload: fp32 master
-weights and optimizer state on the host, the optimizer run there, gradients out and weights in) and swapadvisor (GA, --budget seconds, one process),
+weights and optimizer state on the host, the optimizer run there, gradients out and weights in) and
+swapadvisor (GA, --budget seconds, one process),
 each plan verified by plan_graph. Prints a table and writes benchmarks/llm.json with the git commit.
 
     python scripts/bench_llm.py                      # ~10 minutes on 2 cores
@@ -106,7 +107,8 @@ def main(argv=None) -> int:
         tb = r.get("tight_lower_bound_s")
         print(f"{head} {r['time_s']:>8.2f} {r['ideal_time_s']:>8.2f} {r['throughput_vs_ideal']:>9.3f} "
               f"{r['swap_in_bytes'] / 1e9:>7.1f} {r['swap_out_bytes'] / 1e9:>7.1f} {r['peak_bytes'] / 1e9:>8.1f} "
-              + (f"{tb:>8.3f} {r['time_s'] / tb:>7.2f}" if tb else f"{'-':>8} {'-':>7}") + f" {r.get('host_ops', 0):>8}")
+              + (f"{tb:>8.3f} {r['time_s'] / tb:>7.2f}" if tb else f"{'-':>8} {'-':>7}")
+              + f" {r.get('host_ops', 0):>8}")
     from tvm_swap.provenance import git_commit
     commit = git_commit(short=False)
     doc = {"benchmark": "bench_llm", "git_commit": commit, "machine": platform.platform(), "cpus": os.cpu_count(),

@@ -130,4 +130,5 @@ def test_plan_host_ops_runs_the_optimizer_on_the_host():
     from tvm_swap.planner.host_split import optimizer_host_ops
     from tvm_swap.zoo import load_zoo
 
-    assert out["verified"] and out["host_ops"] == len(optimizer_host_ops(load_zoo("zoo:llama-7b@batch=1,seq=512,layers=1")))
+    g = load_zoo("zoo:llama-7b@batch=1,seq=512,layers=1")
+    assert out["verified"] and out["host_ops"] == len(optimizer_host_ops(g))

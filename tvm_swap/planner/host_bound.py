@@ -168,7 +168,8 @@ def split_lp_bound(graph: DataflowGraph, op_time, host_time, device, mem_limit: 
     it stayed from the last step and its host copy is stale, or as its update, which must reach the host or
     stay); a host op's gradient crosses out and its device-read weight crosses in; y_o is Claim 1 of
     tight_bound.py restricted to tensors made and read again on the device; and a host op waits for the device
-    ops it descends from (T >= theta + the host seconds of the host ops whose ancestors take >= theta there). `fixed`: host_lower_bound_detail's
+    ops it descends from (T >= theta + the host seconds of the host ops whose ancestors take >= theta
+    there). `fixed`: host_lower_bound_detail's
     byte terms (inputs, the other persistent tensors, outputs, updates of device ops), disjoint from these.
     placement=True: (the bound, {eligible op: its x in the linear program's optimum}) (a hint, not a plan)."""
     from scipy.optimize import linprog

@@ -88,7 +88,8 @@ def plan_with_host(ctx: PlanningContext, planner: str, choice) -> Plan:
             plan.search["host_policy"] = {"choice": choice if isinstance(choice, str) else "list", "host_ops": 0,
                                           "fell_back": str(e)[:200]}
             return plan
-        plan.search["host_policy"] = {"choice": choice if isinstance(choice, str) else "list", "host_ops": len(cands[0])}
+        plan.search["host_policy"] = {"choice": choice if isinstance(choice, str) else "list",
+                                      "host_ops": len(cands[0])}
         return plan
     search = planner in SEARCH_PLANNERS
     tried, best = [], None
