@@ -138,9 +138,15 @@ def cmd_zoo(args) -> int:
 def cmd_devices(args) -> int:
     from ..devices import DEVICES
 
+    from ..devices import HOSTS
+
     for d in DEVICES.values():
         print(f"{d.name:<10} {format_bytes(d.memory_bytes):>11}  {d.peak_flops / 1e12:6.1f} TFLOP/s  "
-              f"link {d.h2d_bandwidth / 1e9:.0f} GB/s one way, {d.duplex_bandwidth / 1e9:.0f} GB/s both  {d.description}")
+              f"link {d.h2d_bandwidth / 1e9:.0f} GB/s one way, {d.duplex_bandwidth / 1e9:.0f} GB/s both  {d.description}"
+              + (f"; host {d.host}" if d.host else ""))
+    for h in HOSTS.values():     # where ops a plan places on the host run (plan --host-ops)
+        print(f"host {h.name:<10} {h.cores} cores, {h.peak_flops / 1e12:.1f} TFLOP/s, memory "
+              f"{h.mem_bandwidth / 1e9:.0f} GB/s  {h.description}")
     return 0
 
 
