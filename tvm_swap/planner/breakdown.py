@@ -24,14 +24,9 @@ from collections import Counter
 import numpy as np
 
 from ..graph import DataflowGraph
+from .host_split import update_ops
 
 ROLES = ("weights", "master weights", "optimizer state", "gradients", "activations", "other")
-
-
-def update_ops(graph: DataflowGraph) -> set[int]:
-    """Ops that write an update of a persistent tensor (the optimizer's kernels)."""
-    prod = graph.producer()
-    return {int(prod[new]) for new in graph.updates if prod[new] >= 0}
 
 
 def tensor_roles(graph: DataflowGraph) -> list[str]:
@@ -133,10 +128,8 @@ def _bound(graph, plan, op_time, device) -> dict:
     from ..devices import get_host
     from ..host_cost import host_times
     from .host_bound import host_lower_bound_detail
-    from .host_split import optimizer_host_ops
-
     hb = host_lower_bound_detail(graph, op_time, host_times(graph, get_host(device)), device, plan.mem_limit,
-                                 set(optimizer_host_ops(graph)) | set(plan.host_ops), plan.pool.alignment)
+                                 update_ops(graph) | set(plan.host_ops), plan.pool.alignment)
     return {**hb, "tight_in_bytes": hb["in_bytes"], "tight_out_bytes": hb["out_bytes"], "activation_bytes": 0.0,
             "joint_param_activation_in": 0.0, "tight_lower_bound_s": hb["host_lower_bound_s"]}
 

@@ -20,7 +20,12 @@ from ..errors import TvmSwapError
 from ..graph import DataflowGraph
 from ..graph.dataflow import OpInfo, TensorInfo
 from ..plan import Action, Plan
-from .breakdown import update_ops
+
+
+def update_ops(graph: DataflowGraph) -> set[int]:
+    """Ops that write an update of a persistent tensor (the optimizer's kernels)."""
+    prod = graph.producer()
+    return {int(prod[new]) for new in graph.updates if prod[new] >= 0}
 
 
 def optimizer_host_ops(graph: DataflowGraph) -> list[int]:
