@@ -227,6 +227,10 @@ def check_plan_fits(graph: DataflowGraph, plan: Plan) -> None:
     if plan.graph_fingerprint != graph.fingerprint():
         raise PlanError(f"the plan was made for graph {plan.graph_fingerprint}, not this one "
                         f"({graph.fingerprint()}); re-plan for this model")
+    if plan.host_ops:
+        raise PlanError(f"the plan runs {len(plan.host_ops)} op(s) on the host (e.g. "
+                        f"{graph.ops[plan.host_ops[0]].name!r}); compiling such plans is not supported yet: plan "
+                        f"with zero_update='device' (or a planner that keeps every op on the device)")
     nobj = plan.pool.num_objects
     obj_bytes = plan.pool.object_bytes()
     seen_ops = set()

@@ -41,6 +41,9 @@ class PlanExecutor:
         self.poison = bool(poison)
         self.error: BaseException | None = None     # the first failure of a call, kept by runtime_ext.builtins
         self.actions = plan.actions
+        if plan.host_ops:       # a library file is untrusted: refuse what this runtime cannot run
+            raise PlanError(f"the plan runs {len(plan.host_ops)} op(s) on the host; this runtime runs device ops "
+                            f"only: rebuild the library from a plan without host ops")
         for i, a in enumerate(self.actions):
             if any(not 0 <= d < i for d in a.deps):
                 raise PlanError(f"action {i} waits on {list(a.deps)}; deps must name earlier actions")

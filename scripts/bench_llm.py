@@ -4,13 +4,15 @@
 Workloads (tvm_swap.zoo.llm: bf16 weights/activations/grads, fp32 master weights and AdamW state):
 Llama-7B at seq 4096 at 141 GB (the whole H200) and 80 GB (an H100's worth), Llama-13B at 141 GB.
 For each: the no-swap need (bounds.noswap_peak: every tensor kept, updates next to the values they
-replace), then swapadvisor-nosearch, odswap, vdnn, zero-offload (DeepSpeed-style: params, gradients and
-optimizer state on the host) and swapadvisor (GA, --budget seconds, one process),
+replace), then swapadvisor-nosearch, odswap, vdnn, zero-offload (DeepSpeed's ZeRO-Offload: fp32 master
+weights and optimizer state on the host, the optimizer run there, gradients out and weights in) and
+swapadvisor (GA, --budget seconds, one process),
 each plan verified by plan_graph. Prints a table and writes benchmarks/llm.json with the git commit.
 
     python scripts/bench_llm.py                      # ~10 minutes on 2 cores
     python scripts/bench_llm.py --budget 30 --cases llama-7b@batch=4,seq=4096:80GB
     python scripts/bench_llm.py --generations 2 --planners swapadvisor --pool arena   # a fixed search
+    python scripts/bench_llm.py --host-ops auto      # swapadvisor with the optimizer's updates on the host
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ PLANNERS = ["swapadvisor-nosearch", "odswap", "vdnn", "zero-offload", "swapadvis
 
 
 def run_case(case: str, budget: float, device: str, planners=PLANNERS, pool: str | None = None,
-             generations: int | None = None) -> list[dict]:
+             generations: int | None = None, host_ops: str | None = None) -> list[dict]:
     from tvm_swap.errors import InfeasibleLimitError
     from tvm_swap.planner import plan_graph
     from tvm_swap.planner.bounds import noswap_peak
@@ -49,6 +51,8 @@ def run_case(case: str, budget: float, device: str, planners=PLANNERS, pool: str
                "ops": g.num_ops, "pool": pool}
         try:
             kw = {"pool": pool} if pool and planner.startswith("swapadvisor") else {}
+            if host_ops and planner.startswith("swapadvisor"):
+                kw["host_ops"] = host_ops
             p = plan_graph(g, limit, device=device, planner=planner, budget_s=budget, workers=1,
                            generations=generations if planner == "swapadvisor" else None, **kw)
         except InfeasibleLimitError as e:
@@ -59,7 +63,9 @@ def run_case(case: str, budget: float, device: str, planners=PLANNERS, pool: str
         row.update({"plan_s": time.perf_counter() - t0, "time_s": pr["time_s"], "ideal_time_s": pr["ideal_time_s"],
                     "lower_bound_s": pr["lower_bound_s"], "throughput_vs_ideal": pr["throughput_vs_ideal"],
                     "swap_in_bytes": pr["swap_in_bytes"], "swap_out_bytes": pr["swap_out_bytes"],
-                    "peak_bytes": pr["peak_bytes"], "generations": (p.search or {}).get("generations")})
+                    "peak_bytes": pr["peak_bytes"], "generations": (p.search or {}).get("generations"),
+                    "tight_lower_bound_s": pr.get("tight_lower_bound_s"), "host_ops": len(p.host_ops),
+                    "host": pr.get("host")})
         rows.append(row)
         print(f"{spec} {limit_text} {planner}: {row['throughput_vs_ideal']:.3f} of ideal", file=sys.stderr, flush=True)
     return rows
@@ -76,23 +82,38 @@ def main(argv=None) -> int:
     ap.add_argument("--planners", nargs="+", default=PLANNERS, help="planners to run (default: all)")
     ap.add_argument("--pool", choices=("arena", "size-classes"), default=None,
                     help="the search planners' memory model (default: theirs)")
+    ap.add_argument("--host-ops", choices=("optimizer", "auto"), default=None,
+                    help="swapadvisor planners: run the optimizer's updates on the host (all, or as many as "
+                         "simulate fastest; tvm_swap/planner/host_policy.py)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "llm.json"))
     args = ap.parse_args(argv)
     rows = [r for case in args.cases
-            for r in run_case(case, args.budget, args.device, args.planners, args.pool, args.generations)]
+            for r in run_case(case, args.budget, args.device, args.planners, args.pool, args.generations,
+                              args.host_ops)]
+    from tvm_swap.devices import get_device
+
+    dev = get_device(args.device)
+    if dev.host:
+        from tvm_swap.devices import HOSTS
+
+        print(f"\nhost (ops placed on it): {HOSTS[dev.host].description}")
     print(f"\n{'model':<28} {'limit':>6} {'need GB':>8} {'planner':<21} {'time s':>8} {'ideal s':>8} "
-          f"{'vs ideal':>9} {'in GB':>7} {'out GB':>7} {'peak GB':>8}")
+          f"{'vs ideal':>9} {'in GB':>7} {'out GB':>7} {'peak GB':>8} {'bound s':>8} {'/bound':>7} {'host ops':>8}")
     for r in rows:
         head = f"{r['model']:<28} {r['limit']:>6} {r['need_bytes'] / 1e9:>8.1f} {r['planner']:<21}"
         if "error" in r:
             print(f"{head} infeasible: {r['error'][:60]}")
             continue
+        tb = r.get("tight_lower_bound_s")
         print(f"{head} {r['time_s']:>8.2f} {r['ideal_time_s']:>8.2f} {r['throughput_vs_ideal']:>9.3f} "
-              f"{r['swap_in_bytes'] / 1e9:>7.1f} {r['swap_out_bytes'] / 1e9:>7.1f} {r['peak_bytes'] / 1e9:>8.1f}")
+              f"{r['swap_in_bytes'] / 1e9:>7.1f} {r['swap_out_bytes'] / 1e9:>7.1f} {r['peak_bytes'] / 1e9:>8.1f} "
+              + (f"{tb:>8.3f} {r['time_s'] / tb:>7.2f}" if tb else f"{'-':>8} {'-':>7}")
+              + f" {r.get('host_ops', 0):>8}")
     from tvm_swap.provenance import git_commit
     commit = git_commit(short=False)
     doc = {"benchmark": "bench_llm", "git_commit": commit, "machine": platform.platform(), "cpus": os.cpu_count(),
-           "device": args.device, "budget_s": args.budget, "generations": args.generations, "rows": rows}
+           "device": args.device, "budget_s": args.budget, "generations": args.generations, "host_ops": args.host_ops,
+           "host": dev.host or None, "rows": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1))
     print(f"wrote {args.out}")

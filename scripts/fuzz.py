@@ -70,7 +70,10 @@ SEARCH_PLANNERS = ("swapadvisor",)   # planners that take GA settings
 VARIANTS = {"swapadvisor-swap-only": ("swapadvisor", {"recompute": "off", "pool": "arena"}),
             "swapadvisor-nosearch+recompute": ("swapadvisor-nosearch", {"recompute": "on", "pool": "arena"}),
             # the paper's memory model (issue 10 keeps it as a mode): every pool mode is fuzzed
-            "swapadvisor-size-classes": ("swapadvisor", {"recompute": "off", "pool": "size-classes"})}
+            "swapadvisor-size-classes": ("swapadvisor", {"recompute": "off", "pool": "size-classes"}),
+            # every optimizer update on the host (Plan.host_ops), the rest planned on the device; on a device
+            # without a host spec (v100) the option is left out
+            "swapadvisor-nosearch+host": ("swapadvisor-nosearch", {"host_ops": "optimizer"})}
 ALL_PLANNERS = [*PLANNERS, *VARIANTS]
 
 
@@ -175,6 +178,8 @@ def _plan(case: Case, planner: str, limit: int, graph: DataflowGraph | None = No
     planner, extra = VARIANTS.get(planner, (planner, {}))
     kw = dict(case.ga) if planner in SEARCH_PLANNERS else {}
     kw.update(extra)
+    if "host_ops" in kw and not DEVICES[case.device].host:
+        del kw["host_ops"]
     gens = kw.pop("generations", 0)
     return plan_graph(graph or case.graph, limit, device=case.device, op_time=case.op_time, planner=planner,
                       seed=case.seed, generations=gens, workers=1, alignment=case.alignment, **kw)

@@ -415,7 +415,7 @@ def test_vector_clocks_give_exact_happens_before(data):
     kinds = data.draw(st.lists(st.sampled_from(["compute", "swap_out", "swap_in", "drop"]), min_size=n, max_size=n))
     acts = [Action(k, op=0, tensor=0, obj=0, deps=tuple(sorted(set(
         data.draw(st.lists(st.integers(0, i - 1), max_size=2)) if i else [])))) for i, k in enumerate(kinds)]
-    stream, position, c0, c1, c2 = _vector_clocks(acts)
+    stream, position, c0, c1, c2, _ = _vector_clocks(acts)
     clock = list(zip(c0, c1, c2))
     anc = brute_force_hb(acts)
 

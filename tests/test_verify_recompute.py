@@ -3,7 +3,7 @@ broken recompute invariant (one corruption per invariant, each from the valid pl
 import pytest
 
 from tvm_swap.errors import PlanError
-from tvm_swap.plan import PLAN_VERSION, Action, Arena, Plan
+from tvm_swap.plan import PLAN_VERSION, SUPPORTED_VERSIONS, Action, Arena, Plan
 from tvm_swap.verify import verify_plan
 
 from recompute_plans import ACT, B, C, X, A, rc_plan  # noqa: E402
@@ -134,6 +134,6 @@ def test_older_plan_versions_still_load(version):
     d["version"] = version
     d["actions"] = [a for a in d["actions"] if a["k"] != "recompute"]
     assert Plan.from_dict(d).actions[0].kind == "swap_in"
-    d["version"] = 4
+    d["version"] = max(SUPPORTED_VERSIONS) + 1          # a future version: refused
     with pytest.raises(PlanError):
         Plan.from_dict(d)

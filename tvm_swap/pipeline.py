@@ -159,6 +159,9 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     fit (tvm_swap.split_to_fit); a percentage limit stays a share of the unsplit model's need."""
     import tvm
 
+    if planner == "zero-offload":     # the runtime runs device ops only (yet): its optimizer on the device
+        planner_options = {"zero_update": "device", **planner_options}
+
     from relay_passes.apply import ApplySwapPlan
     from relay_passes.cuda_build import build_lowered, resolve_target   # CUDA: kernels in a fatbin
     from relay_passes.lower import lower

@@ -12,6 +12,11 @@ A plan is an *augmented graph*: a list of actions in issue order. Each action ru
     swap_in    h2d       copy tensor `tensor` from host into object `obj` (which must be free)
     drop       (none)    release object `obj` held by `tensor`; completes when its deps complete
 
+An op in `host_ops` runs on the host: its compute action is on the host stream (FIFO, in list order, beside
+the other three), names no output objects (`out_objs` empty), reads host copies (a param or optimizer state
+whose host copy is current, an input, a swap_out's copy or another host op's output, each completed before
+it) and leaves its outputs in host memory, where a swap_in may bring them to the device once it has ended.
+
 `deps` name earlier actions by index (these are the events the runtime waits on). The memory model is
 `plan.pool`: a `Pool` of size classes (the paper's; objects numbered class-major, class 0's first, laid
 back to back) or an `Arena` (one region; each object is an aligned byte range in it, and objects may
@@ -37,7 +42,8 @@ from .jsonio import check_versioned, parse_json, read_json
 
 PLAN_FORMAT = "tvm_swap.plan"
 PLAN_VERSION = 3          # 3: recompute actions; 2: pool kinds ("size-classes" | "arena"); 1: size classes only
-SUPPORTED_VERSIONS = (1, 2, 3)   # older plans load unchanged (they contain no recompute)
+HOST_OPS_VERSION = 4      # 4: ops placed on the host (`host_ops`); written only by plans that place some
+SUPPORTED_VERSIONS = (1, 2, 3, 4)   # older plans load unchanged (they contain no recompute)
 POOL_KINDS = ("arena", "size-classes")
 DEFAULT_ALIGNMENT = 256  # cudaMalloc's alignment; also keeps CPU kernels' 64-byte requirement
 
@@ -259,6 +265,7 @@ class Plan:
     predicted: dict = field(default_factory=dict)
     search: dict = field(default_factory=dict)
     verified: bool = False
+    host_ops: list[int] = field(default_factory=list)   # ops run on the host (see the module docstring)
 
     def __repr__(self) -> str:
         """One line (the actions, thousands of them, are in `actions` and the JSON)."""
@@ -332,6 +339,7 @@ class Plan:
             "recompute_bytes": p.get("recompute_bytes", 0),
             "recompute_s": p.get("recompute_s", 0.0),
             "recompute": s.get("recompute"),      # swapadvisor*: whether recompute was allowed (None: n/a)
+            "host_ops": len(self.host_ops),       # ops run on the host (Plan.host_ops)
             "verified": bool(self.verified),
             "search_s": s.get("search_s"),
             "generations": s.get("generations"),
@@ -341,7 +349,7 @@ class Plan:
     # ---- JSON ----
     def to_dict(self) -> dict:
         return {
-            "format": PLAN_FORMAT, "version": PLAN_VERSION,
+            "format": PLAN_FORMAT, "version": HOST_OPS_VERSION if self.host_ops else PLAN_VERSION,
             "graph": {"name": self.graph_name, "fingerprint": self.graph_fingerprint},
             "planner": self.planner, "mem_limit": int(self.mem_limit), "device": self.device,
             "schedule": [int(x) for x in self.schedule],
@@ -350,6 +358,7 @@ class Plan:
             "initial_residents": [[int(t), int(o)] for t, o in self.initial_residents],
             "actions": [a.to_json() for a in self.actions],
             "predicted": self.predicted, "search": self.search, "verified": bool(self.verified),
+            **({"host_ops": [int(o) for o in self.host_ops]} if self.host_ops else {}),
         }
 
     def to_json(self) -> str:
@@ -367,7 +376,7 @@ class Plan:
                 initial_residents=[(int(t), int(o)) for t, o in d["initial_residents"]],
                 actions=[Action.from_json(a) for a in d["actions"]],
                 predicted=dict(d.get("predicted", {})), search=dict(d.get("search", {})),
-                verified=bool(d.get("verified", False)),
+                verified=bool(d.get("verified", False)), host_ops=[int(o) for o in d.get("host_ops", [])],
             )
         except PlanError:
             raise

@@ -47,8 +47,10 @@ from __future__ import annotations
 from .errors import VerificationError
 from .graph import DataflowGraph
 from .plan import Plan, aligned_bytes
+from .verify_host import check_host_structure, host_compute
 
 _STREAM = {"compute": 0, "swap_out": 1, "swap_in": 2, "drop": -1, "recompute": 0}
+HOST_STREAM = 3       # the compute actions of the ops in plan.host_ops
 MAX_VIOLATIONS = 500
 
 
@@ -110,6 +112,9 @@ def _check_structure(graph: DataflowGraph, plan: Plan, mem_limit, r: _Report) ->
             r.add(f"tensor {graph.tensors[t].name!r} has class {c}, but the pool has {n_cls} classes")
             ok = False
     n_obj = pool.num_objects
+    if not check_host_structure(graph, plan, r):
+        return False
+    host = set(plan.host_ops or ())
     seen_ops: dict[int, int] = {}
     compute_order = []
     for i, a in enumerate(plan.actions):
@@ -130,6 +135,8 @@ def _check_structure(graph: DataflowGraph, plan: Plan, mem_limit, r: _Report) ->
                 r.add(f"op {graph.ops[a.op].name!r} is computed twice (actions {seen_ops[a.op]} and {i})")
             seen_ops.setdefault(a.op, i)
             compute_order.append(a.op)
+            if a.op in host:      # writes host memory: verify_host checks it names no objects
+                continue
             outs = graph.ops[a.op].outputs
             if len(a.out_objs) != len(outs):
                 r.add(f"action {i} (compute {graph.ops[a.op].name!r}) names {len(a.out_objs)} output objects "
@@ -278,20 +285,23 @@ class _ByteMap:
         self.vs[i:j] = [value] * (j - i)
 
 
-def _vector_clocks(actions):
-    """Per action: stream, 1-based position in it (0 for drops) and the three clock components."""
+def _vector_clocks(actions, host_ops=frozenset()):
+    """Per action: stream, 1-based position in it (0 for drops) and the four clock components (the fourth:
+    the host-compute stream of the ops a plan places on the host, HOST_STREAM)."""
     n = len(actions)
-    c0, c1, c2 = [0] * n, [0] * n, [0] * n
+    c0, c1, c2, c3 = [0] * n, [0] * n, [0] * n, [0] * n
     stream = [0] * n
     position = [0] * n
-    last = [-1, -1, -1]
-    count = [0, 0, 0]
+    last = [-1, -1, -1, -1]
+    count = [0, 0, 0, 0]
     for i, a in enumerate(actions):
         s = _STREAM[a.kind]
-        m0 = m1 = m2 = 0
+        if s == 0 and host_ops and a.op in host_ops and a.kind == "compute":
+            s = HOST_STREAM
+        m0 = m1 = m2 = m3 = 0
         if s >= 0 and last[s] >= 0:
             j = last[s]
-            m0, m1, m2 = c0[j], c1[j], c2[j]
+            m0, m1, m2, m3 = c0[j], c1[j], c2[j], c3[j]
         for d in a.deps:
             if c0[d] > m0:
                 m0 = c0[d]
@@ -299,6 +309,8 @@ def _vector_clocks(actions):
                 m1 = c1[d]
             if c2[d] > m2:
                 m2 = c2[d]
+            if c3[d] > m3:
+                m3 = c3[d]
         stream[i] = s
         if s >= 0:
             count[s] += 1
@@ -308,16 +320,20 @@ def _vector_clocks(actions):
                 m0 = count[0]
             elif s == 1:
                 m1 = count[1]
-            else:
+            elif s == 2:
                 m2 = count[2]
-        c0[i], c1[i], c2[i] = m0, m1, m2
-    return stream, position, c0, c1, c2
+            else:
+                m3 = count[3]
+        c0[i], c1[i], c2[i], c3[i] = m0, m1, m2, m3
+    return stream, position, c0, c1, c2, c3
 
 
 class _Replay:
     def __init__(self, graph: DataflowGraph, plan: Plan, r: _Report):
         self.g, self.plan, self.r = graph, plan, r
-        self.stream, self.position, self.c0, self.c1, self.c2 = _vector_clocks(plan.actions)
+        self.host_ops = frozenset(plan.host_ops or ())
+        self.stream, self.position, self.c0, self.c1, self.c2, self.c3 = _vector_clocks(plan.actions, self.host_ops)
+        self.host_made: dict[int, int] = {}      # tensor -> the host op action that wrote it (host memory)
         self.cls = plan.tensor_class
         self.obj_class = plan.pool.object_class().tolist()
         self.obj_bytes = plan.pool.object_bytes().tolist()
@@ -350,7 +366,10 @@ class _Replay:
             return self.c1[y] >= self.position[x]
         if s == 2:
             return self.c2[y] >= self.position[x]
-        return self.c0[y] >= self.c0[x] and self.c1[y] >= self.c1[x] and self.c2[y] >= self.c2[x]
+        if s == HOST_STREAM:
+            return self.c3[y] >= self.position[x]
+        return (self.c0[y] >= self.c0[x] and self.c1[y] >= self.c1[x] and self.c2[y] >= self.c2[x]
+                and self.c3[y] >= self.c3[x])
 
     def name(self, t: int) -> str:
         return repr(self.g.tensors[t].name)
@@ -443,13 +462,16 @@ class _Replay:
         # renames that copy to the param's); otherwise the host holds an older value (from before the first
         # iteration), and only a swap-out of the param this iteration, completed before the read, makes it current.
         copied_out = {a.tensor for a in self.plan.actions if a.kind == "swap_out"}
+        copied_out |= {t for o in self.host_ops for t in g.ops[o].outputs}     # written in host memory
         stale_at_start = {t for t, _ in self.plan.initial_residents
                           if t in update_of and update_of[t] not in copied_out}
         for t, o in self.plan.initial_residents:
             self.place(-1, t, o, "starts with")
         for i, a in enumerate(self.plan.actions):
             k = a.kind
-            if k == "compute":
+            if k == "compute" and a.op in self.host_ops:
+                host_compute(self, i, a.op, stale_at_start, producer)
+            elif k == "compute":
                 op = g.ops[a.op]
                 for t in dict.fromkeys(op.inputs):
                     self.read(i, t, "")
@@ -478,10 +500,15 @@ class _Replay:
             elif k == "swap_in":
                 t = a.tensor
                 if producer[t] >= 0:
-                    outs = self.swap_outs.get(t, [])
+                    outs = self.swap_outs.get(t, []) + ([self.host_made[t]] if t in self.host_made else [])
                     if not any(self.hb(s, i) for s in outs):
                         why = ("none of its swap-outs (actions " + ", ".join(map(str, outs)) + ") completes before it"
                                if outs else "it was never swapped out")
+                        if producer[t] in self.host_ops:
+                            why = (f"it is written on the host by op {g.ops[producer[t]].name!r}, and "
+                                   + (f"that op ({self.what(self.host_made[t])}) does not complete before it: "
+                                      f"make the swap_in wait for it" if t in self.host_made
+                                      else "that op has not run yet"))
                         r.add(f"{self.what(i)} brings in tensor {self.name(t)} that has no host copy: {why}")
                 elif t in stale_at_start:
                     outs = self.swap_outs.get(t, [])
@@ -514,10 +541,10 @@ class _Replay:
         producer = g.producer().tolist()
         updates = g.updates
         for t in dict.fromkeys(g.outputs):
-            if producer[t] >= 0 and t not in updates and t not in self.swap_outs:
+            if producer[t] >= 0 and t not in updates and t not in self.swap_outs and t not in self.host_made:
                 r.add(f"graph output {self.name(t)} never reaches the host: add a swap_out after it is produced")
         for new in updates:
-            if new not in self.where and new not in self.swap_outs:
+            if new not in self.where and new not in self.swap_outs and new not in self.host_made:
                 r.add(f"update {self.name(new)} is lost: it neither stays resident nor is swapped out")
         stale = set(updates.values())
         # objects of one class are interchangeable across iterations: compare (tensor, class)

@@ -70,6 +70,9 @@ def test_zoo_and_devices_list_their_entries():
     assert r.returncode == 0 and "wresnet-152-10" in r.stdout and "bert-large" in r.stdout
     r = tvm_swap("devices")
     assert r.returncode == 0 and "v100-16gb" in r.stdout
+    from tvm_swap.devices import HOSTS
+
+    assert all(f"host {h}" in r.stdout for h in HOSTS)      # where plan --host-ops runs ops
 
 
 def test_compile_and_run_a_bundled_example(tmp_path):
@@ -107,3 +110,28 @@ def test_the_readme_defines_every_number_the_commands_print():
                if f"`{k}`" not in section]
     assert not missing, f"README's 'The numbers' does not define {missing}"
     assert all(label in section for label in LABELS.values())
+
+
+def test_plan_report_writes_and_prints_the_byte_breakdown(tmp_path):
+    """`plan --report DIR` says where the link bytes go, by tensor role, beside the bound's must-move bytes."""
+    pytest.importorskip("matplotlib")
+    r = tvm_swap("plan", "zoo:llama-7b@batch=1,seq=512,layers=1", "--mem-limit", "50%", "--device", "h200",
+                 "--planner", "swapadvisor-nosearch", "--workers", "1", "-q", "--report", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "optimizer state" in r.stdout and "bound must move" in r.stdout
+    (js,) = tmp_path.glob("*-breakdown.json")
+    bd = json.loads(js.read_text())
+    assert bd["in_bytes"] == sum(row["in_bytes"] for row in bd["roles"].values()) > 0
+    assert (tmp_path / js.name.replace(".json", ".txt")).read_text().startswith("llama-7b")
+
+
+def test_plan_host_ops_runs_the_optimizer_on_the_host():
+    r = tvm_swap("plan", "zoo:llama-7b@batch=1,seq=512,layers=1", "--mem-limit", "50%", "--device", "h200",
+                 "--planner", "swapadvisor-nosearch", "--host-ops", "optimizer", "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    from tvm_swap.planner.host_split import optimizer_host_ops
+    from tvm_swap.zoo import load_zoo
+
+    g = load_zoo("zoo:llama-7b@batch=1,seq=512,layers=1")
+    assert out["verified"] and out["host_ops"] == len(optimizer_host_ops(g))

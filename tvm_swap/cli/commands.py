@@ -70,7 +70,8 @@ def cmd_plan(args) -> int:
                       planner=args.planner, budget_s=args.budget_s, seed=args.seed,
                       generations=args.generations, workers=args.workers, progress=_progress(args),
                       pool=args.pool, executor=getattr(args, "executor", "processes"),
-                      ray_address=getattr(args, "ray_address", None), **_recompute_option(args))
+                      ray_address=getattr(args, "ray_address", None), **_recompute_option(args),
+                      **({"host_ops": args.host_ops} if getattr(args, "host_ops", None) else {}))
     from ..frontends.graph_ref import graph_reference
     from ..limits import limit_facts
 
@@ -93,10 +94,16 @@ def cmd_plan(args) -> int:
               + (f"{args.output} holds" if args.output else "this is")
               + " the best verified plan found so far (plan again for a better one)", file=sys.stderr)
     if args.report:
+        from ..planner.breakdown import format_breakdown
+        from ..report.breakdown import breakdown_of, write_breakdown
         from ..report.write import write_report
 
-        for path in write_report(graph, plan, args.report):
+        bd = breakdown_of(graph, plan)      # where the link bytes go, beside the bound's must-move bytes
+        summary["breakdown"] = bd
+        for path in [*write_report(graph, plan, args.report), *write_breakdown(bd, args.report, plan)]:
             _say(args, f"wrote {path}")
+        if not args.json:
+            print(format_breakdown(bd))
     if args.json:
         print(json.dumps(summary))
     else:
@@ -131,9 +138,15 @@ def cmd_zoo(args) -> int:
 def cmd_devices(args) -> int:
     from ..devices import DEVICES
 
+    from ..devices import HOSTS
+
     for d in DEVICES.values():
         print(f"{d.name:<10} {format_bytes(d.memory_bytes):>11}  {d.peak_flops / 1e12:6.1f} TFLOP/s  "
-              f"link {d.h2d_bandwidth / 1e9:.0f} GB/s one way, {d.duplex_bandwidth / 1e9:.0f} GB/s both  {d.description}")
+              f"link {d.h2d_bandwidth / 1e9:.0f} GB/s one way, {d.duplex_bandwidth / 1e9:.0f} GB/s both  {d.description}"
+              + (f"; host {d.host}" if d.host else ""))
+    for h in HOSTS.values():     # where ops a plan places on the host run (plan --host-ops)
+        print(f"host {h.name:<10} {h.cores} cores, {h.peak_flops / 1e12:.1f} TFLOP/s, memory "
+              f"{h.mem_bandwidth / 1e9:.0f} GB/s  {h.description}")
     return 0
 
 

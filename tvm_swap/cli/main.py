@@ -116,7 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("-o", "--output", metavar="PLAN.json", help="write the verified plan here")
-    p.add_argument("--report", metavar="DIR", help="also write pictures of the plan (PNG, SVG, HTML) here")
+    p.add_argument("--report", metavar="DIR", help="also write pictures of the plan (PNG, SVG, HTML) and where its "
+                                                   "link bytes go (NAME-breakdown.txt/.json, also printed) here")
+    p.add_argument("--host-ops", choices=("optimizer", "auto"), default=None,
+                   help="run the optimizer's update kernels on the host (the device's host spec): all of them, or "
+                        "as many as simulate fastest; the planner plans the rest (devices with a host: h100, "
+                        "h200, cpu)")
 
     p = sub.add_parser("compile", help="compile a model into a library that runs under the limit",
                        epilog=EPILOG_COMPILE, formatter_class=argparse.RawDescriptionHelpFormatter)

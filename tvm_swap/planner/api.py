@@ -152,6 +152,8 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     recompute="on"/"off": whether evicted activations may be dropped and recomputed instead of copied, the
     search choosing per tensor; default on for swapadvisor in the arena pool, off for swapadvisor-nosearch
     and the size-class pool, see swapadvisor/planners.py).
+    host_ops: ops run on the host instead ("optimizer": the update kernels; "auto": as many of them as
+    simulate fastest; a list of op ids; see host_policy.py), the planner planning the rest.
     pool: the device memory model, "arena" (one region, a byte offset per stay; the default of the
     swapadvisor planners) or "size-classes" (the paper's pool; the only one the baselines model).
     Raises InfeasibleLimitError (with the smallest feasible limit) when no plan can meet the limit.
@@ -180,6 +182,7 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
         raise TvmSwapError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
     if ray_address and executor != "ray":
         raise TvmSwapError("ray_address is only for executor='ray'")
+    host_ops = options.pop("host_ops", None)
     options = {**options, "executor": executor, "ray_address": ray_address}
     dev = get_device(device)
     with gc_paused():      # (gc_pause.py: collections rescan millions of live objects at 10^5 ops)
@@ -188,13 +191,19 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
         no_swap_fits = planner in SEARCH_PLANNERS and pool_given is None and limit >= _no_swap_bytes(graph, alignment)
         if no_swap_fits:      # "100%" means no swapping: TVM's own plan fits, so there is nothing to move or search
             planner, pool = "noswap", "size-classes"
+            host_ops = None   # (and nothing to place on the host)
         check_feasible(graph, limit, pool, alignment, planner, dev, times, seed, options)
         # the budget covers all of plan_graph: what the checks above took (an arena plan for feasibility) is spent
         budget_left = max(0.1 * float(budget_s), float(budget_s) - (time.perf_counter() - t0))
         ctx = PlanningContext(graph, times, dev, limit, alignment, int(seed), budget_left,
                               None if generations is None else int(generations), workers, bool(progress), dict(options),
                               pool)
-        plan = PLANNERS[planner](ctx)
+        if host_ops is not None:     # some ops on the host (host_policy.py): the planner plans the device part
+            from .host_policy import plan_with_host
+
+            plan = plan_with_host(ctx, planner, host_ops)
+        else:
+            plan = PLANNERS[planner](ctx)
         check_plan(graph, plan, limit)
         plan.predicted = predict(graph, plan, times, dev)
         wrong = verify_prediction(plan)     # what the plan now reports of itself must hold too
@@ -235,11 +244,11 @@ def _refusal(planner: str, limit: int, floor: int, why: str, at_floor: PlanningC
 def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: DeviceSpec) -> dict:
     """Simulated time, bounds, memory and copy totals of a plan."""
     from .bounds import ideal_time, lower_bound
-    from .simulator import simulate
+    from .host_sim import simulate_plan
     from .tight_bound import tight_lower_bound_detail
     from .timeline import peak_in_use
 
-    sim = simulate(graph, plan.actions, op_time, device)
+    sim = simulate_plan(graph, plan, op_time, device)     # host ops (if any) on the host's stream
     ideal = ideal_time(graph, op_time)
     t = float(sim.time_s)
     # the bounds depend on the graph, op times, device, limit and alignment only: kept with the graph, so
@@ -248,6 +257,8 @@ def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: Devic
            hashlib.blake2b(np.ascontiguousarray(op_time, dtype=np.float64).tobytes(), digest_size=16).digest())
     bounds = graph._cache.setdefault("predict_bounds", {})
     recomputes = any(a.kind == "recompute" for a in plan.actions)
+    if plan.host_ops:       # the device-only bounds assume every op on the device: the host-aware one instead
+        return _predict_with_host(graph, plan, op_time, device, sim)
     if not recomputes and ("tight",) + key not in bounds:
         # the tight bound's detail carries the plain bound's terms too: one pass over the graph for both
         detail = tight_lower_bound_detail(graph, op_time, device, plan.mem_limit, plan.pool.alignment)
@@ -270,6 +281,36 @@ def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: Devic
     out.update(plan.swap_stats(graph.tensor_bytes()))
     tb = graph.tensor_bytes()
     # output bytes of the recomputed ops only (of every op it cost ~0.4 CPU s at 10^5 ops)
+    rc_ops = {a.op for a in plan.actions if a.kind == "recompute"}
+    out.update(plan.recompute_stats({o: int(tb[list(graph.ops[o].outputs)].sum()) for o in rc_ops}, op_time))
+    return out
+
+
+def _predict_with_host(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: DeviceSpec, sim) -> dict:
+    """predict() of a plan with host ops: the host-aware bound (host_bound.py, the optimizer's updates and the
+    plan's host ops eligible) as both bounds, the host's busy seconds beside the streams'."""
+    from ..devices import get_host
+    from ..host_cost import host_times
+    from .bounds import ideal_time
+    from .host_bound import host_lower_bound_detail
+    from .host_split import optimizer_host_ops
+    from .timeline import peak_in_use
+
+    host = get_host(device)
+    eligible = set(optimizer_host_ops(graph)) | set(plan.host_ops)
+    hb = host_lower_bound_detail(graph, op_time, host_times(graph, host), device, plan.mem_limit, eligible,
+                                 plan.pool.alignment)
+    ideal = ideal_time(graph, op_time)
+    t = float(sim.time_s)
+    out = {"time_s": t, "ideal_time_s": float(ideal), "lower_bound_s": hb["host_lower_bound_s"],
+           "tight_lower_bound_s": None if any(a.kind == "recompute" for a in plan.actions)
+           else hb["host_lower_bound_s"],
+           "throughput_vs_ideal": float(ideal / t) if t > 0 else 1.0, "mem_limit_bytes": int(plan.mem_limit),
+           "pool_bytes": int(plan.pool.total_bytes()), "peak_bytes": int(peak_in_use(graph, plan, sim)),
+           "stream_busy_s": {k: float(v) for k, v in sim.stream_busy_s.items()},
+           "host": host.name, "host_ops": len(plan.host_ops)}
+    out.update(plan.swap_stats(graph.tensor_bytes()))
+    tb = graph.tensor_bytes()
     rc_ops = {a.op for a in plan.actions if a.kind == "recompute"}
     out.update(plan.recompute_stats({o: int(tb[list(graph.ops[o].outputs)].sum()) for o in rc_ops}, op_time))
     return out

@@ -15,13 +15,14 @@ away would only cost link time); updated values are copied out when produced (th
 tuned over a grid (DeepSpeed's `prefetch_bucket_size`, set by hand), each candidate simulated, the fastest
 that fits kept.
 
-Simplified, and in which direction: the optimizer step runs in our graph's update kernels on the GPU, so the
-optimizer state crosses the link in and out (ZeRO-Offload runs Adam on the CPU and moves only gradients out
-and updated parameters in; ZeRO-Infinity's GPU-update mode moves the state like this). For Adam that is
-about 3x the link bytes of the real tool's update, and none of its CPU time (which the real tool overlaps
-with the next step only partly, through its one-step-delayed update): read this baseline's time as the
-offload-everything design on our link model, not as a measurement of DeepSpeed. Memory is the shared
-exact-size pool, not DeepSpeed's buffers.
+The optimizer step (zero_update="host", the default, as the tool does): the update kernels run on the host
+(Plan.host_ops; DeepSpeed's CPU Adam), on the host's copies of the fp32 master weights and moments, which never
+cross the link: each gradient is copied out when backward produces it, the host's update waits for that
+copy, and the new bf16 weights are fetched like every parameter at the next step. The host's time is the
+roofline of the device's host spec (tvm_swap.devices.HOSTS, tvm_swap.host_cost); the tool's one-step-delayed
+update (which hides part of it behind the next step) is not modelled: each step waits for its own update.
+zero_update="device" runs the update kernels on the GPU (ZeRO-Infinity's GPU-update mode): the optimizer state
+then crosses the link in and out. Memory is the shared exact-size pool, not DeepSpeed's buffers.
 """
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ def zero_policy(graph: DataflowGraph, order: list[int], ahead: int) -> Policy:
     whose update is more than `ahead` ops away copied out when produced and fetched `ahead` ops before it."""
     uses = use_positions(graph, order)
     gaps: dict[tuple[int, int], int] = {}
-    persistent = [t for t in graph.used_tensors() if graph.is_persistent(t)]
+    # inputs too: in the device part of a host-update step (host_split) the weights the host updates are inputs
+    persistent = [t for t in graph.used_tensors() if graph.is_persistent(t) or graph.tensors[t].kind == "input"]
     for t in persistent:
         if uses[t]:
             gaps[(t, uses[t][0])] = max(0, uses[t][0] - ahead)    # the first use: a prefetch only
@@ -72,6 +74,28 @@ def zero_policy(graph: DataflowGraph, order: list[int], ahead: int) -> Policy:
 
 
 def plan_zero_offload(ctx: PlanningContext) -> Plan:
+    where = ctx.options.get("zero_update", "host")
+    if where not in ("host", "device"):
+        raise TvmSwapError(f"zero_update must be 'host' (the optimizer on the CPU, as DeepSpeed runs it) or "
+                           f"'device', got {where!r}")
+    if where == "host" and ctx.device.host:
+        from dataclasses import replace
+
+        from ..host_split import device_graph, lift_plan, optimizer_host_ops
+
+        host = optimizer_host_ops(ctx.graph)
+        if host:
+            g_dev, keep = device_graph(ctx.graph, host)
+            dev_plan = _plan_on_device(replace(ctx, graph=g_dev, op_time=ctx.op_time[keep]))
+            plan = lift_plan(ctx.graph, dev_plan, keep, host)
+            plan.search["update_on"] = "host"
+            return plan
+    plan = _plan_on_device(ctx)
+    plan.search["update_on"] = "device"
+    return plan
+
+
+def _plan_on_device(ctx: PlanningContext) -> Plan:
     try:
         aheads = ctx.options.get("zero_ahead", AHEAD_GRID)
         aheads = sorted({int(x) for x in (aheads if isinstance(aheads, (list, tuple)) else [aheads])})

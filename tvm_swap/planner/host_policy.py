@@ -1,0 +1,120 @@
+"""Which ops run on the host: a deterministic policy over the optimizer's update kernels (plan_graph's
+`host_ops` option), for any planner; the search choosing per op is later work.
+
+    host_ops="optimizer"   every update kernel on the host (ZeRO-Offload's placement)
+    host_ops="auto"        the first k of the n update kernels (graph order) on the host. The host's work
+                           (H: all n updates on the host) overlaps the device's (C: the other ops), so k starts
+                           at n * min(1, C / H), where both take as long; its neighbours (+-0.05 n, +-0.1 n)
+                           are tried too. Each candidate is planned (a search planner with its seeds only,
+                           generations=0) and simulated with the host on its own stream while 60% of the budget
+                           lasts; the search planner then searches from the fastest with the budget left (when
+                           at least 40% of it is), and the faster of that and the seeds' plan is kept. The first
+                           updates of backward go to the host first: the host works while backward goes on,
+                           where the last ones would add a tail; the updates left on the device keep their
+                           state there when it fits.
+    host_ops=[op ids]      those ops
+The device part of each candidate is host_split.device_graph: what stays on the device may stay resident
+(its state updated in place), what goes to the host crosses as gradients out and weights in.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from ..errors import InfeasibleLimitError, PlanError, TvmSwapError
+from ..plan import Plan
+from .context import PlanningContext
+from .host_split import device_graph, lift_plan, optimizer_host_ops
+
+STEPS = (0.0, 0.05, -0.05, 0.1, -0.1)   # the fractions tried around the balanced one, in this order
+SCREEN_SHARE, SEARCH_SHARE = 0.6, 0.4
+
+
+def plan_on_host_split(ctx: PlanningContext, planner: str, host_ops) -> Plan:
+    """`planner`'s plan of the device part, with `host_ops` put back on the host (not yet verified)."""
+    from .registry import PLANNERS
+
+    if not host_ops:
+        return PLANNERS[planner](ctx)
+    g_dev, keep = device_graph(ctx.graph, host_ops)
+    dev_plan = PLANNERS[planner](replace(ctx, graph=g_dev, op_time=ctx.op_time[keep]))
+    return lift_plan(ctx.graph, dev_plan, keep, host_ops)
+
+
+def candidates(ctx: PlanningContext, choice) -> list[list[int]]:
+    ups = optimizer_host_ops(ctx.graph)
+    if choice == "optimizer":
+        return [ups]
+    if choice == "auto":
+        from ..devices import get_host
+        from ..host_cost import host_times
+
+        on_dev = np.ones(ctx.graph.num_ops, dtype=bool)
+        on_dev[ups] = False
+        host_all = float(host_times(ctx.graph, get_host(ctx.device))[ups].sum())
+        balanced = min(1.0, float(ctx.op_time[on_dev].sum()) / host_all) if host_all > 0 else 1.0
+        out = []
+        for step in STEPS:
+            c = ups[:round(min(1.0, max(0.0, balanced + step)) * len(ups))]
+            if c not in out:
+                out.append(c)
+        return out
+    if isinstance(choice, (list, tuple)):
+        return [sorted({int(o) for o in choice})]
+    raise TvmSwapError(f"host_ops must be 'optimizer', 'auto' or a list of op ids, got {choice!r}")
+
+
+def plan_with_host(ctx: PlanningContext, planner: str, choice) -> Plan:
+    """The plan of `planner` with the ops `choice` names on the host (see the module docstring)."""
+    from .host_sim import simulate_plan
+    from .registry import SEARCH_PLANNERS
+
+    if not ctx.device.host:
+        raise TvmSwapError(f"device {ctx.device.name!r} names no host spec, so no op can be placed on its host; "
+                           f"use a device with one (h100, h200, cpu) or leave host_ops out")
+    t0 = time.perf_counter()
+    cands = candidates(ctx, choice)
+    if len(cands) == 1:
+        try:
+            plan = plan_on_host_split(ctx, planner, cands[0])
+        except (InfeasibleLimitError, PlanError) as e:     # (PlanError: the arena's fragmentation refusal)
+            if not cands[0]:
+                raise
+            # the device part alone does not fit (its arena floor need not be below the whole step's):
+            # every op on the device, so a refusal names what the planner itself needs
+            plan = plan_on_host_split(ctx, planner, [])
+            plan.search["host_policy"] = {"choice": choice if isinstance(choice, str) else "list", "host_ops": 0,
+                                          "fell_back": str(e)[:200]}
+            return plan
+        plan.search["host_policy"] = {"choice": choice if isinstance(choice, str) else "list",
+                                      "host_ops": len(cands[0])}
+        return plan
+    search = planner in SEARCH_PLANNERS
+    tried, best = [], None
+    for c in cands:
+        if tried and time.perf_counter() - t0 > SCREEN_SHARE * ctx.budget_s:
+            break
+        try:
+            p = plan_on_host_split(replace(ctx, generations=0) if search else ctx, planner, c)
+        except (InfeasibleLimitError, PlanError) as e:       # this split does not fit
+            tried.append({"host_ops": len(c), "time_s": None, "why": str(e)[:120]})
+            continue
+        t = float(simulate_plan(ctx.graph, p, ctx.op_time, ctx.device).time_s)
+        tried.append({"host_ops": len(c), "time_s": t})
+        if best is None or t < best[0]:
+            best = (t, c, p)
+    if best is None:         # no split fits (see above): every op on the device
+        plan = plan_on_host_split(ctx, planner, [])
+        plan.search["host_policy"] = {"choice": "auto", "host_ops": 0, "tried": tried}
+        return plan
+    t_best, c, plan = best
+    left = ctx.budget_s - (time.perf_counter() - t0)
+    if search and ctx.generations != 0 and (ctx.generations or left >= SEARCH_SHARE * ctx.budget_s):
+        found = plan_on_host_split(replace(ctx, budget_s=max(left, 0.1 * ctx.budget_s)), planner, c)
+        # a search cut by the budget may end below its own seeds: keep the faster
+        if simulate_plan(ctx.graph, found, ctx.op_time, ctx.device).time_s <= t_best:
+            plan = found
+    plan.search["host_policy"] = {"choice": "auto", "host_ops": len(c), "tried": tried}
+    return plan

@@ -1,0 +1,110 @@
+"""Plans that run some ops on the host (Plan.host_ops): the device part planned as a graph of its own.
+
+`device_graph(graph, host_ops)` is the graph the device runs when `host_ops` run on the host (first the
+optimizer's updates, as ZeRO-Offload does):
+- the host ops are left out (the other ops renumbered, tensors kept with their ids);
+- a produced tensor a host op reads becomes a graph output: the device copies it out when it exists (a gradient);
+- a persistent tensor whose update a host op writes becomes an input: it is fetched from the host every step,
+  never kept on the device between steps (its new value is written in host memory);
+- tensors only host ops touch (fp32 master weights, optimizer moments) are unused: they never cross the link.
+Any planner plans that graph; `lift_plan` puts the host ops back (after the copies out of what they read, on
+the host stream) and returns a plan of the original graph that the verifier checks like any other.
+Host ops may only read produced tensors of device ops or of earlier host ops, and a device op may not read a
+host op's output in the same step (it would need a swap_in of it: not modelled here): `check_host_ops` says so.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..errors import TvmSwapError
+from ..graph import DataflowGraph
+from ..graph.dataflow import OpInfo, TensorInfo
+from ..plan import Action, Plan
+
+
+def update_ops(graph: DataflowGraph) -> set[int]:
+    """Ops that write an update of a persistent tensor (the optimizer's kernels)."""
+    prod = graph.producer()
+    return {int(prod[new]) for new in graph.updates if prod[new] >= 0}
+
+
+def optimizer_host_ops(graph: DataflowGraph) -> list[int]:
+    """The optimizer's update kernels: the ops that write an update of a persistent tensor."""
+    return sorted(update_ops(graph))
+
+
+def check_host_ops(graph: DataflowGraph, host_ops) -> set[int]:
+    """host_ops as a set, or TvmSwapError when a device op reads a host op's output."""
+    host = {int(o) for o in host_ops}
+    if any(not 0 <= o < graph.num_ops for o in host):
+        raise TvmSwapError(f"host_ops must name ops of the graph (0..{graph.num_ops - 1})")
+    cons = graph.consumers()
+    for o in sorted(host):
+        for t in graph.ops[o].outputs:
+            dev = [c for c in cons[t] if c not in host]
+            if dev:
+                raise TvmSwapError(f"op {graph.ops[o].name!r} cannot run on the host: device op "
+                                   f"{graph.ops[dev[0]].name!r} reads its output {graph.tensors[t].name!r} in the "
+                                   f"same step; place that op on the host too, or keep both on the device")
+    return host
+
+
+def device_graph(graph: DataflowGraph, host_ops) -> tuple[DataflowGraph, list[int]]:
+    """(the device's graph, original op id of each of its ops); see the module docstring."""
+    host = check_host_ops(graph, host_ops)
+    keep = [o for o in range(graph.num_ops) if o not in host]
+    new_id = {o: i for i, o in enumerate(keep)}
+    prod = graph.producer()
+    host_read = {t for o in host for t in graph.ops[o].inputs}
+    written_on_host = {graph.updates[t] for o in host for t in graph.ops[o].outputs if t in graph.updates}
+    tensors = [TensorInfo(**{**t.__dict__, "kind": "input"}) if t.id in written_on_host else t
+               for t in graph.tensors]
+    ops = [OpInfo(**{**graph.ops[o].__dict__, "id": new_id[o]}) for o in keep]
+    outputs = [t for t in graph.outputs if prod[t] >= 0 and int(prod[t]) not in host and t not in graph.updates]
+    outputs += sorted(t for t in host_read if prod[t] >= 0 and int(prod[t]) not in host and t not in outputs)
+    updates = {new: old for new, old in graph.updates.items() if int(prod[new]) not in host}
+    g = DataflowGraph(f"{graph.name} (device part)", tensors, ops, outputs, updates, dict(graph.meta))
+    return g, keep
+
+
+def lift_plan(graph: DataflowGraph, dev_plan: Plan, keep: list[int], host_ops) -> Plan:
+    """The plan of `graph` that runs `dev_plan` (a plan of device_graph(graph, host_ops)) on the device and the
+    host ops on the host: each right after the last copy out (or host op) it waits for, in graph order."""
+    host = sorted(check_host_ops(graph, host_ops))
+    prod = graph.producer()
+    # where each host op's produced inputs become host copies in the device plan: their first swap_out
+    copied = {}
+    for i, a in enumerate(dev_plan.actions):
+        if a.kind == "swap_out" and a.tensor not in copied:
+            copied[a.tensor] = i
+    after: dict[int, list[int]] = {}      # device-plan index -> host ops to insert after it (-1: at the start)
+    host_at = {}
+    for o in host:
+        need = [copied[t] for t in graph.ops[o].inputs if prod[t] >= 0 and int(prod[t]) not in host]
+        at = max(need, default=-1)
+        at = max([at] + [host_at[int(prod[t])] for t in graph.ops[o].inputs if prod[t] >= 0
+                         and int(prod[t]) in host_at])
+        host_at[o] = at
+        after.setdefault(at, []).append(o)
+    actions: list[Action] = []
+    index = {}                              # device-plan index -> new index
+
+    def emit_host(o: int) -> None:
+        deps = [index[copied[t]] for t in graph.ops[o].inputs if prod[t] >= 0 and int(prod[t]) not in host]
+        actions.append(Action("compute", op=o, deps=tuple(sorted(set(deps)))))
+
+    for o in after.get(-1, ()):
+        emit_host(o)
+    for i, a in enumerate(dev_plan.actions):
+        a = replace(a, deps=tuple(index[d] for d in a.deps))
+        if a.kind in ("compute", "recompute"):
+            a = replace(a, op=keep[a.op])
+        index[i] = len(actions)
+        actions.append(a)
+        for o in after.get(i, ()):
+            emit_host(o)
+    schedule = [a.op for a in actions if a.kind == "compute"]
+    search = {**dev_plan.search, "host_ops": len(host)}
+    return Plan(graph.name, graph.fingerprint(), dev_plan.planner, dev_plan.mem_limit, dev_plan.device, schedule,
+                dev_plan.pool, dev_plan.tensor_class, list(dev_plan.initial_residents), actions, {}, search,
+                False, host)
