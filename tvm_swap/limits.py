@@ -63,8 +63,10 @@ def floor_op(graph, alignment: int = DEFAULT_ALIGNMENT) -> tuple[str, int, int]:
     from .plan import aligned_bytes
 
     best, name = -1, ""
+    saved = graph.inplace_savings(aligned_bytes(graph.tensor_bytes(), alignment))   # ops run in place
     for op in graph.ops:
         need = sum(aligned_bytes(graph.tensors[t].nbytes, alignment) for t in set(op.inputs) | set(op.outputs))
+        need -= int(saved[op.id])
         if need > best:
             best, name = need, op.name
     workspace = max((op.workspace for op in graph.ops), default=0)

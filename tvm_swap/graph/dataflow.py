@@ -131,6 +131,20 @@ class DataflowGraph:
             self._cache["inplace"] = {o: tuple(v) for o, v in pairs.items()}
         return self._cache["inplace"]
 
+    def inplace_savings(self, sizes) -> np.ndarray:
+        """Per op, the most bytes its working set can shrink by running in place: for each output with a
+        candidate input (one input per output, each input once), the smaller of the two `sizes`. What the op
+        holds at once is its inputs + outputs less this, when its candidate inputs die there."""
+        out = np.zeros(self.num_ops, dtype=np.int64)
+        for o, pairs in self.inplace_pairs().items():
+            used_in, done_out = set(), set()
+            for y, x in pairs:
+                if y not in done_out and x not in used_in:
+                    done_out.add(y)
+                    used_in.add(x)
+                    out[o] += min(int(sizes[y]), int(sizes[x]))
+        return out
+
     def tensor_bytes(self) -> np.ndarray:
         if "bytes" not in self._cache:
             self._cache["bytes"] = np.array([t.nbytes for t in self.tensors], dtype=np.int64)
