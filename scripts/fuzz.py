@@ -148,7 +148,7 @@ def draw_graph(seed: int) -> DataflowGraph:
                                   with_updates=bool(rng.random() < 0.8), skip_prob=float(rng.uniform(0, 0.5)),
                                   momentum=bool(rng.random() < 0.4), stash_prob=float(rng.uniform(0, 0.5)),
                                   name=f"fuzz_train_{seed}")
-    return _with_inplace(_with_views(g, rng), np.random.default_rng([seed, 3]))
+    return _with_inplace(_with_views(g, rng), np.random.default_rng([seed, 4]))
 
 
 def draw_case(seed: int) -> Case:

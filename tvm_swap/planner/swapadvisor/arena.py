@@ -582,6 +582,22 @@ class _ArenaWalk:
                               recompute_candidates(self.gi).tolist(), secondaries(self.gi))
         return self._rc_facts
 
+    def floor(self) -> int:
+        """The largest working set of an op in this schedule, counting in-place outputs only where the walk
+        takes them (their input dies there): every capacity at or above it gets a walk (working_set_floor,
+        schedule-free, may be lower)."""
+        if getattr(self, "_floor", None) is None:
+            size, ptr, nin = self.size, self.op_ptr, self.op_nin
+            best = 0
+            for op in self.sched:
+                a, b = ptr[op], ptr[op + 1]
+                need = sum(size[self.touch_t[k]] for k in range(a, b))
+                if op in self.inplace:
+                    need -= sum(size[y] for y in self._in_place(op, a, a + nin[op], (), ()))
+                best = max(best, need)
+            self._floor = best
+        return self._floor
+
     def _in_place(self, op: int, a: int, k_out: int, pin, reserved) -> dict:
         """{out: in} of the op's in-place pairs to take at its slot: the input is an intermediate that dies
         here (no later touch: not swapped out to come back, not read again) and is not pinned or kept; each
@@ -1446,7 +1462,7 @@ def _cooled_or_lower(walk, d, first, sizes, arena_bytes, capacity, offsets, roun
     bias, pinned, pairs, genes = again
     a = walk.gi.alignment
     lower = (capacity - (need - arena_bytes)) // a * a
-    if lower >= working_set_floor(walk.gi):
+    if lower >= walk.floor():
         try:
             d2 = walk.run(lower, bias, pinned, pairs, genes.split, genes.recompute, genes.depth)
         except PlanError:              # the kept pairs do not fit beside the largest op at the lower capacity
@@ -1486,7 +1502,7 @@ def _clean_first(walk, d, first, sizes, arena_bytes, capacity, cool, rounds, aga
     capacity; None if none fits."""
     bias, pinned, pairs, genes = again
     a = walk.gi.alignment
-    floor = working_set_floor(walk.gi)
+    floor = walk.floor()
     never = lambda over: False   # noqa: E731
     for rnd in range(CLEAN_ROUNDS + 1):
         off, need = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes, never, cool)
@@ -1542,7 +1558,7 @@ def _rounds(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pinned=()):
     """_decide_and_place before _cooled: (decisions, stay firsts, sizes, offsets, capacity, rounds, the
     arguments another walk needs), or PlanError when no round fits."""
     a = walk.gi.alignment
-    floor = working_set_floor(walk.gi)
+    floor = walk.floor()
     room = arena_bytes
     sched = np.asarray(walk.sched, dtype=np.int64)
     capacity = int(room * (1.0 - genes.headroom)) // a * a
