@@ -81,6 +81,14 @@ cooled while the placement fits and the simulator finds it faster): dag110@0.4, 
 
 Kernel workspace stays as in the size-class pool: a reserve of the largest op's workspace beside the arena.
 
+In place (DataflowGraph.inplace_pairs): when an op's candidate input is an intermediate that dies at the op (no
+later touch in this schedule: not read again, not swapped out to come back, not pinned or kept), the walk lets
+the output continue the input's stay (`_in_place`): the output needs no bytes of its own, the input leaves
+with no drop, placement sees one stay, and the compute writes into the input's object (Plan.inplace; the
+verifier checks the pair and that nothing reads the input afterwards). small_cnn@128: floor 88.8% -> 55.5%
+of the no-swap need. `_ArenaWalk.floor` is the largest working set the walk meets in its schedule, in place
+counted only where taken; working_set_floor (schedule-free) counts every pair, a lower bound.
+
 Swap or recompute (ArenaGenes.recompute, planner option recompute="on"): an evicted tensor whose gene says so
 is dropped without a copy and rebuilt by a recompute right before the op that next reads it, its producer's
 inputs made resident for that slot (swapped in, or rebuilt themselves). The walk only drops it so when the
