@@ -57,13 +57,15 @@ def percent_of_no_swap(graph, nbytes: int, alignment: int = DEFAULT_ALIGNMENT) -
     return round(100.0 * nbytes / ref, 2) if ref else None
 
 
-def floor_op(graph, alignment: int = DEFAULT_ALIGNMENT) -> tuple[str, int, int]:
+def floor_op(graph, alignment: int = DEFAULT_ALIGNMENT, in_place: bool = True) -> tuple[str, int, int]:
     """(name, aligned bytes of its inputs and outputs together, largest kernel workspace in the graph) of the
-    op that needs the most memory at once: what sets the floor no plan can go below."""
+    op that needs the most memory at once: what sets the floor no plan can go below. in_place: an output the
+    op may write over a dying input counts once (the arena runs such ops in place; size classes do not)."""
     from .plan import aligned_bytes
 
     best, name = -1, ""
-    saved = graph.inplace_savings(aligned_bytes(graph.tensor_bytes(), alignment))   # ops run in place
+    saved = graph.inplace_savings(aligned_bytes(graph.tensor_bytes(), alignment)) if in_place \
+        else [0] * graph.num_ops
     for op in graph.ops:
         need = sum(aligned_bytes(graph.tensors[t].nbytes, alignment) for t in set(op.inputs) | set(op.outputs))
         need -= int(saved[op.id])
@@ -78,7 +80,7 @@ def floor_hint(graph, pool: str, alignment: int = DEFAULT_ALIGNMENT) -> str:
     the command line rewords them into its flags)."""
     from .units import format_bytes
 
-    name, need, workspace = floor_op(graph, alignment)
+    name, need, workspace = floor_op(graph, alignment, in_place=pool == "arena")
     knobs = ("fuse_max_depth=2 (or 1: smaller fused kernels hold fewer tensors at once), a smaller batch (for "
              "inference: micro_batches=K runs it in K slices)")
     if pool != "arena":
