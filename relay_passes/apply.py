@@ -13,6 +13,8 @@ Output: the same IRModule whose function is rebuilt in the plan's action order:
                     kernel(ins..., out)                 # the same kernel call, arguments remapped
                     [tvm_swap.record(i)]                # only if another stream waits on it
           recompute: the same as compute: the op's kernel call again, into the objects the action names
+          (a compute the plan runs in place, Plan.inplace, names the object of the input it overwrites; that
+          kernel is compiled without TVM's no-alias promise, relay_passes/inplace.py)
           swap_out: tvm_swap.swap_out(i, t_var)
           swap_in:  t_var = tvm_swap.swap_in(i [, host_source])    # later uses are remapped to t_var
           drop:     tvm_swap.drop(i)
@@ -42,6 +44,7 @@ from tvm_swap.graph.ir import Kind
 from tvm_swap.param_layouts import META_KEY as PARAM_LAYOUTS_KEY
 from tvm_swap.plan import ActionKind, Plan, runs_kernel
 
+from .inplace import allow_aliasing
 from .param_layout import folded_layouts
 
 PLAN_FUNC = "tvm_swap_plan"
@@ -355,6 +358,7 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
     if trace:
         needs_wait = needs_record = [runs_kernel(a.kind) for a in plan.actions]
     kernel_of_op = dict(enumerate(prog.kernels))
+    in_place = plan.inplace_by_op()             # op -> {out: in}: the output is a view of the input's object
     input_tensors = {p.tensor for p in manifest.params if p.role == "input" and p.tensor >= 0}
 
     def tensor_ty(t):
@@ -404,6 +408,8 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
                 bb.emit(relax.Call(c.op, args + outs, c.attrs, c.ty_args), name_hint="_")
                 for t, v in zip(op.outputs, outs):
                     cur[t] = v
+                    if a.kind == ActionKind.COMPUTE and t in in_place.get(a.op, {}):
+                        cur.pop(in_place[a.op][t], None)     # overwritten: nothing reads it again
                 if needs_record[i]:
                     bb.emit(_packed("tvm_swap.record", [_int(i)]), name_hint="_")
             elif a.kind == ActionKind.SWAP_OUT:
@@ -431,6 +437,7 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
 
     out = tvm.IRModule(dict(lowered_mod.functions), attrs=lowered_mod.attrs)
     out.update_func(out.get_global_var(func_name), new_func)
+    allow_aliasing(out, [kernel_of_op[o].call.op for o in in_place])
     for fname, text in ((PLAN_FUNC, plan.to_json()), (MANIFEST_FUNC, manifest.to_json())):
         fb = relax.BlockBuilder()
         with fb.function(fname, []):

@@ -51,6 +51,7 @@ class PlanExecutor:
         self.initial = [(int(t), int(o)) for t, o in plan.initial_residents]
         self.input_tensors = {p.tensor for p in manifest.inputs if p.tensor >= 0}
         self.persistent = {p.tensor for p in manifest.persistent if p.tensor >= 0}
+        self.handover = self._handovers()
         self._check_program()
         check_host_memory(host_bytes_needed(self.swapped_out, self.persistent, self.initial, self.needs_host,
                                             self.end_updates, lambda t: manifest.tensor(t).nbytes))
@@ -92,6 +93,18 @@ class PlanExecutor:
         self.events = {e: self.be.new_event() for e in recorded}
         self.waits = [[self.events[e] for e in w] for w in waits_idx]
 
+    def _handovers(self) -> dict:
+        """(compute action, output) -> the input whose object it takes over (Plan.inplace: an elementwise kernel
+        run in place; the input's tenancy ends there without a drop)."""
+        over = self.plan.inplace_by_op()
+        out = {}
+        for i, a in enumerate(self.actions):
+            if a.kind == "compute" and a.op in over:
+                for t in self._op_outputs(a):
+                    if t in over[a.op]:
+                        out[(i, t)] = over[a.op][t]
+        return out
+
     def _check_program(self) -> None:
         """Replay tenancy and host copies once (issue order) and derive the end-of-call work."""
         man = self.man
@@ -104,6 +117,13 @@ class PlanExecutor:
         swapped_out: list[int] = []
         first_host_use: dict[int, str] = {}
         def take(i, o, t):
+            x = self.handover.get((i, t))
+            if x is not None:
+                if tenant.get(o) != x:
+                    raise PlanError(f"action {i} writes {self._name(t)} in place over {self._name(x)} in object "
+                                    f"{o}, which does not hold it; the plan is corrupt")
+                del tenant[o]
+                where.pop(x, None)
             if o in tenant:
                 raise PoolError(f"action {i} puts {self._name(t)} into object {o}, which still holds "
                                 f"{self._name(tenant[o])} (two live tensors in one object); the plan is corrupt")
@@ -288,6 +308,9 @@ class PlanExecutor:
 
     def object(self, i: int, t: int, obj: int):
         if i >= 0:
+            x = self.handover.get((i, t))
+            if x is not None:               # in place: the input's object passes to the output
+                self.pool.release(obj, x)
             self.pool.occupy(obj, t)
         elif not self.pool.holds(obj, t):
             raise PoolError(f"{self._name(t)} should be resident in object {obj} when the call starts")

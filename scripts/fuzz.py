@@ -118,6 +118,23 @@ def _with_views(g: DataflowGraph, rng) -> DataflowGraph:
     return out
 
 
+def _with_inplace(g: DataflowGraph, rng) -> DataflowGraph:
+    """Half the graphs: mark (output, input) pairs of equal bytes and dtype as runnable in place (the input an
+    intermediate), each with a drawn probability, so planners meet elementwise kernels run in place."""
+    if rng.random() < 0.5:
+        return g
+    p = float(rng.choice([0.3, 1.0]))
+    prod, results = g.producer(), set(g.outputs) | set(g.updates)
+    pairs = [[op.id, y, x] for op in g.ops for y in op.outputs for x in dict.fromkeys(op.inputs)
+             if prod[x] >= 0 and x not in results and g.tensors[x].nbytes == g.tensors[y].nbytes
+             and g.tensors[x].dtype == g.tensors[y].dtype and rng.random() < p]
+    if not pairs:
+        return g
+    out = DataflowGraph(g.name, list(g.tensors), g.ops, list(g.outputs), dict(g.updates), {**g.meta, "inplace": pairs})
+    out.validate()
+    return out
+
+
 def draw_graph(seed: int) -> DataflowGraph:
     rng = np.random.default_rng([seed, 1])
     sizes = _sizes(rng)
@@ -134,7 +151,7 @@ def draw_graph(seed: int) -> DataflowGraph:
                                   with_updates=bool(rng.random() < 0.8), skip_prob=float(rng.uniform(0, 0.5)),
                                   momentum=bool(rng.random() < 0.4), stash_prob=float(rng.uniform(0, 0.5)),
                                   name=f"fuzz_train_{seed}")
-    return _with_views(g, rng)
+    return _with_inplace(_with_views(g, rng), np.random.default_rng([seed, 4]))
 
 
 def draw_case(seed: int) -> Case:

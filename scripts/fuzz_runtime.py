@@ -169,6 +169,7 @@ def run_case(seed: int) -> dict:
         ref = _unlimited(ex.mod)
         inputs, params = list(ex.inputs.values()), list(ex.params.values())
         out["swaps"] = sum(a.kind == "swap_in" for a in m.plan.actions)
+        out["inplace"] = len(m.plan.inplace)            # elementwise ops the plan runs in place
         why = _compare(m, ref, inputs, params, train)
         if why:
             return fail("peak" if why.startswith("device peak") else "mismatch", why)
@@ -276,7 +277,8 @@ def summarize(results: list[dict], wall_s: float) -> tuple[str, dict]:
     rows += [("known limitation: tvm-codegen, fuse_max_depth=1 then matched",
               sum(r.get("workaround") == "fuse_max_depth=1 ok" for r in results))]
     rows += [(f"below-min check: {o}", c) for o, c in below.items()]
-    rows += [("limit at exactly the min", sum(r.get("limit") == r.get("min") for r in results)),
+    rows += [("plans with ops run in place", sum(bool(r.get("inplace")) for r in results)),
+             ("limit at exactly the min", sum(r.get("limit") == r.get("min") for r in results)),
              ("wall s", round(wall_s, 1))]
     width = max(len(k) for k, _ in rows)
     table = "\n".join(f"| {k:<{width}} | {v!s:>7} |" for k, v in rows)
@@ -291,7 +293,7 @@ def case_line(r: dict) -> str:
     b = r["below"] or {}
     return (f"{status} seed {r['seed']:<5} {r.get('planner', '-'):<21} min {r.get('min', '-')!s:<9} "
             f"limit {r.get('limit', '-')!s:<9} below {b.get('limit', '-')!s:<8} {b.get('outcome', '-'):<8} "
-            f"swap-ins {r.get('swaps', '-')!s:<4} poison {r.get('poison', '-')!s:<5} {r.get('model', '')}"
+            f"swap-ins {r.get('swaps', '-')!s:<4} in place {r.get('inplace', '-')!s:<3} poison {r.get('poison', '-')!s:<5} {r.get('model', '')}"
             + ("" if r["ok"] else f"\n     {r['kind']}: {r['why'][:600]}\n     python scripts/fuzz_runtime.py "
                f"--case {r['seed']}"))
 

@@ -71,7 +71,7 @@ def test_the_default_planner_recomputes_and_chains_three_steps_bitwise_equal():
     recomputes); recompute itself is left at its default."""
     ex = MODELS["cnn-train"]()
     want = reference("cnn-train", ex)
-    m = tvm_swap.build(ex.mod, mem_limit="40%", params=ex.params, generations=2, workers=1, profile=False,
+    m = tvm_swap.build(ex.mod, mem_limit="25%", params=ex.params, generations=2, workers=1, profile=False,
                        bandwidth="1MB/s", polish="off", size_class_island="off")
     assert m.plan.planner == "swapadvisor" and m.plan.search["recompute"] is True
     assert recomputes(m.plan) > 0, "the default search chose no recompute: the test would show nothing"

@@ -37,11 +37,16 @@ def slices_to_fit(split: int, fixed: int, room: int | None) -> int | None:
     return k if k <= split else None
 
 
-def hint_facts(graph, alignment: int = 256) -> dict:
-    """What the hint needs to know of the op that needs the most memory at once (JSON-able)."""
+def hint_facts(graph, alignment: int = 256, in_place: bool = True) -> dict:
+    """What the hint needs to know of the op that needs the most memory at once (JSON-able). in_place: an
+    output the op may write over a dying input counts once (the arena runs such ops in place, as
+    limits.floor_op counts them; size classes do not)."""
     best, op = -1, None
+    saved = graph.inplace_savings(aligned_bytes(graph.tensor_bytes(), alignment)) if in_place \
+        else [0] * graph.num_ops
     for o in graph.ops:
         need = sum(aligned_bytes(graph.tensors[t].nbytes, alignment) for t in set(o.inputs) | set(o.outputs))
+        need -= int(saved[o.id])
         if need > best:
             best, op = need, o
     workspace = max((o.workspace for o in graph.ops), default=0)

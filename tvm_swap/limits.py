@@ -57,14 +57,18 @@ def percent_of_no_swap(graph, nbytes: int, alignment: int = DEFAULT_ALIGNMENT) -
     return round(100.0 * nbytes / ref, 2) if ref else None
 
 
-def floor_op(graph, alignment: int = DEFAULT_ALIGNMENT) -> tuple[str, int, int]:
+def floor_op(graph, alignment: int = DEFAULT_ALIGNMENT, in_place: bool = True) -> tuple[str, int, int]:
     """(name, aligned bytes of its inputs and outputs together, largest kernel workspace in the graph) of the
-    op that needs the most memory at once: what sets the floor no plan can go below."""
+    op that needs the most memory at once: what sets the floor no plan can go below. in_place: an output the
+    op may write over a dying input counts once (the arena runs such ops in place; size classes do not)."""
     from .plan import aligned_bytes
 
     best, name = -1, ""
+    saved = graph.inplace_savings(aligned_bytes(graph.tensor_bytes(), alignment)) if in_place \
+        else [0] * graph.num_ops
     for op in graph.ops:
         need = sum(aligned_bytes(graph.tensors[t].nbytes, alignment) for t in set(op.inputs) | set(op.outputs))
+        need -= int(saved[op.id])
         if need > best:
             best, name = need, op.name
     workspace = max((op.workspace for op in graph.ops), default=0)
@@ -76,4 +80,4 @@ def floor_hint(graph, pool: str, alignment: int = DEFAULT_ALIGNMENT, limit: int 
     (tvm_swap.floor_hint: the facts come from the graph, the words from the facts and the limit)."""
     from .floor_hint import hint_facts, hint_text
 
-    return hint_text(hint_facts(graph, alignment), pool, limit)
+    return hint_text(hint_facts(graph, alignment, in_place=pool == "arena"), pool, limit)

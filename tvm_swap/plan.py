@@ -266,6 +266,17 @@ class Plan:
     search: dict = field(default_factory=dict)
     verified: bool = False
     host_ops: list[int] = field(default_factory=list)   # ops run on the host (see the module docstring)
+    # (op, out, in): the compute of op writes out into the object that holds in, which dies there (an
+    # elementwise kernel run in place, DataflowGraph.inplace_pairs); in leaves the device with no drop action.
+    # Absent from the JSON when empty, so plans without it read and hash as before.
+    inplace: list = field(default_factory=list)
+
+    def inplace_by_op(self) -> dict[int, dict[int, int]]:
+        """op -> {out: in} of the pairs this plan runs in place."""
+        out: dict[int, dict[int, int]] = {}
+        for o, y, x in self.inplace:
+            out.setdefault(int(o), {})[int(y)] = int(x)
+        return out
 
     def __repr__(self) -> str:
         """One line (the actions, thousands of them, are in `actions` and the JSON)."""
@@ -359,6 +370,7 @@ class Plan:
             "actions": [a.to_json() for a in self.actions],
             "predicted": self.predicted, "search": self.search, "verified": bool(self.verified),
             **({"host_ops": [int(o) for o in self.host_ops]} if self.host_ops else {}),
+            **({"inplace": [[int(o), int(y), int(x)] for o, y, x in self.inplace]} if self.inplace else {}),
         }
 
     def to_json(self) -> str:
@@ -377,6 +389,7 @@ class Plan:
                 actions=[Action.from_json(a) for a in d["actions"]],
                 predicted=dict(d.get("predicted", {})), search=dict(d.get("search", {})),
                 verified=bool(d.get("verified", False)), host_ops=[int(o) for o in d.get("host_ops", [])],
+                inplace=[(int(o), int(y), int(x)) for o, y, x in d.get("inplace", [])],
             )
         except PlanError:
             raise
@@ -404,7 +417,7 @@ def class_backing(pool: Pool, initial_residents, actions, updates: Mapping[int, 
 
     new_of = {old: new for new, old in updates.items()}
     where = dict(initial_residents)            # replay tenancy: tensor -> object at the end
-    for a in actions:
+    for a in actions:               # (an input run in place over stays in `where`: harmless, it is dead)
         if runs_kernel(a.kind):
             where.update(zip(op_outputs[a.op], a.out_objs))
         elif a.kind == ActionKind.SWAP_IN:

@@ -37,6 +37,10 @@ Invariants checked (DESIGN.md):
   once that update has been computed (it may be stale on the host or renamed); writes its outputs into
   free memory like a compute (size class and bytes, the previous tenant's drop waited on, no live bytes
   overlapped in an arena); a recomputed tensor is the same value, so later readers and swap-outs may use it;
+- in place (Plan.inplace): a pair (op, out, in) is one the graph allows (DataflowGraph.inplace_pairs); the
+  op's compute writes out into the object that holds in, which ends in's tenancy there: every swap-out of in
+  in that tenancy has completed before the compute, and nothing reads in afterwards unless it arrives again
+  (a read, swap-out or drop of it is refused as of a tensor that is not resident);
 - periodicity: the end residents mapped through graph.updates are exactly the initial residents,
   each in an object of the same size class (the runtime renames objects within a class between
   iterations, see Plan.next_object_map), and the initial residents are persistent tensors; an
@@ -100,6 +104,12 @@ def _check_structure(graph: DataflowGraph, plan: Plan, mem_limit, r: _Report) ->
     for what, lim in limits:
         if total > lim:
             r.add(f"pool needs {total} bytes (objects + workspace) but {what} is {lim} bytes")
+    allowed = graph.inplace_pairs()
+    for o, y, x in plan.inplace:
+        if not 0 <= o < n_ops or (y, x) not in allowed.get(o, ()):
+            r.add(f"the plan runs op {o} in place (output {y} over input {x}), which the graph does not allow: "
+                  f"only an elementwise kernel may overwrite an intermediate it reads (DataflowGraph.inplace_pairs)")
+            ok = False
     max_ws = max((op.workspace for op in graph.ops), default=0)
     if pool.workspace_bytes < max_ws:
         r.add(f"pool workspace is {pool.workspace_bytes} bytes but an op needs {max_ws} bytes of workspace")
@@ -353,6 +363,8 @@ class _Replay:
         self.readers: dict[int, list[int]] = {}
         self.outs_in_tenancy: dict[int, list[int]] = {}
         self.swap_outs: dict[int, list[int]] = {}
+        self.inplace = plan.inplace_by_op()              # op -> {out: in}
+        self.overwritten: dict[int, int] = {}            # tensor -> the compute that wrote over it in place
 
     # ---- happens-before ----
     def hb(self, x: int, y: int) -> bool:
@@ -385,6 +397,8 @@ class _Replay:
     def read(self, i: int, t: int, advice: str) -> None:
         """Action i (a compute or a recompute) reads tensor t: it must be resident and waited for."""
         if t not in self.where:
+            if t in self.overwritten:
+                advice = f" (it was overwritten in place by {self.what(self.overwritten[t])}){advice}"
             self.r.add(f"{self.what(i)} reads tensor {self.name(t)}, which is not resident{advice}")
             return
         if not self.hb(self.arrival[t], i):
@@ -444,9 +458,26 @@ class _Replay:
         self.byte_tenant.set(lo, hi, -1)
         self.byte_freed.set(lo, hi, i)
 
+    def hand_over(self, i: int, x: int, obj: int) -> None:
+        """Compute i writes its output in place into object `obj`: input x must be there and its tenancy ends
+        here (its swap-outs done); the output is then placed as into free memory."""
+        if not self.resident_in(i, x, obj, "writes its output in place over"):
+            return
+        for s in self.outs_in_tenancy[x]:
+            if not self.hb(s, i):
+                self.r.add(f"{self.what(i)} overwrites tensor {self.name(x)} in place before its swap-out "
+                           f"({self.what(s)}) has completed")
+        del self.where[x]
+        self.tenant[obj] = -1
+        self.overwritten[x] = i
+        if self.arena:
+            self.byte_tenant.set(self.obj_lo[obj], self.obj_hi[obj], -1)
+
     def resident_in(self, i: int, t: int, obj: int, doing: str) -> bool:
         if self.where.get(t) != obj:
             at = f"object {self.where[t]}" if t in self.where else "no object"
+            if t in self.overwritten:
+                at += f" (it was overwritten in place by {self.what(self.overwritten[t])})"
             self.r.add(f"{self.what(i)} {doing} tensor {self.name(t)} in object {obj}, but it is resident in {at}")
             return False
         return True
@@ -475,7 +506,10 @@ class _Replay:
                 op = g.ops[a.op]
                 for t in dict.fromkeys(op.inputs):
                     self.read(i, t, "")
+                over = self.inplace.get(a.op, {})
                 for t, o in zip(op.outputs, a.out_objs):
+                    if t in over:
+                        self.hand_over(i, over[t], o)
                     self.place(i, t, o, "writes")
                 computed.add(a.op)
             elif k == "recompute":

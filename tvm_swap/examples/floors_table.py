@@ -41,7 +41,8 @@ def graph_facts(graph) -> dict:
         except InfeasibleLimitError:
             continue            # no floor found: left to the lowered path
         # the hint's words depend on the limit refused (tvm_swap.floor_hint): its facts here, its words then
-        pools[pool] = {"below": int(below), "floor": int(floor), "reason": why, "hint": hint_facts(graph, ALIGNMENT)}
+        hint = hint_facts(graph, ALIGNMENT, in_place=pool == "arena")
+        pools[pool] = {"below": int(below), "floor": int(floor), "reason": why, "hint": hint}
     return {"graph": graph.fingerprint(), "no_swap_bytes": no_swap_bytes(graph, ALIGNMENT), "pools": pools}
 
 

@@ -12,6 +12,10 @@ Conventions
 - `updates[new_id] = old_id`: a tensor produced this iteration replaces a persistent tensor next
   iteration (a training step's new weights and optimizer state).
 - `outputs`: the function's results (including updates), in return order.
+- `meta["inplace"]`: `[[op, out, in], ...]`, pairs an op may write in place (`inplace_pairs`): the kernel is
+  elementwise over `in` (each output element reads `in` only at its own index) and `out` has `in`'s bytes and
+  dtype, so `out` may take `in`'s memory when `in` dies at that op. A planner may take a pair or not
+  (Plan.inplace lists the ones a plan takes; the verifier checks them against this list).
 """
 from __future__ import annotations
 
@@ -117,6 +121,30 @@ class DataflowGraph:
         """op_outputs()[o] = the tensors op o writes (what Plan.next_object_map needs of a graph)."""
         return [tuple(op.outputs) for op in self.ops]
 
+    def inplace_pairs(self) -> dict[int, tuple[tuple[int, int], ...]]:
+        """op -> ((out, in), ...): the outputs the op may write into a dying input's memory (meta["inplace"]).
+        Only pairs that pass `_check_inplace` are listed, so a planner can rely on them."""
+        if "inplace" not in self._cache:
+            pairs: dict[int, list] = {}
+            for o, out, inp in (self.meta.get("inplace") or ()) if isinstance(self.meta, dict) else ():
+                pairs.setdefault(int(o), []).append((int(out), int(inp)))
+            self._cache["inplace"] = {o: tuple(v) for o, v in pairs.items()}
+        return self._cache["inplace"]
+
+    def inplace_savings(self, sizes) -> np.ndarray:
+        """Per op, the most bytes its working set can shrink by running in place: for each output with a
+        candidate input (one input per output, each input once), the smaller of the two `sizes`. What the op
+        holds at once is its inputs + outputs less this, when its candidate inputs die there."""
+        out = np.zeros(self.num_ops, dtype=np.int64)
+        for o, pairs in self.inplace_pairs().items():
+            used_in, done_out = set(), set()
+            for y, x in pairs:
+                if y not in done_out and x not in used_in:
+                    done_out.add(y)
+                    used_in.add(x)
+                    out[o] += min(int(sizes[y]), int(sizes[x]))
+        return out
+
     def tensor_bytes(self) -> np.ndarray:
         if "bytes" not in self._cache:
             self._cache["bytes"] = np.array([t.nbytes for t in self.tensors], dtype=np.int64)
@@ -186,6 +214,33 @@ class DataflowGraph:
         for t in self.outputs:
             if not 0 <= t < n:
                 raise GraphError(f"graph output {t} is not a tensor id")
+        self._check_inplace()
+
+    def _check_inplace(self) -> None:
+        """meta["inplace"]: each (op, out, in) names an output and an input of the op with equal bytes and dtype,
+        and `in` is an intermediate (produced here, not a result or an update): its memory may be reused."""
+        raw = self.meta.get("inplace") if isinstance(self.meta, dict) else None
+        if not raw:
+            return
+        produced = self.producer()
+        results = set(self.outputs) | set(self.updates)
+        for item in raw:
+            if len(item) != 3:
+                raise GraphError(f"meta['inplace'] entry {item!r} is not [op, out, in]")
+            o, out, inp = (int(x) for x in item)
+            if not 0 <= o < self.num_ops:
+                raise GraphError(f"meta['inplace'] names op {o}, but there are {self.num_ops} ops")
+            op = self.ops[o]
+            if out not in op.outputs or inp not in op.inputs:
+                raise GraphError(f"meta['inplace'] pair ({out}, {inp}) of op {op.name!r} is not one of its "
+                                 f"(output, input) tensors")
+            a, b = self.tensors[out], self.tensors[inp]
+            if a.nbytes != b.nbytes or a.dtype != b.dtype:
+                raise GraphError(f"op {op.name!r} cannot write {a.name!r} in place of {b.name!r}: "
+                                 f"{a.nbytes} B {a.dtype} vs {b.nbytes} B {b.dtype}")
+            if produced[inp] < 0 or inp in results:
+                raise GraphError(f"op {op.name!r} cannot write in place of {b.name!r}: only an intermediate "
+                                 f"(not an input, param, result or update) may be overwritten")
 
     # ---- JSON ----
     def to_dict(self) -> dict:

@@ -39,6 +39,8 @@ Cost fields
   innermost block iteration (a loop-nest estimate; those kernels are listed in `meta["flops_estimated"]`).
   Packed (library) calls get 0 flops.
 - `meta["kernels"]`: per PrimFunc name, its argument shapes/dtypes and structural hash (for profiling).
+- `meta["inplace"]`: `[op, out, in]` where the kernel may write `out` into `in`'s memory (graph/inplace.py:
+  elementwise over `in`), `in` is an intermediate and both have one size and dtype; absent when there is none.
 - `OpInfo.workspace`: bytes of the kernel's own global-scope intermediate buffers (FuseTIR keeps the
   intermediates of a fused kernel inside it; TVM allocates them from its workspace when the kernel
   runs). An upper bound on llvm, where buffers under 1 KB go on the stack.
@@ -120,6 +122,8 @@ class _Extractor:
         self.constants_seen: set = set()
         self.flops_estimated: list[str] = []
         self._kernel_cache: dict = {}
+        self._alias_cache: dict = {}
+        self.inplace: list = []          # [op, out, in] the kernel allows (filtered by graph_from_relax)
         self.kernels: dict = {}      # PrimFunc name -> {"args": [[shape, dtype], ...], "hash": str}
 
     # ---- tensors ----
@@ -189,6 +193,20 @@ class _Extractor:
             self.kernels[name] = kernel_signature(pf)
         return self._kernel_cache[name]
 
+    def note_inplace(self, gv, args, where):
+        """The (out, in) tensor pairs the op just added may run in place (graph/inplace.py), kept per op."""
+        from .inplace import elementwise_aliases
+
+        name = gv.name_hint
+        if name not in self._alias_cache:
+            self._alias_cache[name] = elementwise_aliases(self.mod[gv])
+        op = self.ops[-1]
+        refs = [self.ref(a, where) for a in args]
+        for k, j in self._alias_cache[name]:
+            if k < len(refs) and j < len(refs) and isinstance(refs[k], int) and isinstance(refs[j], int) \
+                    and refs[j] in op["outputs"] and refs[k] in op["inputs"]:
+                self.inplace.append([len(self.ops) - 1, refs[j], refs[k]])
+
     def add_op(self, kernel, args_refs, out_refs_new, pos, flops, workspace):
         inputs, outputs = [], []
         for r in args_refs:
@@ -244,12 +262,14 @@ class _Extractor:
         elif kind == Kind.KERNEL:
             op = value.op
             flops, ws = self.kernel_info(op)
-            if self.dps_call(op.name_hint, value.args, pos, where, flops, ws) == 0:
+            n_out = self.dps_call(op.name_hint, value.args, pos, where, flops, ws)
+            if n_out == 0:
                 # An in-place kernel rewrites a tensor that already exists: a planner could not reorder
                 # its readers safely, and the graph contract allows one writer per tensor.
                 raise UnsupportedModelError(f"{where}: kernel {op.name_hint!r} writes its result in place "
                                             f"(call_tir_inplace); in-place kernels are not supported, so do not "
                                             f"run DataflowUseInplaceCalls before tvm_swap")
+            self.note_inplace(op, value.args, where)
             self.env[var] = None
         elif kind == Kind.FINALIZED:
             raise GraphError(f"{where}: the module is already memory-planned ({ir.op_name(value)}); extract the "
@@ -520,6 +540,12 @@ def graph_from_relax(mod, func_name="main", num_inputs=None, param_kinds=None, u
             "kernels": ex.kernels,
         },
     )
+    results = set(outputs) | set(graph_updates)
+    inplace = [[o, out, inp] for o, out, inp in ex.inplace
+               if tensors[inp].producer >= 0 and inp not in results and tensors[inp].nbytes == tensors[out].nbytes
+               and tensors[inp].dtype == tensors[out].dtype]
+    if inplace:
+        g.meta["inplace"] = inplace
     assert all(t.kind in KINDS for t in g.tensors)
     g.validate()
     return g

@@ -81,9 +81,10 @@ def must_move_bytes(graph: DataflowGraph, mem_limit: int, alignment: int = DEFAU
 
     # F_o: an op's own non-persistent tensors (distinct ones, aligned)
     f_max = 0
+    saved = graph.inplace_savings(aligned)        # an op run in place holds its output in its input's bytes
     for op in graph.ops:
         ts = [t for t in dict.fromkeys((*op.inputs, *op.outputs)) if not persistent[t]]
-        f_max = max(f_max, int(aligned[ts].sum()) if ts else 0)
+        f_max = max(f_max, (int(aligned[ts].sum()) if ts else 0) - int(saved[op.id]))
     cap_k = float(mem_limit) - f_max - max_ws
 
     must, resident_or_cross = 0.0, []

@@ -6,6 +6,8 @@ the same memory-safety rules the verifier checks:
 
 - compute(op, out_objs): waits for each input's arrival (its swap-in) and for the previous tenant of
   every output object to be dropped.
+- compute(op, out_objs, over={out: in}): an output written in place takes the object of an input that dies
+  there (its tenancy ends with no drop), after that input's swap-out in this tenancy, if any.
 - recompute(op, out_objs): the same waits as compute (the caller decides that the inputs still hold the
   original run's values and that rebuilding is allowed; the verifier checks both).
 - swap_out(t): waits for t's arrival in its current object.
@@ -72,8 +74,8 @@ class ActionBuilder:
         self.last_reader.pop(t, None)
         self.tenancy_swap_out.pop(t, None)
 
-    def compute(self, op_id: int, out_objs: list[int]) -> int:
-        idx = self._run_kernel(ActionKind.COMPUTE, op_id, out_objs)
+    def compute(self, op_id: int, out_objs: list[int], over: dict | None = None) -> int:
+        idx = self._run_kernel(ActionKind.COMPUTE, op_id, out_objs, over)
         self.op_action[op_id] = idx
         return idx
 
@@ -83,13 +85,21 @@ class ActionBuilder:
             raise RuntimeError(f"planner bug: op {op_id} is recomputed before it is computed")
         return self._run_kernel(ActionKind.RECOMPUTE, op_id, out_objs)
 
-    def _run_kernel(self, kind, op_id: int, out_objs: list[int]) -> int:
+    def _run_kernel(self, kind, op_id: int, out_objs: list[int], over: dict | None = None) -> int:
         op = self.g.ops[op_id]
         deps = []
         for t in op.inputs:
             if t not in self.where:
                 raise RuntimeError(f"planner bug: op {op_id} reads tensor {t} that is not resident")
             deps.append(self.arrival[t])
+        for t, o in zip(op.outputs, out_objs):
+            x = (over or {}).get(t)
+            if x is not None:                  # in place: x's object passes to t, x leaves without a drop
+                if self.where.get(x) != o:
+                    raise RuntimeError(f"planner bug: op {op_id} writes tensor {t} in place of {x}, not in its object")
+                deps.append(self.tenancy_swap_out.get(x, -1))
+                del self.where[x]
+                self.obj_tenant[o] = -1
         for o in out_objs:
             deps.extend(self._free_deps(o))
         idx = self._emit(Action(kind, op=op_id, deps=tuple(deps), out_objs=tuple(out_objs)))

@@ -20,7 +20,9 @@ each crossing term below would become min(crossing, the compute time of re-runni
 and that compute would add to the compute term; the bound as written would no longer be sound.
 
 Definitions (ops are nodes, u -> v when v reads an output of u; anc/desc are strict):
-  W_o   = bytes of o's distinct inputs and outputs (all kinds): resident while o runs;
+  W_o   = bytes of o's distinct inputs and outputs (all kinds), less what running in place may save (an
+          output written over a dying input shares its memory, DataflowGraph.inplace_savings): resident
+          while o runs;
   L_o   = produced tensors that are neither graph outputs nor updates, not in o's own inputs/outputs,
           whose producer is in anc(o) and that some op in desc(o) reads. In EVERY topological order
           the producer has run before o and that reader runs after o, so t exists and is needed
@@ -246,9 +248,10 @@ def tight_lower_bound_detail(graph: DataflowGraph, op_time, device, mem_limit: i
     w = np.zeros(n)
     pn = np.zeros(n)
     ws = np.array([op.workspace for op in graph.ops], dtype=np.float64)
+    saved = graph.inplace_savings(nbytes)
     for o, op in enumerate(graph.ops):
         own = list(dict.fromkeys((*op.inputs, *op.outputs)))
-        w[o] = nbytes[own].sum()
+        w[o] = nbytes[own].sum() - saved[o]
         pn[o] = sum(member_size[m] for m in {of_member[t] for t in own if t in of_member})
     a = info["live"] + w + ws - float(mem_limit)
     act = max(0.0, float(a.max()))

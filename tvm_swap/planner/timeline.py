@@ -27,11 +27,17 @@ def tenancies(graph: DataflowGraph, plan: Plan, sim: SimResult):
     open_at: dict[int, tuple[int, float, int]] = {t: (o, 0.0, -1) for t, o in plan.initial_residents}
     out: list[tuple[int, int, float, float, int, int]] = []
     start, end = sim.start, sim.end
+    over = plan.inplace_by_op()
     for i, a in enumerate(plan.actions):
         k = a.kind
         if runs_kernel(k):
             s = float(start[i])
+            ip = over.get(a.op, {}) if k == ActionKind.COMPUTE else {}
             for t, o in zip(graph.ops[a.op].outputs, a.out_objs):
+                if t in ip:       # the input run over in place leaves as its output arrives (just before it)
+                    x = ip[t]
+                    ox, b, bi = open_at.pop(x, (o, 0.0, -1))
+                    out.append((x, ox, b, s, bi, i - 0.5))
                 open_at[t] = (o, s, i)
         elif k == ActionKind.SWAP_IN:
             open_at[a.tensor] = (a.obj, float(start[i]), i)

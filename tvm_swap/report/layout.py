@@ -22,10 +22,15 @@ def arena_stays(graph, plan, sim) -> list[tuple[int, int, int, float, float]]:
     start, end = sim.start, sim.end
     t_end = float(sim.time_s)
     open_at = {t: (o, 0.0) for t, o in plan.initial_residents}
+    over = plan.inplace_by_op()
     out = []
     for i, a in enumerate(plan.actions):
         if a.kind in ("compute", "recompute"):
+            ip = over.get(a.op, {}) if a.kind == "compute" else {}
             for t, o in zip(graph.ops[a.op].outputs, a.out_objs):
+                if t in ip and ip[t] in open_at:      # run in place: the input's stay ends as the output starts
+                    ox, b = open_at.pop(ip[t])
+                    out.append((ip[t], int(off[ox]), int(size[ox]), b, float(start[i])))
                 open_at[t] = (o, float(start[i]))
         elif a.kind == "swap_in":
             open_at[a.tensor] = (a.obj, float(start[i]))

@@ -81,6 +81,14 @@ cooled while the placement fits and the simulator finds it faster): dag110@0.4, 
 
 Kernel workspace stays as in the size-class pool: a reserve of the largest op's workspace beside the arena.
 
+In place (DataflowGraph.inplace_pairs): when an op's candidate input is an intermediate that dies at the op (no
+later touch in this schedule: not read again, not swapped out to come back, not pinned or kept), the walk lets
+the output continue the input's stay (`_in_place`): the output needs no bytes of its own, the input leaves
+with no drop, placement sees one stay, and the compute writes into the input's object (Plan.inplace; the
+verifier checks the pair and that nothing reads the input afterwards). small_cnn@128: floor 88.8% -> 55.5%
+of the no-swap need. `_ArenaWalk.floor` is the largest working set the walk meets in its schedule, in place
+counted only where taken; working_set_floor (schedule-free) counts every pair, a lower bound.
+
 Swap or recompute (ArenaGenes.recompute, planner option recompute="on"): an evicted tensor whose gene says so
 is dropped without a copy and rebuilt by a recompute right before the op that next reads it, its producer's
 inputs made resident for that slot (swapped in, or rebuilt themselves). The walk only drops it so when the
@@ -526,6 +534,7 @@ class _Decisions:
     dirty: list = field(default_factory=list)   # (slot of the swap-out, stay): its bytes free once the copy is done
     recomputes: list = field(default_factory=list)  # (slot, op, stays of its outputs): rebuilt before the op at slot
     pair_stays: list = field(default_factory=list)  # per pair: (the old value's first stay, the update's last)
+    inplace: list = field(default_factory=list)     # (op, out, in): out continues in's stay (run in place)
 
 
 def _cut_self_references(*fns) -> None:
@@ -561,6 +570,7 @@ class _ArenaWalk:
         kinds = gi.graph.tensors
         self.group = [0 if kinds[t].kind in ("param", "optimizer_state") else 1 for t in range(gi.n_tensors)]
         self._rc_facts = None
+        self.inplace = gi.graph.inplace_pairs()     # op -> ((out, in), ...) the kernel may run in place
 
     def rc_facts(self):
         """What drop + recompute decisions need (built on first use): producer of each tensor, each op's inputs,
@@ -579,6 +589,34 @@ class _ArenaWalk:
                               update_positions(g, self.sched), last_touch, ws,
                               recompute_candidates(self.gi).tolist(), secondaries(self.gi))
         return self._rc_facts
+
+    def floor(self) -> int:
+        """The largest working set of an op in this schedule, counting in-place outputs only where the walk
+        takes them (their input dies there): every capacity at or above it gets a walk (working_set_floor,
+        schedule-free, may be lower)."""
+        if getattr(self, "_floor", None) is None:
+            size, ptr, nin = self.size, self.op_ptr, self.op_nin
+            best = 0
+            for op in self.sched:
+                a, b = ptr[op], ptr[op + 1]
+                need = sum(size[self.touch_t[k]] for k in range(a, b))
+                if op in self.inplace:
+                    need -= sum(size[y] for y in self._in_place(op, a, a + nin[op], (), ()))
+                best = max(best, need)
+            self._floor = best
+        return self._floor
+
+    def _in_place(self, op: int, a: int, k_out: int, pin, reserved) -> dict:
+        """{out: in} of the op's in-place pairs to take at its slot: the input is an intermediate that dies
+        here (no later touch: not swapped out to come back, not read again) and is not pinned or kept; each
+        input and output once. Its output then needs no bytes of its own."""
+        dying = {self.touch_t[k] for k in range(a, k_out) if self.touch_next[k] == _NEVER}
+        over: dict = {}
+        for y, x in self.inplace[op]:
+            if y not in over and x in dying and x not in over.values() and self.role[x] == ROLE_TEMP \
+                    and x not in pin and x not in reserved and self.size[x] == self.size[y]:
+                over[y] = x
+        return over
 
     def set_timing(self, op_time, d2h_bandwidth: float) -> None:
         """Op seconds and the device-to-host rate, so placement can keep a tensor's bytes until its copy to
@@ -676,6 +714,7 @@ class _ArenaWalk:
         pending: dict = {}                 # dropped for recompute, not rebuilt yet
         dependents: dict = {}              # tensor -> pending tensors whose producer reads it
         recomputes: list = []              # (slot, op, stay)
+        inplace: list = []                 # (op, out, in) run in place
         rb_extra: list = []                # (tensor, next use): resident for a rebuild at this slot only
         reads_of: dict = {}                # pending tensor -> what its rebuild chain reads (dependents' keys)
 
@@ -934,8 +973,19 @@ class _ArenaWalk:
                         rebuild(t, i)
                     else:
                         bring(t, i)
+                over = self._in_place(op, a, k_out, pin, reserved) if op in self.inplace else None
                 for k in range(k_out, b):
                     t = touch_t[k]
+                    if over and t in over:     # run in place: t continues the stay of the input that dies here
+                        x = over[t]
+                        sid = loc[x]
+                        loc[x] = -1
+                        loc[t] = sid
+                        nxt[t] = i
+                        prod_slot[t] = i
+                        outs.append(sid)
+                        inplace.append((op, t, x))
+                        continue
                     need = size[t]
                     make_room(need, i, group[t])
                     sid = len(stay_t)
@@ -955,6 +1005,8 @@ class _ArenaWalk:
                     nu = touch_next[k]
                     last[t] = i
                     nxt[t] = nu
+                    if k < k_out and loc[t] < 0:      # overwritten in place: gone with no drop
+                        continue
                     if k >= k_out and role[t] == ROLE_TO_HOST and t not in pair_new:
                         swap_outs.append((i, t))
                         dirty.append((i, loc[t]))
@@ -1026,7 +1078,7 @@ class _ArenaWalk:
                 stay_last[sid] = last[t]
             self.end_kept = [t for t in range(n_t) if loc[t] >= 0 and role[t] == ROLE_KEEP]
             return _Decisions(out_stays, swap_outs, drops, swap_ins, stay_t, stay_first, stay_last, pinned, evicted,
-                              list(pairs), dirty, recomputes, pair_stays)
+                              list(pairs), dirty, recomputes, pair_stays, inplace)
         finally:
             _cut_self_references(rebuild, sound, chain_bytes)
 
@@ -1121,11 +1173,14 @@ def _emit(walk: _ArenaWalk, d: _Decisions, arena: Arena, stay_obj: list[int]):
     for s, op, sids in d.recomputes:    # in rebuild order: a chain's inputs before what reads them
         pre_rc[s].append((op, [stay_obj[x] for x in sids]))
     sched = walk.sched
+    over: dict = {}
+    for op, y, x in d.inplace:
+        over.setdefault(op, {})[y] = x
     for s in range(-1, n):
         if s >= 0:
             for op, objs in pre_rc[s]:
                 b.recompute(op, objs)
-            b.compute(sched[s], [stay_obj[x] for x in d.out_stays[s]])
+            b.compute(sched[s], [stay_obj[x] for x in d.out_stays[s]], over.get(sched[s]))
         j = s + 1
         for t in post_out[j]:
             b.swap_out(t)
@@ -1156,6 +1211,7 @@ class ArenaPlan:
     initial_residents: list
     actions: list
     stats: dict = field(default_factory=dict)
+    inplace: list = field(default_factory=list)     # (op, out, in) run in place (Plan.inplace)
 
     @property
     def pool(self) -> Arena:
@@ -1168,7 +1224,7 @@ class ArenaPlan:
                     mem_limit=int(mem_limit), device=device.to_dict(), schedule=[int(o) for o in self.schedule],
                     pool=self.arena, tensor_class=[int(c) for c in self.tensor_class],
                     initial_residents=[(int(t), int(o)) for t, o in self.initial_residents],
-                    actions=list(self.actions))
+                    actions=list(self.actions), inplace=[tuple(int(x) for x in p) for p in self.inplace])
 
 
 def arena_bytes_for(gi: GraphIndex, mem_limit: int) -> int:
@@ -1178,9 +1234,12 @@ def arena_bytes_for(gi: GraphIndex, mem_limit: int) -> int:
 
 
 def working_set_floor(gi: GraphIndex) -> int:
-    """The largest op's own aligned bytes (inputs + outputs): no arena can be smaller."""
+    """The largest op's own aligned bytes (inputs + outputs, less what running in place saves): no arena can
+    be smaller."""
     per_op = np.add.reduceat(gi.size[gi.op_tensors], gi.op_ptr[:-1]) if len(gi.op_tensors) else np.zeros(0)
     per_op = np.where(np.diff(gi.op_ptr) > 0, per_op, 0)
+    if len(per_op):
+        per_op = per_op - gi.graph.inplace_savings(gi.size)
     return int(per_op.max(initial=0))
 
 
@@ -1411,7 +1470,7 @@ def _cooled_or_lower(walk, d, first, sizes, arena_bytes, capacity, offsets, roun
     bias, pinned, pairs, genes = again
     a = walk.gi.alignment
     lower = (capacity - (need - arena_bytes)) // a * a
-    if lower >= working_set_floor(walk.gi):
+    if lower >= walk.floor():
         try:
             d2 = walk.run(lower, bias, pinned, pairs, genes.split, genes.recompute, genes.depth)
         except PlanError:              # the kept pairs do not fit beside the largest op at the lower capacity
@@ -1451,7 +1510,7 @@ def _clean_first(walk, d, first, sizes, arena_bytes, capacity, cool, rounds, aga
     capacity; None if none fits."""
     bias, pinned, pairs, genes = again
     a = walk.gi.alignment
-    floor = working_set_floor(walk.gi)
+    floor = walk.floor()
     never = lambda over: False   # noqa: E731
     for rnd in range(CLEAN_ROUNDS + 1):
         off, need = _place_with_pairs(d, first, d.stay_last, sizes, arena_bytes, never, cool)
@@ -1507,7 +1566,7 @@ def _rounds(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pinned=()):
     """_decide_and_place before _cooled: (decisions, stay firsts, sizes, offsets, capacity, rounds, the
     arguments another walk needs), or PlanError when no round fits."""
     a = walk.gi.alignment
-    floor = working_set_floor(walk.gi)
+    floor = walk.floor()
     room = arena_bytes
     sched = np.asarray(walk.sched, dtype=np.int64)
     capacity = int(room * (1.0 - genes.headroom)) // a * a
@@ -1613,7 +1672,8 @@ def _plan_arena(gi: GraphIndex, schedule, mem_limit: int, genes: ArenaGenes | No
     stats = {"capacity_bytes": int(capacity), "rounds": int(rounds), "placed_bytes": int(max(
         (o + s for o, s in zip(offsets, sizes)), default=0)), "evictions": int(d.evicted),
         "recomputes": len(d.recomputes)}
-    return ArenaPlan(schedule, arena, tclass, [(t, stay_obj[sid]) for t, sid in d.pinned], actions, stats)
+    return ArenaPlan(schedule, arena, tclass, [(t, stay_obj[sid]) for t, sid in d.pinned], actions, stats,
+                     list(d.inplace))
 
 
 def class_genome(genes):
