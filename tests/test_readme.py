@@ -17,7 +17,7 @@ def python_api_block() -> str:
 
 @pytest.mark.slow   # a build with kernel profiling and a BERT-large plan: ~25 s on an idle 2-core machine
 def test_readme_python_section_runs_as_written(tmp_path, monkeypatch, capsys):
-    pytest.importorskip("tvm")
+    import tvm  # noqa: F401
     monkeypatch.chdir(tmp_path)
     scope: dict = {}
     exec(compile(python_api_block(), str(README), "exec"), scope)
