@@ -52,11 +52,6 @@ def limit_facts(graph, limit: int, alignment: int = DEFAULT_ALIGNMENT) -> dict:
             "limit_vs_liveness_peak": round(limit / peak, 4) if peak else None}
 
 
-def percent_of_no_swap(graph, nbytes: int, alignment: int = DEFAULT_ALIGNMENT) -> float | None:
-    ref = no_swap_bytes(graph, alignment)
-    return round(100.0 * nbytes / ref, 2) if ref else None
-
-
 def floor_op(graph, alignment: int = DEFAULT_ALIGNMENT) -> tuple[str, int, int]:
     """(name, aligned bytes of its inputs and outputs together, largest kernel workspace in the graph) of the
     op that needs the most memory at once: what sets the floor no plan can go below."""
