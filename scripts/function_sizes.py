@@ -23,7 +23,6 @@ CEILING = 120
 EXCEPTIONS = {
     "tvm_swap/planner/swapadvisor/arena.py:_ArenaWalk.run": 442,
     "tvm_swap/planner/exact.py:solve_exact": 213,
-    "tvm_swap/zoo/llm/decoder.py:decoder_training_graph": 168,
     "tvm_swap/planner/swapadvisor/encoding.py:locality_schedule": 133,
     "tvm_swap/planner/simulator.py:_run_streams": 132,
     "tvm_swap/frontends/mxnet_early.py:_infer": 131,
