@@ -30,7 +30,6 @@ EXCEPTIONS = {
     "tvm_swap/verify.py:_check_structure": 126,
     "tvm_swap/early_floor.py:_floor_bounds": 123,
     "relay_passes/micro_batch.py:split_batch": 123,
-    "tvm_swap/planner/swapadvisor/swapplan.py:_Walk.run": 122,
 }
 
 
