@@ -148,6 +148,20 @@ def _forward_layer(st: "_Step", w: dict, x: int, p: str, rope) -> tuple[int, dic
     return x, s
 
 
+def _norm_backward(st: "_Step", norm_bwd: str, dy: int, x: int, stats: int, weight: int, name: str,
+                   x_grad: str) -> int:
+    """A norm's backward: the gradient of its input x (returned, named x_grad) and the AdamW update of its
+    weight `name` (and, for a GPT layer norm, of its bias)."""
+    b, T, d = st.b, st.T, st.cfg.hidden
+    dxn, dw = b.op(norm_bwd, [dy, x, stats, weight],
+                   [(x_grad, (T, d), ACT, "gradient"), (name + ".grad", (d,), ACT, "gradient")], flops=8 * T * d)
+    st.adamw(name, dw)
+    if st.cfg.style != "llama":
+        (db,) = b.op("bias_grad", [dy], [(name + "_b.grad", (d,), ACT, "gradient")], flops=T * d)
+        st.adamw(name + "_b", db)
+    return dxn
+
+
 def _backward_layer(st: "_Step", w: dict, s: dict, p: str, dx: int, rope, norm_bwd: str) -> int:
     """One decoder layer's backward ops (weight gradients and their AdamW updates); returns the gradient of
     the layer's input."""
@@ -170,14 +184,7 @@ def _backward_layer(st: "_Step", w: dict, s: dict, p: str, dx: int, rope, norm_b
                       flops=12 * T * cfg.ffn)
         st.weight_grad(p + "w1", s["h2"], df1, bias=p + "b1")
         dh2 = st.matmul("matmul_dx", df1, w["w1"], p + "h2.grad", d)
-    ln2 = p + "ln2"
-    dx2n, dln2 = b.op(norm_bwd, [dh2, s["x2"], s["r2"], w["ln2"]],
-                      [(p + "x_mid.grad_norm", (T, d), ACT, "gradient"), (ln2 + ".grad", (d,), ACT, "gradient")],
-                      flops=8 * T * d)
-    st.adamw(ln2, dln2)
-    if not llama:
-        (db,) = b.op("bias_grad", [dh2], [(ln2 + "_b.grad", (d,), ACT, "gradient")], flops=T * d)
-        st.adamw(ln2 + "_b", db)
+    dx2n = _norm_backward(st, norm_bwd, dh2, s["x2"], s["r2"], w["ln2"], p + "ln2", p + "x_mid.grad_norm")
     dx2 = st.ew("add", [dx, dx2n], p + "x_mid.grad", dx)
     st.weight_grad(p + "wo", s["o"], dx2, bias=None if llama else p + "bo")
     do = st.matmul("matmul_dx", dx2, w["wo"], p + "attn_out.grad", d)
@@ -199,14 +206,7 @@ def _backward_layer(st: "_Step", w: dict, s: dict, p: str, dx: int, rope, norm_b
                        [(p + "qkv.grad", (T, 3 * d), ACT, "gradient")], flops=5 * batch * seq * seq * d)
         st.weight_grad(p + "wqkv", s["h1"], dqkv, bias=p + "bqkv")
         dh1 = st.matmul("matmul_dx", dqkv, w["wqkv"], p + "h1.grad", d)
-    ln1 = p + "ln1"
-    dxn, dln1 = b.op(norm_bwd, [dh1, s["x"], s["r1"], w["ln1"]],
-                     [(p + "x.grad_norm", (T, d), ACT, "gradient"), (ln1 + ".grad", (d,), ACT, "gradient")],
-                     flops=8 * T * d)
-    st.adamw(ln1, dln1)
-    if not llama:
-        (db,) = b.op("bias_grad", [dh1], [(ln1 + "_b.grad", (d,), ACT, "gradient")], flops=T * d)
-        st.adamw(ln1 + "_b", db)
+    dxn = _norm_backward(st, norm_bwd, dh1, s["x"], s["r1"], w["ln1"], p + "ln1", p + "x.grad_norm")
     dx = st.ew("add", [dx2, dxn], p + "x.grad", dx2)
     return dx
 
@@ -269,12 +269,7 @@ def decoder_training_graph(cfg: DecoderConfig, batch: int, seq: int, name: str, 
         st.adamw("lm_head", dhead)
     dhf = st.matmul("matmul_dx", dlogits, head, "h_final.grad", d)
     norm_bwd = "rms_norm_bwd" if llama else "layer_norm_bwd"
-    dx, dlnf = b.op(norm_bwd, [dhf, x, rf, lnf], [("x_final.grad", (T, d), ACT, "gradient"),
-                                                   ("norm_f.grad", (d,), ACT, "gradient")], flops=8 * T * d)
-    st.adamw("norm_f", dlnf)
-    if not llama:
-        (dlnf_b,) = b.op("bias_grad", [dhf], [("norm_f_b.grad", (d,), ACT, "gradient")], flops=T * d)
-        st.adamw("norm_f_b", dlnf_b)
+    dx = _norm_backward(st, norm_bwd, dhf, x, rf, lnf, "norm_f", "x_final.grad")
 
     for i in reversed(range(L)):
         dx = _backward_layer(st, per_layer[i], saved[i], f"l{i}.", dx, rope, norm_bwd)
