@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-FIXTURES = Path(os.environ.get("TVM_SWAP_FIXTURES", ROOT.parent / "shared" / "fixtures")) / "mxnet"
+FIXTURES = ROOT / "tests" / "data" / "mxnet"
 MXNET = ["small_cnn", "resnet18_v1", "mlp", "transformer_encoder"]
 EXAMPLES = ["mlp", "cnn", "mlp-train", "cnn-train"]
 IMAGENET = ["alexnet", "vgg16", "resnet50_v1", "mobilenetv2_1.0", "densenet121"]

@@ -544,17 +544,20 @@ def markdown(result: dict) -> str:
 
 
 README_BEGIN = "<!-- paper-table: made by scripts/bench_paper.py --readme from benchmarks/paper.json -->"
+RESULTS = ROOT / "docs" / "RESULTS.md"          # where --readme writes the table (the README links to it)
 README_END = "<!-- /paper-table -->"
 README_PLANNERS = ["swapadvisor", "swapadvisor@size-classes", "swapadvisor-nosearch",
                    "swapadvisor-nosearch@size-classes", "odswap", "vdnn"]
 
 
 def readme_table(result: dict) -> str:
+    """The results table of docs/RESULTS.md: the training rows, swapadvisor in both pools, the paper's
+    baselines; where and how they were measured said once below it (per group of rows if runs differ)."""
     meta = result.get("meta", {})
-    """The README's results table: the training rows, swapadvisor in both pools, the paper's baselines."""
     head = (["model", "batch", "memory need", "need / 16 GB"] + [p.replace("@", " ") for p in README_PLANNERS] +
-            ["paper SwapAdvisor", "paper ODSwap", "swapadvisor time / tight bound", "measured at"])
+            ["paper SwapAdvisor", "paper ODSwap", "swapadvisor time / tight bound"])
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    stamps: dict[str, list[str]] = {}
     for row in result["rows"]:
         paper = row.get("paper") or {}
         sa, tlb = best_swapadvisor(row["planners"]), row.get("tight_lower_bound_s")
@@ -563,8 +566,14 @@ def readme_table(result: dict) -> str:
                  f"{row['need_bytes'] / row['mem_limit_bytes']:.1f}x"]
         cells += [cell(row["planners"].get(p)).split(" (")[0] for p in README_PLANNERS]
         cells += [_fmt(paper.get("swapadvisor"), lambda v: f"{v:.2f}"), _fmt(paper.get("odswap"), lambda v: f"{v:.2f}"),
-                  tight_ratio(sa, tratio), measured_at(row, meta)]
+                  tight_ratio(sa, tratio)]
         lines.append("| " + " | ".join(cells) + " |")
+        stamps.setdefault(measured_at(row, meta), []).append(f"{row['model']}@{row['batch']}")
+    lines.append("")
+    if len(stamps) == 1:
+        lines.append(f"Measured at {next(iter(stamps))}.")
+    else:
+        lines += [f"Measured at {s}: {', '.join(rows)}." for s, rows in stamps.items()]
     return "\n".join(lines)
 
 
@@ -595,7 +604,8 @@ def measured_at(row: dict, meta: dict) -> str:
         key = (r.get("commit", base), search_of(r, search) if p.split("@")[0] == "swapadvisor" else search)
         if key != (base, search):
             later.setdefault(key, []).append(p)
-    return f"`{base}`, {search}" + "".join(f"; {', '.join(ps)} at `{c}`" + (f", {b}" if b != search else "")
+    # (names sorted: rows measured alike read alike, so the results table says it once)
+    return f"`{base}`, {search}" + "".join(f"; {', '.join(sorted(ps))} at `{c}`" + (f", {b}" if b != search else "")
                                            for (c, b), ps in later.items())
 
 
@@ -827,7 +837,8 @@ def parse_args(argv=None):
                     help="exactly this many GA generations per swapadvisor search (--budget-s is then ignored): "
                          "a fixed, load-independent search, the same for both pools; recorded in each cell")
     ap.add_argument("--readme", action="store_true",
-                    help="also rewrite README.md's results table (between its paper-table markers) from paper.json")
+                    help="also rewrite the results table of docs/RESULTS.md (between its paper-table markers) "
+                         "from paper.json")
     ap.add_argument("--quick", action="store_true", help="one batch per model, shorter searches (about 2 minutes)")
     ap.add_argument("--no-sweep", action="store_true", help="skip the memory-limit sweep")
     ap.add_argument("--no-picture", action="store_true", help="skip the picture of one plan")
@@ -898,7 +909,7 @@ def main(argv=None) -> int:
         (out / "paper.md").write_text(markdown(result))
         print_table(result)
         if args.readme:
-            write_readme(result, ROOT / "README.md")
+            write_readme(result, RESULTS)
         return 0
     t_start = time.perf_counter()
     run = {"device": args.device, "mem_limit_bytes": mem_limit, "budget_s": args.budget_s,
@@ -989,7 +1000,7 @@ def main(argv=None) -> int:
     save()
     print_table(result)
     if args.readme:
-        write_readme(result, ROOT / "README.md")
+        write_readme(result, RESULTS)
     print(f"\nwrote {out / 'paper.md'} and {out / 'paper.json'} in {format_seconds(time.perf_counter() - t_start)}")
     return 0
 

@@ -45,11 +45,7 @@ HARNESS = ("import sys, time; import tvm; from tvm_swap.frontends import mxnet a
 
 
 def fixtures() -> Path:
-    env = os.environ.get("TVM_SWAP_FIXTURES")
-    for d in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "fixtures", Path("/work/shared/fixtures")]:
-        if (d / "mxnet" / "resnet18_v1-symbol.json").exists():
-            return d / "mxnet"
-    raise SystemExit("the MXNet fixtures were not found: set TVM_SWAP_FIXTURES to the shared fixtures folder")
+    return ROOT / "tests" / "data" / "mxnet"
 
 
 def plain_seconds(args: list[str], env: dict) -> tuple[float, float]:
@@ -126,8 +122,7 @@ def cases(mx: Path, f: dict, d: Path) -> list[tuple[str, list[str], bool]]:
           if f["lost"] else []),
         *([("ONNX operators TVM does not convert", ["compile", f["odd_onnx"], "--mem-limit", "60%", *out], True)]
           if f["odd_onnx"] else []),
-        ("missing params (Inception block)", ["compile", str(ROOT / "tests" / "data" / "mxnet" /
-                                                             "inception_block-symbol.json"),
+        ("missing params (Inception block)", ["compile", str(mx / "inception_block-symbol.json"),
                                               "--shape", "data=2,8,16,16", "--mem-limit", "60%", *out], True),
         ("missing params (transformer)", ["compile", f["transformer"], "--shape", "data=2,16,64", "--mem-limit",
                                           "60%", *out], True),

@@ -21,7 +21,7 @@ PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --p
            --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
 # What the GPU run imports: TVM (+ apache-tvm-ffi, numpy, ml_dtypes, typing_extensions), tqdm (tvm_swap),
 # cuda-bindings (+ cuda-pathfinder), libcudart 13 (TVM's CUDA sidecar links libcudart.so.13; the toolkit
-# may be absent there), pytest (tests/test_cuda_runtime.py). scipy is only used by the planner: left out.
+# may be absent there), pytest (tests/runtime_ext/test_cuda_runtime.py). scipy is only used by the planner: left out.
 REQS=("apache-tvm==0.27.0.post1" "numpy>=1.26" "tqdm>=4.66" "cuda-bindings==13.5.0" "nvidia-cuda-runtime==13.0.*"
       "pytest>=8")
 "$PY" -m pip download --quiet --dest "$TMP" --only-binary=:all: --python-version 3.11 --implementation cp \

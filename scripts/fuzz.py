@@ -45,7 +45,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
+if __name__ == "__main__":      # before the heavy imports: a SIGTERM or Ctrl-C during them is kept (cut_short.py)
+    from cut_short import catch_early
+
+    catch_early()
+
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -229,6 +234,16 @@ def check_plan_claims(case: Case, plan: Plan, limit: int) -> list[tuple[str, str
     return bad
 
 
+# In-process runs: a signal's flag (cut_short.Run.cut), looked at between planners, since the GA catches the
+# signal's KeyboardInterrupt and returns its last generation (fuzz() sets it; forked workers never see one).
+_CUT = [lambda: False]
+
+
+def _stop_if_cut() -> None:
+    if _CUT[0]():
+        raise KeyboardInterrupt
+
+
 def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
     """Outcomes per planner ('planned' / 'refused') and failures [(planner, check, message)] of one case."""
     t0, c0 = time.perf_counter(), time.process_time()
@@ -243,6 +258,7 @@ def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
         return out
     out["ops"] = case.graph.num_ops
     for pl in planners:
+        _stop_if_cut()
         c1 = time.process_time()
         try:
             out["outcomes"][pl] = _check_planner(case, pl, fail, determinism)
@@ -254,6 +270,7 @@ def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
     # floor for the planners that reach it); an arena planner may plan there instead (see floors)
     frac = np.random.default_rng([seed, 3]).uniform(0.3, 1.0)
     for pl in planners:
+        _stop_if_cut()
         c1 = time.process_time()
         _check_below_floor(case, pl, frac, fail)
         spent[pl] += time.process_time() - c1
@@ -333,13 +350,16 @@ def _git_commit() -> str:
 
 
 def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, progress: bool = False,
-         results: list | None = None):
+         results: list | None = None, cut=lambda: False):
     """Run the cases; returns (results, wall seconds). Workers are forked processes, one case per task.
-    `results`: a list the finished cases are appended to as they come (what a run cut short still has)."""
+    `results`: a list the finished cases are appended to as they come (what a run cut short still has).
+    `cut()` True: a signal came (cut_short.Run.cut); stop, dropping the case it came during (in-process, the GA
+    caught it and returned its last generation: the case's checks would compare a search cut short)."""
     seeds = list(seeds)
     det = (lambda s: determinism_every > 0 and s % determinism_every == 0)  # noqa: E731
     t0 = time.perf_counter()
     results = [] if results is None else results
+    _CUT[0] = cut
     if workers <= 1:
         it = (run_case(s, planners, det(s)) for s in seeds)
         pool = None
@@ -352,6 +372,8 @@ def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, pro
         it = pool.imap_unordered(_run_case_star, [(s, planners, det(s)) for s in seeds], chunksize=1)
     try:
         for k, r in enumerate(it, 1):
+            if cut():
+                raise KeyboardInterrupt
             results.append(r)
             if progress:           # failures as they come, so a run cut short still shows them
                 for pl, check, msg in r["failures"]:
@@ -361,6 +383,7 @@ def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, pro
                 print(f"  {k}/{len(seeds)} cases, {nf} failures, {time.perf_counter() - t0:.0f} s",
                       file=sys.stderr, flush=True)
     finally:
+        _CUT[0] = lambda: False
         if pool is not None:
             pool.terminate()
             pool.join()
@@ -452,12 +475,13 @@ def main(argv=None) -> int:
     # Ctrl-C or a timeout's SIGTERM: the cases finished so far are summarized (and written) all the same,
     # marked as cut, and the exit code is 130 (cut_short.py)
     done: list = []
-    _warm_up()
-    _settle_gc()
     t0 = time.perf_counter()
 
     def work(run):
-        fuzz(seeds, planners, args.workers, args.determinism_every, progress=True, results=done)
+        _warm_up()
+        _settle_gc()
+        fuzz(seeds, planners, args.workers, args.determinism_every, progress=True, results=done,
+             cut=lambda: run.cut)
 
     def summarize_run(cut):
         results = sorted(done, key=lambda r: r["seed"])
@@ -468,14 +492,13 @@ def main(argv=None) -> int:
 
 
 def _report(args, planners, commit, results, wall, cut) -> int:
-    """Print the summary and write the JSON; the exit code (130 for a run cut short)."""
-    if not results:
-        return 130 if cut else 1
+    """Print the summary and write the JSON (also for a run cut before its first case: it says so); the exit
+    code (130 for a run cut short)."""
     table, lines = summarize(results, planners)
     for ln in lines:
         print(ln)
     print(table)
-    slowest = max(results, key=lambda r: r.get("wall_s", 0))
+    slowest = max(results, key=lambda r: r.get("wall_s", 0), default={"seed": None})
     print(f"{len(results)} cases in {wall:.1f} s wall ({args.workers} workers); slowest case seed "
           f"{slowest['seed']} ({slowest.get('ops')} ops) {slowest.get('wall_s', 0):.2f} s; "
           f"{len(lines)} failures" + (f"; CUT SHORT: {len(results)} of {args.n} cases" if cut else ""))
@@ -489,7 +512,7 @@ def _report(args, planners, commit, results, wall, cut) -> int:
                               for pl in planners},
             "case_cpu_s": {str(r["seed"]): round(r.get("cpu_s", 0.0), 4) for r in results},
             "load_avg": list(os.getloadavg())}, indent=1))
-    return 130 if cut else 1 if lines else 0
+    return 130 if cut else 1 if lines or not results else 0
 
 
 if __name__ == "__main__":

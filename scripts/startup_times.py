@@ -32,10 +32,7 @@ from tvm_swap.testing import (write_conv_symbol, write_onnx_with_unconverted_ops
 
 
 def _mx() -> Path:
-    for d in (ROOT.parent / "shared" / "fixtures" / "mxnet", Path("/work/shared/fixtures/mxnet")):
-        if (d / "resnet18_v1-symbol.json").exists():
-            return d
-    raise SystemExit("the MXNet fixtures were not found")
+    return ROOT / "tests" / "data" / "mxnet"
 
 
 def _odd_symbol(tmp: Path) -> Path:

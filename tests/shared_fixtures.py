@@ -1,39 +1,31 @@
-"""The one place tests find the shared fixture files (real model files too big for the repo).
+"""The one place tests find the fixture files: real MXNet-exported models (2.2 MB) kept in the repository.
 
-    $TVM_SWAP_FIXTURES   the fixtures folder (default: ../shared/fixtures beside the repository)
+    tests/data/mxnet/   MXNet 1.9.1 exports (README.md says how they were made) and the symbols
+                        that make_symbols.py writes without MXNet
 
-`needs_fixtures("mxnet")` marks a test that reads that subfolder: when it is missing the test is skipped
-with a message saying where it looked, except in CI (CI=true), where a missing fixture is a failure, so a
-CI run cannot pass by skipping what it was meant to check.
+`needs_fixtures("mxnet")` marks a test that reads that subfolder. The files are in the repository, so a
+missing folder is a broken checkout: the test fails saying so, never skips.
 """
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = Path(os.environ.get("TVM_SWAP_FIXTURES", REPO.parent / "shared" / "fixtures"))
+FIXTURES = REPO / "tests" / "data"
 
 
 def fixture_dir(name: str) -> Path:
     return FIXTURES / name
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
 def require(name: str) -> Path:
-    """The fixture folder `name`; skips (or fails in CI) the calling test when it is not there."""
+    """The fixture folder `name`; fails the calling test when it is not there."""
     path = fixture_dir(name)
     if not path.is_dir():
-        msg = f"fixtures {name!r} not found at {path}; set TVM_SWAP_FIXTURES to the shared fixtures folder"
-        if in_ci():
-            pytest.fail(msg)
-        pytest.skip(msg)
+        pytest.fail(f"fixtures {name!r} not found at {path}: they are part of the repository; restore the checkout")
     return path
 
 

@@ -521,29 +521,22 @@ def check_before_lowering(mod, mem_limit, func_name: str = "main", target="llvm"
                           bounds: FloorBounds | None = None) -> FloorBounds | None:
     """Raise EarlyInfeasibleError when the bounds prove `mem_limit` below the floor; returns the bounds (None
     when not provable for this module, or nothing to check)."""
-    from .units import parse_limit
+    from .limits import MemLimit
 
-    if mem_limit is None:
+    given = MemLimit.of(mem_limit)
+    if given is None or given.error is not None:       # (a bad limit is worded by MemLimit.resolve)
         return None
-    text = str(mem_limit).strip() if isinstance(mem_limit, str) else None
-    if text is not None and text.endswith("%"):
-        try:
-            frac = float(text[:-1]) / 100.0
-        except ValueError:
-            return None
-        if not 0 < frac < 1:
+    if given.is_percent:
+        if not given.share < 1:
             return None
         b = bounds or floor_bounds(mod, func_name, target)
-        if b is not None and b.refuses(frac):
-            raise EarlyInfeasibleError(text, None, b, b.hint())
+        if b is not None and b.refuses(given.share):
+            raise EarlyInfeasibleError(given.given.strip(), None, b, b.hint())
         return b
-    try:
-        limit = int(parse_limit(mem_limit, None))
-    except (TypeError, ValueError):
-        return None
+    limit = given.absolute
     b = bounds or floor_bounds(mod, func_name, target)
     if b is not None and limit < max(b.op_min, b.boundary_min):
-        raise EarlyInfeasibleError(str(mem_limit), limit, b, b.hint())
+        raise EarlyInfeasibleError(str(given.given), limit, b, b.hint())
     return b
 
 

@@ -109,10 +109,13 @@ def largest_tensor(mod, func_name: str = "main") -> tuple[int, str]:
 def check_limit_before_lowering(mod, mem_limit, func_name: str = "main", alignment: int = 256) -> None:
     """Refuse an absolute limit below the largest tensor the model must hold (percent limits need the
     lowered graph; compile_model checks those, and every limit exactly, right after lowering)."""
-    if _absolute_limit(mem_limit) is None:
-        return
+    from .limits import MemLimit
+
+    limit = MemLimit.of(mem_limit)
+    if limit is None or limit.absolute is None:    # a percentage needs the lowered graph; a bad limit is
+        return                                     # worded by MemLimit.resolve after lowering
     need, what = largest_tensor(mod, func_name)
-    refuse_below_tensor(mem_limit, need, what, alignment=alignment, note=splittable_note(mod, what, func_name))
+    refuse_below_tensor(limit, need, what, alignment=alignment, note=splittable_note(mod, what, func_name))
 
 
 def splittable_note(mod, what: str, func_name: str = "main") -> str:
@@ -135,25 +138,14 @@ def splittable_note(mod, what: str, func_name: str = "main") -> str:
     return "; it is a dense layer's weight: split_dense=True cuts it into slices of its output features"
 
 
-def _absolute_limit(mem_limit) -> int | None:
-    """Bytes of a limit given in bytes (None for a percentage, which needs the lowered graph, or a bad one,
-    which resolve_limit words after lowering)."""
-    from .units import parse_limit
-
-    if mem_limit is None or (isinstance(mem_limit, str) and mem_limit.strip().endswith("%")):
-        return None
-    try:
-        return int(parse_limit(mem_limit, None))
-    except (TypeError, ValueError):
-        return None
-
-
 def refuse_below_tensor(mem_limit, need: int, what: str, alignment: int = 256, note: str = "") -> None:
     """InfeasibleLimitError when a byte limit is below `need` bytes (aligned) of one tensor `what` the model
     must hold (largest_tensor, or frontends.mxnet_early.largest_tensor from a symbol before importing)."""
+    from .limits import MemLimit
     from .plan import aligned_bytes
 
-    limit = _absolute_limit(mem_limit)
+    limit = MemLimit.of(mem_limit)
+    limit = None if limit is None else limit.absolute
     floor = aligned_bytes(need, alignment) if need else 0
     if limit is not None and limit < floor:
         raise InfeasibleLimitError(limit, floor, f"the model's {what} alone needs that much{note}", exact=False)

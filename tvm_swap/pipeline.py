@@ -70,19 +70,19 @@ def micro_batched(mod, k: int, mem_limit, target="llvm", fuse_max_depth=None, fu
     from relay_passes.micro_batch import split_batch
 
     from .graph.extract import graph_from_relax
-    from .limits import no_swap_bytes
-    from .units import parse_limit
+    from .limits import MemLimit, no_swap_bytes
 
     split = split_batch(mod, k, func_name)
-    if mem_limit is None:
+    given = MemLimit.of(mem_limit)
+    if given is None:
         return split, None, None
     unsplit = int(no_swap_bytes(graph_from_relax(lower(fold_frozen_layouts(mod, None, func_name)[0], target, fuse_max_depth=fuse_max_depth,
                                                        func_name=func_name), func_name, target=str(target))))
     try:
-        limit = parse_limit(mem_limit, unsplit)
+        limit = given.bytes_of(unsplit)
     except ValueError as e:
-        raise TvmSwapError(f"mem_limit {mem_limit!r}: {e}") from None
-    return split, limit, unsplit
+        raise TvmSwapError(f"mem_limit {given.given!r}: {e}") from None
+    return split, MemLimit.of(limit), unsplit     # bytes from here on: the split model's checks read them
 
 
 @contextlib.contextmanager
@@ -110,9 +110,11 @@ def _split_may_help(mod, mem_limit, func_name: str) -> bool:
     byte limit below a tensor no split makes smaller (an input, a result, a weight that is not split)."""
     from relay_passes.split_dense import splittable
 
-    from .model_checks import _absolute_limit, _nbytes
+    from .limits import MemLimit
+    from .model_checks import _nbytes
 
-    limit = _absolute_limit(mem_limit)
+    given = MemLimit.of(mem_limit)
+    limit = None if given is None else given.absolute
     if limit is None:
         return True
     func = mod[func_name]
@@ -134,15 +136,19 @@ def fold_frozen_layouts(mod, params=None, func_name: str = "main"):
     return mod, params
 
 
-def _check_limit(graph, mem_limit, planner, spec, planner_options, key=None) -> None:
+def _check_limit(graph, mem_limit, planner, spec, planner_options, key=None):
     """InfeasibleLimitError when no plan of `graph` meets `mem_limit` (the floor, as plan_graph words it);
-    key: the graph's tvm_swap.graph_cache key, where its floor is kept once found."""
+    returns the limit resolved against `graph` (a MemLimit). key: the graph's tvm_swap.graph_cache key, where
+    its floor is kept once found."""
     from .graph_cache import FloorMemo
-    from .planner.api import check_feasible, resolve_limit, resolve_pool
+    from .limits import MemLimit
+    from .planner.api import check_feasible, resolve_pool
 
-    check_feasible(graph, resolve_limit(graph, mem_limit), resolve_pool(planner, planner_options.get("pool")),
+    limit = MemLimit.of(mem_limit).resolve(graph)
+    check_feasible(graph, limit.nbytes, resolve_pool(planner, planner_options.get("pool")),
                    planner=planner, device=spec, options=planner_options,
                    memo=FloorMemo(key) if key is not None else None)
+    return limit
 
 
 def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str = "swapadvisor",
@@ -178,6 +184,9 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     names = [gv.name_hint for gv in mod.functions]
     if func_name not in names:
         raise TvmSwapError(f"the module has no function {func_name!r}; it has: {', '.join(sorted(names))}")
+    from .limits import MemLimit
+
+    mem_limit = MemLimit.of(mem_limit)      # parsed once; every check below reads this value
     if micro_batches is not None and int(micro_batches) > 1:
         mod, mem_limit, _ = micro_batched(mod, int(micro_batches), mem_limit, target, fuse_max_depth, func_name)
     from .model_checks import check_limit_before_lowering
@@ -231,7 +240,7 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     times["lower_s"] = time.perf_counter() - t0
     if mem_limit is not None and not checked:
         # a limit no plan can meet is refused now, before any kernel is profiled
-        _check_limit(graph, mem_limit, planner, spec, planner_options, key)
+        mem_limit = _check_limit(graph, mem_limit, planner, spec, planner_options, key)   # (resolved on `graph`)
     t1 = time.perf_counter()
     if op_time is None:
         op_time, cost_source = per_op_times(lowered, graph, target, spec, profile, cost_cache, params,

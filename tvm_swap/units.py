@@ -27,18 +27,24 @@ def parse_bytes(text: str | int | float) -> int:
     return int(round(float(m.group(1)) * _UNITS[m.group(2).lower()]))
 
 
+def parse_share(text: str) -> float:
+    """'25%' -> 0.25 (positive). Raises ValueError with a hint."""
+    try:
+        frac = float(text.strip()[:-1]) / 100.0
+    except ValueError:
+        raise ValueError(f"cannot read percentage {text!r}: write e.g. 25%") from None
+    if frac <= 0:
+        raise ValueError(f"limit {text!r} must be positive")
+    return frac
+
+
 def parse_limit(text: str | int | float, reference_bytes: int | None = None) -> int:
-    """A memory limit: a size (see parse_bytes) or a percentage of `reference_bytes` ('25%')."""
+    """A memory limit: a size (see parse_bytes) or a percentage of `reference_bytes` ('25%'). The value that
+    travels through a compile is tvm_swap.limits.MemLimit, which parses with these same rules."""
     if isinstance(text, str) and text.strip().endswith("%"):
         if reference_bytes is None:
             raise ValueError(f"limit {text!r} is a percentage, but there is no peak to take it of")
-        try:
-            frac = float(text.strip()[:-1]) / 100.0
-        except ValueError:
-            raise ValueError(f"cannot read percentage {text!r}: write e.g. 25%") from None
-        if frac <= 0:
-            raise ValueError(f"limit {text!r} must be positive")
-        return int(reference_bytes * frac)
+        return int(reference_bytes * parse_share(text))
     return parse_bytes(text)
 
 

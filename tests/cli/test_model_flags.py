@@ -59,7 +59,7 @@ def last_json(r):
 # ---------------------------------------------------------------- early refusals, timed
 @needs_fixtures("mxnet")
 def test_missing_params_are_refused_before_lowering_with_both_ways_out(tmp_path):
-    pytest.importorskip("tvm")
+    import tvm  # noqa: F401
     r, elapsed = timed_cli("compile", R18, "--shape", "data=1,3,224,224", "--mem-limit", "60%",
                            "-o", str(tmp_path / "m.so"), "--json")
     assert r.returncode == 1 and elapsed < BOUND_S
@@ -72,7 +72,7 @@ def test_missing_params_are_refused_before_lowering_with_both_ways_out(tmp_path)
 
 @needs_fixtures("mxnet")
 def test_a_shape_that_does_not_fit_is_refused_before_lowering(tmp_path):
-    pytest.importorskip("tvm")
+    import tvm  # noqa: F401
     r, elapsed = timed_cli("compile", R18, "--shape", "data=1,3,224", "--init", "random", "--mem-limit", "60%",
                            "-o", str(tmp_path / "m.so"))
     assert r.returncode == 1 and elapsed < BOUND_S
@@ -85,7 +85,7 @@ def test_a_shape_that_does_not_fit_is_refused_before_lowering(tmp_path):
 
 @needs_fixtures("mxnet")
 def test_a_limit_below_the_largest_tensor_is_refused_before_lowering(tmp_path):
-    pytest.importorskip("tvm")
+    import tvm  # noqa: F401
     r, elapsed = timed_cli("compile", R18, "--shape", "data=1,3,224,224", "--init", "random", "--mem-limit", "1MB",
                            "-o", str(tmp_path / "m.so"), "--json")
     assert r.returncode == 1 and elapsed < BOUND_S
@@ -101,7 +101,7 @@ def test_a_percent_limit_below_the_floor_is_refused_before_lowering(tmp_path):
     with a lower bound on the floor. A percentage above that bound but below the exact floor goes on to lowering
     and is refused exactly (before profiling); from then on the kept graph and floor refuse any percentage
     below the floor before lowering, with the exact answer (tvm_swap.graph_cache)."""
-    pytest.importorskip("tvm")
+    import tvm  # noqa: F401
     env = {"TVM_SWAP_CACHE_DIR": str(tmp_path / "cache")}
     out = str(tmp_path / "m.so")
     # odswap: a planner the bundled examples' floors table does not cover (it would refuse first, without TVM)
@@ -129,7 +129,7 @@ def test_a_percent_limit_below_the_floor_is_refused_before_lowering(tmp_path):
 
 
 def test_unsupported_operators_are_all_named_before_converting(tmp_path, odd_symbol):
-    pytest.importorskip("tvm")
+    import tvm  # noqa: F401
     path = odd_symbol
     r, elapsed = timed_cli("compile", str(path), "--shape", "data=2,3", "--mem-limit", "60%",
                            "-o", str(tmp_path / "m.so"))
@@ -138,7 +138,7 @@ def test_unsupported_operators_are_all_named_before_converting(tmp_path, odd_sym
 
 
 def test_python_api_names_python_arguments():
-    tvm = pytest.importorskip("tvm")
+    import tvm
     import tvm_swap
     from tvm_swap.errors import InfeasibleLimitError
     from tvm_swap.examples import mlp
@@ -178,7 +178,7 @@ def test_training_flags_need_train_and_parser_choices_match_training():
 
 # ---------------------------------------------------------------- --init
 def test_init_params_are_seeded_and_sane():
-    pytest.importorskip("tvm")
+    import tvm  # noqa: F401
     from tvm_swap.examples import small_cnn
     from tvm_swap.frontends.init_params import init_params
     from tvm_swap.frontends.mxnet import random_params
@@ -195,7 +195,7 @@ def test_init_params_are_seeded_and_sane():
 
 @needs_fixtures("mxnet")
 def test_example_inputs_of_token_ids_are_valid_ids():
-    pytest.importorskip("tvm")
+    import tvm  # noqa: F401
     from tvm_swap.frontends.model_io import load_model_for_build
 
     _, _, inputs = load_model_for_build(str(MX / "lstm_lm_small-symbol.json"), shapes={"data": (35, 20)})
@@ -239,7 +239,7 @@ def _train_and_compare(tmp_path, model, *extra, steps=3):
 @pytest.mark.slow
 @needs_fixtures("mxnet")
 def test_train_an_mxnet_symbol_without_weights(tmp_path):
-    pytest.importorskip("tvm")
+    import tvm  # noqa: F401
     sym = tmp_path / "mlp-symbol.json"            # the symbol alone, without its params file
     sym.write_text((MX / "mlp-symbol.json").read_text())
     shape = json.loads((MX / "mlp.input.json").read_text())["inputs"][0]
@@ -254,7 +254,7 @@ def test_train_an_mxnet_symbol_without_weights(tmp_path):
 def test_train_resnet18_from_its_symbol_alone(tmp_path):
     """Issue 16's must-show: an ImageNet CNN as a symbol file only, random weights, Adam, 3 steps bitwise equal to
     the unlimited build (about 26 min on a loaded 2-core machine: profiling 1000+ kernels dominates)."""
-    pytest.importorskip("tvm")
+    import tvm  # noqa: F401
     built, ran = _train_and_compare(tmp_path, R18, "--shape", "data=1,3,224,224", "--init", "random",
                                     "--optimizer", "adam", "--lr", "1e-3")
     assert "NOT trained" in ran["weights"] and ran["loss_per_step"][-1] < ran["loss_per_step"][0]
@@ -292,7 +292,7 @@ def test_train_an_onnx_file_and_a_torch_factory(tmp_path):
 # ---------------------------------------------------------------- cross-compiling
 @pytest.mark.slow
 def test_cuda_cross_compile_without_a_gpu(tmp_path):
-    pytest.importorskip("tvm")
+    import tvm  # noqa: F401
     from tvm_swap.cuda_env import why_no_gpu
 
     if not why_no_gpu():

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-pytest.importorskip("tvm")
+import tvm  # noqa: F401
 
 from tvm_swap.errors import InfeasibleLimitError, TvmSwapError  # noqa: E402
 from tvm_swap.examples import floors  # noqa: E402

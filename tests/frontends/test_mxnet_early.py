@@ -10,25 +10,27 @@ from pathlib import Path
 
 import pytest
 
-from tests.shared_fixtures import fixture_dir
 
-tvm = pytest.importorskip("tvm")
+import tvm
 
+from tvm_swap.errors import TvmSwapError  # noqa: E402
 from tvm_swap.frontends.mxnet_early import surely_missing_params  # noqa: E402
 from tvm_swap.frontends.mxnet_graph import parse_symbol  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "mxnet"
+from tests.shared_fixtures import fixture_dir  # noqa: E402
+
+DATA = fixture_dir("mxnet")
 
 
 def _symbols():
     out = []
-    for d in (DATA, fixture_dir("mxnet")):
-        for sym in sorted(d.glob("*-symbol.json")) if d.is_dir() else []:
-            name = sym.name[: -len("-symbol.json")]
-            inp = d / f"{name}.input.json"
-            if inp.exists():
-                shapes = {i["name"]: tuple(i["shape"]) for i in json.loads(inp.read_text())["inputs"]}
-                out.append((name, json.loads(sym.read_text()), shapes))
+    for sym in sorted(DATA.glob("*-symbol.json")):
+        name = sym.name[: -len("-symbol.json")]
+        inp = DATA / f"{name}.input.json"
+        if inp.exists():
+            shapes = {i["name"]: tuple(i["shape"]) for i in json.loads(inp.read_text())["inputs"]}
+            out.append((name, json.loads(sym.read_text()), shapes))
+    assert len(out) >= 10, f"only {len(out)} MXNet symbols with inputs found in {DATA}"
     return out
 
 
@@ -39,7 +41,7 @@ def _importer_missing(sym, shapes):
 
     try:
         mod, prm = from_mxnet(sym, params=None, shapes=shapes)
-    except Exception as e:  # noqa: BLE001 - the importer refuses otherwise: the early check must not claim
+    except TvmSwapError as e:   # the importer refuses otherwise: the early check must not claim
         return type(e).__name__
     missing, total = params_without_value(mod, prm)
     return missing, total
@@ -78,8 +80,8 @@ def test_the_early_check_names_exactly_what_the_importer_would_or_nothing():
             assert late == (early, len(early)), f"{name} ({how}): early {early[:5]}... vs importer {late}"
             proven.append(f"{name} ({how})")
     print("proven early:", proven)
-    assert "resnet18_v1 (as is)" in proven or not fixture_dir("mxnet").is_dir()
-    assert any(p.startswith("small_cnn") for p in proven) or not fixture_dir("mxnet").is_dir()
+    assert "resnet18_v1 (as is)" in proven
+    assert any(p.startswith("small_cnn") for p in proven)
 
 
 def _conv_symbol():
@@ -160,7 +162,7 @@ def test_a_wrong_rank_found_early_is_the_importers_own_error():
                 assert str(e.value) == str(early), name
                 found.append(name)
     print("found early:", found)
-    assert "resnet18_v1" in found or not fixture_dir("mxnet").is_dir()
+    assert "resnet18_v1" in found
 
 
 def test_the_largest_tensor_from_the_symbol_is_the_importers():
@@ -183,9 +185,8 @@ def test_the_largest_tensor_from_the_symbol_is_the_importers():
                 assert largest_tensor(mod) == early, (name, batch, how)
                 found.append((name, batch, early[1]))
     print("found early:", found)
-    if fixture_dir("mxnet").is_dir():
-        assert {"resnet18_v1", "small_cnn"} <= {f[0] for f in found}
-        assert any(f[2] == "parameter 'data'" for f in found) and any("weight" in f[2] for f in found)
+    assert {"resnet18_v1", "small_cnn"} <= {f[0] for f in found}
+    assert any(f[2] == "parameter 'data'" for f in found) and any("weight" in f[2] for f in found)
 
 
 def test_a_byte_limit_below_a_tensor_is_refused_before_importing(tmp_path):
@@ -251,10 +252,9 @@ def test_every_early_claim_is_the_importers_for_wrong_shapes_too():
                 claims.append((name, how, "largest"))
     print(len(claims), "claims:", claims)
     kinds = {(n, k) for n, _, k in claims}
-    if fixture_dir("mxnet").is_dir():
-        for n in ("transformer_encoder", "lstm_lm_small"):
-            assert {(n, "missing"), (n, "largest")} <= kinds, n
-        assert ("lstm_lm_small", "error") in kinds          # token ids of one dim more: 4-d data into the RNN
+    for n in ("transformer_encoder", "lstm_lm_small"):
+        assert {(n, "missing"), (n, "largest")} <= kinds, n
+    assert ("lstm_lm_small", "error") in kinds          # token ids of one dim more: 4-d data into the RNN
     assert {("gru_lm", "missing"), ("bilstm", "largest"), ("bilstm", "error"), ("mobilenet_block", "missing"),
             ("inception_block", "missing"), ("inception_block", "largest")} <= kinds   # (ceil pooling, fix_gamma)
 

@@ -4,7 +4,7 @@ once), shapes for inputs the graph lacks or an open dim. Wherever it speaks, fro
 import pytest
 
 onnx = pytest.importorskip("onnx")
-pytest.importorskip("tvm")
+import tvm  # noqa: F401,E402
 
 import numpy as np  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402

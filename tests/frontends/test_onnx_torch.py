@@ -12,7 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 
-tvm = pytest.importorskip("tvm")
+import tvm
 from tvm import relax  # noqa: E402
 
 from tvm_swap.errors import TvmSwapError, UnsupportedModelError  # noqa: E402

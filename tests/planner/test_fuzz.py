@@ -155,3 +155,43 @@ def _cmdline(pid: str) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+@pytest.mark.slow
+def test_the_first_signal_is_never_lost_at_any_moment_of_a_one_worker_run(tmp_path):
+    """`timeout 420` once left a 1-worker fuzz running past its SIGTERM with no summary: the GA caught the
+    signal's KeyboardInterrupt and the run went on, every later signal ignored; a signal during the imports or
+    the warm-up killed it outright. One SIGTERM at a random moment (imports, warm-up, inside the GA, between
+    cases), many times: each run stops within seconds, exits 130 and writes its summary."""
+    import json
+    import os
+    import random
+    import signal
+    import subprocess
+    import time
+
+    rng = random.Random(29)
+    delays = [rng.uniform(0.0, 1.0) for _ in range(4)] + [rng.uniform(1.0, 8.0) for _ in range(8)]
+    for k, delay in enumerate(delays):
+        out = tmp_path / f"fuzz{k}.json"
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "scripts" / "fuzz.py"), "--n", "100000", "--workers", "1",
+             "--planner", "swapadvisor", "--planner", "swapadvisor-nosearch", "--determinism-every", "2",
+             "--json", str(out)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)})
+        try:
+            time.sleep(delay)
+            os.killpg(proc.pid, signal.SIGTERM)       # as `timeout` does
+            t0 = time.perf_counter()
+            stdout, stderr = proc.communicate(timeout=90)
+            stopped_s = time.perf_counter() - t0
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        what = (k, round(delay, 2), proc.returncode, stdout[-600:], stderr[-600:])
+        assert proc.returncode == 130, what
+        assert stopped_s < 60, what
+        data = json.loads(out.read_text())
+        assert data["cut_short"] and data["cases_done"] >= 0, what
+        assert "CUT SHORT" in stdout, what

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-tvm = pytest.importorskip("tvm")
+import tvm
 from tvm import relax  # noqa: E402
 
 from relay_passes.apply import MANIFEST_FUNC, PLAN_FUNC, apply_plan, count_calls  # noqa: E402

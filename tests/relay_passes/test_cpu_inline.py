@@ -3,9 +3,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-tvm = pytest.importorskip("tvm")
+import tvm
 from tvm import relax  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "graphs"

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-tvm = pytest.importorskip("tvm")
+import tvm
 from tvm import relax  # noqa: E402
 
 from relay_passes import build_lowered, finalize, lower, lower_unlimited_build  # noqa: E402
@@ -139,7 +139,7 @@ def test_cuda_lowering_works_without_a_gpu_and_schedules_every_kernel():
     prims = [f for f in lowered.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
     assert prims and all(int(f.attrs.get("tirx.is_scheduled", 0)) == 1 for f in prims)
     assert any("cross_entropy" in s for s in lowered.attrs["tvm_swap.schedule_fallbacks"])
-    with pytest.raises(Exception):
+    with pytest.raises(tvm.error.InternalError):     # TVM's dlight Reduction rule fails its own check
         relax.build(ex.mod, "cuda")   # documents why the robust schedule pass exists; drop when TVM fixes it
 
 

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-tvm = pytest.importorskip("tvm")
+import tvm
 from tvm import relax  # noqa: E402
 
 from tests.shared_fixtures import REPO, fixture_dir, needs_fixtures  # noqa: E402

@@ -47,7 +47,24 @@ def test_readme_table_shows_both_pools_and_the_better_one_against_the_bound(benc
     line = table.splitlines()[2]
     got = [c.strip() for c in line.strip("|").split("|")]
     assert got[:6] == ["nasnet-25", "32", "190.00 GiB", "12.8x", "0.800", "0.600"]
-    assert got[6:] == ["-", "-", "infeasible", "-", "0.60", "0.30", "1.25x", "`abc`, 60 s"]
+    assert got[6:] == ["-", "-", "infeasible", "-", "0.60", "0.30", "1.25x"]
+    assert table.splitlines()[-1] == "Measured at `abc`, 60 s."
+
+
+def test_the_results_table_says_where_it_was_measured_once_per_run(bench):
+    """The README repeated a 150-character "measured at" cell on every row: now one line per distinct run."""
+    late = {"odswap": _ok(0.3, commit="old"), "vdnn": _ok(0.2, commit="old")}
+    rows = [_row({"swapadvisor": _ok(0.8, "arena"), **late}, batch=b) for b in (16, 32)]
+    rows.append(_row({"swapadvisor": _ok(0.8, "arena"), "vdnn": _ok(0.2, commit="old"),
+                      "odswap": _ok(0.3, commit="old")}, batch=64))          # the same run, names in another order
+    table = bench.readme_table({"rows": rows})
+    assert "measured at" not in table.splitlines()[0]
+    assert [ln for ln in table.splitlines() if ln.startswith("Measured at")] == \
+        ["Measured at `abc`, 60 s; odswap, vdnn at `old`."]
+    rows.append(_row({"swapadvisor": _ok(0.8, "arena")}, batch=128) | {"commit": "new"})
+    stamps = [ln for ln in bench.readme_table({"rows": rows}).splitlines() if ln.startswith("Measured at")]
+    assert stamps == ["Measured at `abc`, 60 s; odswap, vdnn at `old`: nasnet-25@16, nasnet-25@32, nasnet-25@64.",
+                      "Measured at `new`, 60 s; swapadvisor at `abc`: nasnet-25@128."]
 
 
 def test_write_readme_replaces_only_between_the_markers(bench, tmp_path):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-tvm = pytest.importorskip("tvm")
+import tvm
 
 from runtime_ext.cuda import gpu_available, why_no_gpu  # noqa: E402
 
@@ -20,11 +20,11 @@ if not gpu_available():
 if tvm.base._RUNTIME_ONLY:
     pytest.skip("these tests compile their models: they need TVM's compiler (this TVM is runtime-only; "
                 "scripts/gpu_check.sh runs prebuilt libraries instead)", allow_module_level=True)
-try:
-    from relay_passes.cuda_build import find_nvcc
+from relay_passes.cuda_build import CudaBuildError, find_nvcc  # noqa: E402
 
+try:
     find_nvcc()
-except Exception as e:  # CudaBuildError
+except CudaBuildError as e:
     pytest.skip(f"these tests compile their models: {e}", allow_module_level=True)
 
 import tvm_swap  # noqa: E402

@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
-tvm = pytest.importorskip("tvm")
+import tvm
 
 import tvm_swap  # noqa: E402
 from runtime_ext.swap_module import PARAMS_SUFFIX  # noqa: E402

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-tvm = pytest.importorskip("tvm")
+import tvm
 
 import tvm_swap  # noqa: E402
 from runtime_ext.library_check import CHECK_SUFFIX, LibraryError  # noqa: E402

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-tvm = pytest.importorskip("tvm")
+import tvm
 from tvm import relax  # noqa: E402
 
 from tvm_swap.training import gradients  # noqa: E402

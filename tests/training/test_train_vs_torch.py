@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-tvm = pytest.importorskip("tvm")
+import tvm  # noqa: E402
 
 import tvm_swap  # noqa: E402
 from tvm_swap.frontends import from_mxnet, from_torch  # noqa: E402

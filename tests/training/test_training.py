@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-tvm = pytest.importorskip("tvm")
+import tvm
 from tvm import relax  # noqa: E402
 
 from tvm_swap.errors import TvmSwapError, UnsupportedModelError  # noqa: E402

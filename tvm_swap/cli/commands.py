@@ -55,18 +55,20 @@ def print_plan_table(summary: dict, out=sys.stdout) -> None:
 def cmd_plan(args) -> int:
     from ..examples.floors import refuse_below_floor
     from ..frontends.sources import load_graph, parse_shapes
+    from ..limits import MemLimit
 
+    mem_limit = MemLimit.of(args.mem_limit)      # parsed once: the floor table and plan_graph read this value
     # a bundled example's limit below its floor: refused from a table before TVM is imported (plan lowers the
     # examples for llvm; plan_graph's refusal, word for word); a file of that name is what load_graph reads
     if not Path(args.graph).exists():
-        refuse_below_floor(args.graph, args.mem_limit, target="llvm", planner=args.planner, pool=args.pool,
+        refuse_below_floor(args.graph, mem_limit, target="llvm", planner=args.planner, pool=args.pool,
                            shapes=parse_shapes(args.shape), params=args.params, tensor_check=False)
     from ..devices import get_device
     from ..planner import plan_graph
 
     graph = load_graph(args.graph, shapes=parse_shapes(args.shape), params=args.params)
     _say(args, f"graph {graph.summary()}")
-    plan = plan_graph(graph, mem_limit=args.mem_limit, device=get_device(args.device or "v100-16gb"),
+    plan = plan_graph(graph, mem_limit=mem_limit, device=get_device(args.device or "v100-16gb"),
                       planner=args.planner, budget_s=args.budget_s, seed=args.seed,
                       generations=args.generations, workers=args.workers, progress=_progress(args),
                       pool=args.pool, executor=getattr(args, "executor", "processes"),
@@ -176,7 +178,9 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
     import time
 
     from ..examples.floors import refuse_below_floor
+    from ..limits import MemLimit
 
+    mem_limit = MemLimit.of(mem_limit)   # parsed once; every check on the way reads it (docs/REFUSALS.md)
     # a bundled example's limit below its floor: refused from a table, before TVM is imported
     refuse_below_floor(model, mem_limit, target=target, planner=planner, pool=pool, fuse_max_depth=fuse_max_depth,
                        micro_batches=micro_batches, train=train, shapes=shapes, params=params,

@@ -90,15 +90,16 @@ def refuse_below_floor(model, mem_limit, *, target="llvm", planner="swapadvisor"
     if known is None:
         return
     from ..errors import InfeasibleLimitError
-    from ..model_checks import _absolute_limit, refuse_below_tensor
-    from ..units import parse_limit
+    from ..limits import MemLimit
+    from ..model_checks import refuse_below_tensor
 
-    if tensor_check and _absolute_limit(mem_limit) is not None:      # prepare_model checks a byte limit first
+    given = MemLimit.of(mem_limit)
+    if tensor_check and given.absolute is not None:      # prepare_model checks a byte limit first
         need, what, note = example["largest_tensor"]
-        refuse_below_tensor(mem_limit, need, what, alignment=ALIGNMENT, note=note)
+        refuse_below_tensor(given, need, what, alignment=ALIGNMENT, note=note)
     try:
-        limit = int(parse_limit(mem_limit, entry["no_swap_bytes"]))
-    except (TypeError, ValueError):
+        limit = given.bytes_of(entry["no_swap_bytes"])
+    except ValueError:
         return                                       # the lowered path words a bad limit
     if 0 < limit < known["below"]:
         from ..floor_hint import hint_text

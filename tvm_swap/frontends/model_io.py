@@ -100,12 +100,14 @@ def refuse_before_import(spec: str, shapes: dict | None = None, params: str | No
     err = first_import_error(graph, shapes)       # (with params, their shapes may refuse it earlier)
     if err is not None:
         raise err
-    from ..model_checks import MissingParamsError, _absolute_limit, refuse_below_tensor
+    from ..limits import MemLimit
+    from ..model_checks import MissingParamsError, refuse_below_tensor
 
-    if _absolute_limit(mem_limit) is not None:       # (checked first after importing too)
+    limit = MemLimit.of(mem_limit)
+    if limit is not None and limit.absolute is not None:      # (checked first after importing too)
         largest = largest_tensor(graph, shapes)
         if largest is not None:
-            refuse_below_tensor(mem_limit, *largest)
+            refuse_below_tensor(limit, *largest)
     if init is not None:
         return
     missing = surely_missing_params(graph, shapes)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tvm_swap.devices import get_device
-from tvm_swap.errors import InfeasibleLimitError, PlanError
+from tvm_swap.errors import InfeasibleLimitError, PlanError, TvmSwapError
 from tvm_swap.plan import Arena, Plan, Pool
 from tvm_swap.planner.api import feasible_floor, plan_graph
 from tvm_swap.planner.swapadvisor.arena import (ArenaGenes, SegmentPaint, arena_min_limit, place_by_size, place_stays,
@@ -111,7 +111,7 @@ def test_limit_below_the_arena_floor_is_refused_before_planning():
 
 
 def test_baselines_refuse_the_arena_explicitly():
-    with pytest.raises(Exception, match="size-class pool only"):
+    with pytest.raises(TvmSwapError, match="size-class pool only"):
         plan_graph(random_dag(1), "80%", DEV, planner="odswap", pool="arena")
 
 

@@ -156,6 +156,7 @@ def test_chunked_dirty_ranges_match_a_sorted_list(chunk):
     D = pcj._dnew(1, chunk)
     expiry = [(np.int64(-1), np.int64(-1), np.int64(-1))]     # (typed by its entry; _trim only pushes)
     ref: list = []                  # sorted (start, end, clean)
+    inserted = 0
     for step in range(3000):
         op = rng.integers(0, 4)
         a = int(rng.integers(0, 400))
@@ -167,6 +168,7 @@ def test_chunked_dirty_ranges_match_a_sorted_list(chunk):
             D = pcj._dreserve(D)
             pcj._dinsert(D, a, b, c)
             insort(ref, (a, b, c))
+            inserted += 1
         elif op == 1 and ref:       # delete an exact range (as the expiry does)
             x, y, c = ref[int(rng.integers(0, len(ref)))]
             p, j = pcj._dfind(D, x)
@@ -196,6 +198,7 @@ def test_chunked_dirty_ranges_match_a_sorted_list(chunk):
             assert D[5][p] == D[0][cid, 0]                  # each chunk's first start, for bisection
             got += [(int(D[0][cid, j]), int(D[1][cid, j]), int(D[2][cid, j])) for j in range(D[3][cid])]
         assert got == ref, step
+    assert inserted > 300, inserted          # the random steps did insert: the set was exercised
 
 
 def test_compiled_clean_sweep_matches_with_equal_sizes_and_ties():

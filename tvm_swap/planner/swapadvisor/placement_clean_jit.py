@@ -162,14 +162,6 @@ def _dreserve(D):
 
 
 @njit(cache=True, nogil=True)
-def _dsize(D):
-    n = 0
-    for p in range(D[6][0]):
-        n += D[3][D[4][p]]
-    return n
-
-
-@njit(cache=True, nogil=True)
 def _dfind(D, a):
     """The position of the first range starting at or after a."""
     DA, cnt, order, firsts, meta = D[0], D[3], D[4], D[5], D[6]

@@ -100,19 +100,18 @@ class _Walk:
         self.counts = counts.tolist()
         self.num_objects = int(counts.sum())
 
-    def run(self, initial: list[tuple[int, int]]):
-        """One pass. Returns the records Phase B needs and the kept residents at the end."""
-        n = self.n
+    def _start(self, initial: list[tuple[int, int]]):
+        """The walk's state at slot -1: the `initial` (tensor, object) pairs resident, every other object free.
+        Returns (loc, nxt, last, host_ready, tenant, obj_free_slot, evict_heap, free, dirty)."""
         n_cls = len(self.counts)
         n_t = len(self.tclass)
-        tclass, role, produced = self.tclass, self.role, self.produced
-        touch_t, touch_next, op_ptr, op_nin = self.touch_t, self.touch_next, self.op_ptr, self.op_nin
+        tclass = self.tclass
         loc = [-1] * n_t                   # object holding each tensor
         nxt = [_NEVER] * n_t               # current next use of each resident tensor
         last = [-1] * n_t                  # position of its last touch in this tenancy (-1: none yet)
         host_ready = [-1] * n_t            # slot after which the tensor can be swapped in (-2: no host copy)
         for t in range(n_t):
-            if produced[t]:
+            if self.produced[t]:
                 host_ready[t] = -2
         tenant = [-1] * self.num_objects
         obj_free_slot = [-1] * self.num_objects
@@ -121,9 +120,7 @@ class _Walk:
         # swap-out in flight (its drop waits on the d2h copy), so a new output should not wait on them
         free: list[deque] = [deque() for _ in range(n_cls)]
         dirty: list[deque] = [deque() for _ in range(n_cls)]
-        init_set = {}
         for t, o in initial:
-            init_set[o] = t
             loc[t] = o
             tenant[o] = t
             nxt[t] = self.first_pos[t]
@@ -133,6 +130,15 @@ class _Walk:
             for o in range(f0, f0 + self.counts[c]):
                 if tenant[o] < 0:
                     free[c].append(o)      # all free since the start (slot -1)
+        return loc, nxt, last, host_ready, tenant, obj_free_slot, evict_heap, free, dirty
+
+    def run(self, initial: list[tuple[int, int]]):
+        """One pass. Returns the records Phase B needs and the kept residents at the end."""
+        n = self.n
+        n_t = len(self.tclass)
+        tclass, role = self.tclass, self.role
+        touch_t, touch_next, op_ptr, op_nin = self.touch_t, self.touch_next, self.op_ptr, self.op_nin
+        loc, nxt, last, host_ready, tenant, obj_free_slot, evict_heap, free, dirty = self._start(initial)
 
         out_objs: list[list[int]] = [None] * n   # per position
         swap_outs: list[tuple[int, int]] = []    # (slot, tensor)

@@ -100,6 +100,117 @@ def _numel(shape) -> int:
     return n
 
 
+def _dims(st: "_Step"):
+    """(builder, tokens, hidden, key/value width, llama?, batch, seq) of the step being emitted."""
+    cfg = st.cfg
+    return st.b, st.T, cfg.hidden, cfg.kv_heads * (cfg.hidden // cfg.heads), cfg.style == "llama", st.B, st.S
+
+
+def _forward_layer(st: "_Step", w: dict, x: int, p: str, rope) -> tuple[int, dict]:
+    """One decoder layer's forward ops from input x; returns (its output, what backward reads)."""
+    cfg = st.cfg
+    b, T, d, kvd, llama, batch, seq = _dims(st)
+    s = {"x": x}
+    if llama:
+        s["h1"], s["r1"] = b.op("rms_norm", [x, w["ln1"]], [(p + "h1", (T, d), ACT), (p + "rstd1", (T,), F32)],
+                                flops=4 * T * d)
+        q = st.matmul("matmul", s["h1"], w["wq"], p + "q", d)
+        k = st.matmul("matmul", s["h1"], w["wk"], p + "k", kvd)
+        s["v"] = st.matmul("matmul", s["h1"], w["wv"], p + "v", kvd)
+        s["q"], s["k"] = b.op("rope", [q, k, rope], [(p + "q_rot", (T, d), ACT), (p + "k_rot", (T, kvd), ACT)],
+                              flops=6 * T * (d + kvd))
+        attn_in = [s["q"], s["k"], s["v"]]
+    else:
+        s["h1"], s["r1"] = b.op("layer_norm", [x, w["ln1"], w["ln1_b"]],
+                                [(p + "h1", (T, d), ACT), (p + "ln1_stats", (T, 2), F32)], flops=8 * T * d)
+        s["qkv"] = st.matmul("matmul_bias", s["h1"], w["wqkv"], p + "qkv", 3 * d, [w["bqkv"]])
+        attn_in = [s["qkv"]]
+    s["o"], s["lse"] = b.op("flash_attention", attn_in,
+                            [(p + "attn_out", (T, d), ACT), (p + "lse", (batch, cfg.heads, seq), F32)],
+                            flops=2 * batch * seq * seq * d)          # 4 B S^2 d, halved by the causal mask
+    a = st.matmul("matmul" if llama else "matmul_bias", s["o"], w["wo"], p + "attn_proj", d,
+                  [] if llama else [w["bo"]])
+    s["x2"] = st.ew("add", [x, a], p + "x_mid", x)
+    if llama:
+        s["h2"], s["r2"] = b.op("rms_norm", [s["x2"], w["ln2"]],
+                                [(p + "h2", (T, d), ACT), (p + "rstd2", (T,), F32)], flops=4 * T * d)
+        s["g"] = st.matmul("matmul", s["h2"], w["wg"], p + "gate", cfg.ffn)
+        s["u"] = st.matmul("matmul", s["h2"], w["wu"], p + "up", cfg.ffn)
+        s["act"] = st.ew("swiglu", [s["g"], s["u"]], p + "swiglu", s["g"], flops_per=5)
+        m = st.matmul("matmul", s["act"], w["wd"], p + "down", d)
+    else:
+        s["h2"], s["r2"] = b.op("layer_norm", [s["x2"], w["ln2"], w["ln2_b"]],
+                                [(p + "h2", (T, d), ACT), (p + "ln2_stats", (T, 2), F32)], flops=8 * T * d)
+        s["f1"] = st.matmul("matmul_bias", s["h2"], w["w1"], p + "fc1", cfg.ffn, [w["b1"]])
+        s["act"] = st.ew("gelu", [s["f1"]], p + "gelu", s["f1"], flops_per=8)
+        m = st.matmul("matmul_bias", s["act"], w["w2"], p + "fc2", d, [w["b2"]])
+    x = st.ew("add", [s["x2"], m], p + "x_out", s["x2"])
+    return x, s
+
+
+def _norm_backward(st: "_Step", norm_bwd: str, dy: int, x: int, stats: int, weight: int, name: str,
+                   x_grad: str) -> int:
+    """A norm's backward: the gradient of its input x (returned, named x_grad) and the AdamW update of its
+    weight `name` (and, for a GPT layer norm, of its bias)."""
+    b, T, d = st.b, st.T, st.cfg.hidden
+    dxn, dw = b.op(norm_bwd, [dy, x, stats, weight],
+                   [(x_grad, (T, d), ACT, "gradient"), (name + ".grad", (d,), ACT, "gradient")], flops=8 * T * d)
+    st.adamw(name, dw)
+    if st.cfg.style != "llama":
+        (db,) = b.op("bias_grad", [dy], [(name + "_b.grad", (d,), ACT, "gradient")], flops=T * d)
+        st.adamw(name + "_b", db)
+    return dxn
+
+
+def _backward_layer(st: "_Step", w: dict, s: dict, p: str, dx: int, rope, norm_bwd: str) -> int:
+    """One decoder layer's backward ops (weight gradients and their AdamW updates); returns the gradient of
+    the layer's input."""
+    cfg = st.cfg
+    b, T, d, kvd, llama, batch, seq = _dims(st)
+    if llama:
+        st.weight_grad(p + "wd", s["act"], dx)
+        dact = st.matmul("matmul_dx", dx, w["wd"], p + "swiglu.grad", cfg.ffn)
+        dg, du = b.op("swiglu_bwd", [dact, s["g"], s["u"]],
+                      [(p + "gate.grad", (T, cfg.ffn), ACT, "gradient"),
+                       (p + "up.grad", (T, cfg.ffn), ACT, "gradient")], flops=10 * T * cfg.ffn)
+        st.weight_grad(p + "wg", s["h2"], dg)
+        st.weight_grad(p + "wu", s["h2"], du)
+        (dh2,) = b.op("matmul_dx", [dg, du, w["wg"], w["wu"]], [(p + "h2.grad", (T, d), ACT, "gradient")],
+                      flops=4 * T * cfg.ffn * d)
+    else:
+        st.weight_grad(p + "w2", s["act"], dx, bias=p + "b2")
+        dact = st.matmul("matmul_dx", dx, w["w2"], p + "gelu.grad", cfg.ffn)
+        (df1,) = b.op("gelu_bwd", [dact, s["f1"]], [(p + "fc1.grad", (T, cfg.ffn), ACT, "gradient")],
+                      flops=12 * T * cfg.ffn)
+        st.weight_grad(p + "w1", s["h2"], df1, bias=p + "b1")
+        dh2 = st.matmul("matmul_dx", df1, w["w1"], p + "h2.grad", d)
+    dx2n = _norm_backward(st, norm_bwd, dh2, s["x2"], s["r2"], w["ln2"], p + "ln2", p + "x_mid.grad_norm")
+    dx2 = st.ew("add", [dx, dx2n], p + "x_mid.grad", dx)
+    st.weight_grad(p + "wo", s["o"], dx2, bias=None if llama else p + "bo")
+    do = st.matmul("matmul_dx", dx2, w["wo"], p + "attn_out.grad", d)
+    if llama:
+        dq, dk, dv = b.op("flash_attention_bwd", [s["q"], s["k"], s["v"], s["o"], s["lse"], do],
+                          [(p + "q_rot.grad", (T, d), ACT, "gradient"),
+                           (p + "k_rot.grad", (T, kvd), ACT, "gradient"),
+                           (p + "v.grad", (T, kvd), ACT, "gradient")], flops=5 * batch * seq * seq * d)
+        dq, dk = b.op("rope_bwd", [dq, dk, rope], [(p + "q.grad", (T, d), ACT, "gradient"),
+                                                   (p + "k.grad", (T, kvd), ACT, "gradient")],
+                      flops=6 * T * (d + kvd))
+        st.weight_grad(p + "wq", s["h1"], dq)
+        st.weight_grad(p + "wk", s["h1"], dk)
+        st.weight_grad(p + "wv", s["h1"], dv)
+        (dh1,) = b.op("matmul_dx", [dq, dk, dv, w["wq"], w["wk"], w["wv"]],
+                      [(p + "h1.grad", (T, d), ACT, "gradient")], flops=2 * T * d * (d + 2 * kvd))
+    else:
+        (dqkv,) = b.op("flash_attention_bwd", [s["qkv"], s["o"], s["lse"], do],
+                       [(p + "qkv.grad", (T, 3 * d), ACT, "gradient")], flops=5 * batch * seq * seq * d)
+        st.weight_grad(p + "wqkv", s["h1"], dqkv, bias=p + "bqkv")
+        dh1 = st.matmul("matmul_dx", dqkv, w["wqkv"], p + "h1.grad", d)
+    dxn = _norm_backward(st, norm_bwd, dh1, s["x"], s["r1"], w["ln1"], p + "ln1", p + "x.grad_norm")
+    dx = st.ew("add", [dx2, dxn], p + "x.grad", dx2)
+    return dx
+
+
 def decoder_training_graph(cfg: DecoderConfig, batch: int, seq: int, name: str, layers: int | None = None):
     """The DataflowGraph of one training step of `cfg` (layers overrides cfg.layers)."""
     L = cfg.layers if layers is None else layers
@@ -138,42 +249,7 @@ def decoder_training_graph(cfg: DecoderConfig, batch: int, seq: int, name: str, 
     (x,) = b.op("embedding", embed_in, [("x0", (T, d), ACT)], flops=0 if llama else T * d)
     saved = []
     for i, w in enumerate(per_layer):
-        p = f"l{i}."
-        s = {"x": x}
-        if llama:
-            s["h1"], s["r1"] = b.op("rms_norm", [x, w["ln1"]], [(p + "h1", (T, d), ACT), (p + "rstd1", (T,), F32)],
-                                    flops=4 * T * d)
-            q = st.matmul("matmul", s["h1"], w["wq"], p + "q", d)
-            k = st.matmul("matmul", s["h1"], w["wk"], p + "k", kvd)
-            s["v"] = st.matmul("matmul", s["h1"], w["wv"], p + "v", kvd)
-            s["q"], s["k"] = b.op("rope", [q, k, rope], [(p + "q_rot", (T, d), ACT), (p + "k_rot", (T, kvd), ACT)],
-                                  flops=6 * T * (d + kvd))
-            attn_in = [s["q"], s["k"], s["v"]]
-        else:
-            s["h1"], s["r1"] = b.op("layer_norm", [x, w["ln1"], w["ln1_b"]],
-                                    [(p + "h1", (T, d), ACT), (p + "ln1_stats", (T, 2), F32)], flops=8 * T * d)
-            s["qkv"] = st.matmul("matmul_bias", s["h1"], w["wqkv"], p + "qkv", 3 * d, [w["bqkv"]])
-            attn_in = [s["qkv"]]
-        s["o"], s["lse"] = b.op("flash_attention", attn_in,
-                                [(p + "attn_out", (T, d), ACT), (p + "lse", (batch, cfg.heads, seq), F32)],
-                                flops=2 * batch * seq * seq * d)          # 4 B S^2 d, halved by the causal mask
-        a = st.matmul("matmul" if llama else "matmul_bias", s["o"], w["wo"], p + "attn_proj", d,
-                      [] if llama else [w["bo"]])
-        s["x2"] = st.ew("add", [x, a], p + "x_mid", x)
-        if llama:
-            s["h2"], s["r2"] = b.op("rms_norm", [s["x2"], w["ln2"]],
-                                    [(p + "h2", (T, d), ACT), (p + "rstd2", (T,), F32)], flops=4 * T * d)
-            s["g"] = st.matmul("matmul", s["h2"], w["wg"], p + "gate", cfg.ffn)
-            s["u"] = st.matmul("matmul", s["h2"], w["wu"], p + "up", cfg.ffn)
-            s["act"] = st.ew("swiglu", [s["g"], s["u"]], p + "swiglu", s["g"], flops_per=5)
-            m = st.matmul("matmul", s["act"], w["wd"], p + "down", d)
-        else:
-            s["h2"], s["r2"] = b.op("layer_norm", [s["x2"], w["ln2"], w["ln2_b"]],
-                                    [(p + "h2", (T, d), ACT), (p + "ln2_stats", (T, 2), F32)], flops=8 * T * d)
-            s["f1"] = st.matmul("matmul_bias", s["h2"], w["w1"], p + "fc1", cfg.ffn, [w["b1"]])
-            s["act"] = st.ew("gelu", [s["f1"]], p + "gelu", s["f1"], flops_per=8)
-            m = st.matmul("matmul_bias", s["act"], w["w2"], p + "fc2", d, [w["b2"]])
-        x = st.ew("add", [s["x2"], m], p + "x_out", s["x2"])
+        x, s = _forward_layer(st, w, x, f"l{i}.", rope)
         saved.append(s)
 
     norm_in = [x, lnf] if llama else [x, lnf, lnf_b]
@@ -193,70 +269,10 @@ def decoder_training_graph(cfg: DecoderConfig, batch: int, seq: int, name: str, 
         st.adamw("lm_head", dhead)
     dhf = st.matmul("matmul_dx", dlogits, head, "h_final.grad", d)
     norm_bwd = "rms_norm_bwd" if llama else "layer_norm_bwd"
-    dx, dlnf = b.op(norm_bwd, [dhf, x, rf, lnf], [("x_final.grad", (T, d), ACT, "gradient"),
-                                                   ("norm_f.grad", (d,), ACT, "gradient")], flops=8 * T * d)
-    st.adamw("norm_f", dlnf)
-    if not llama:
-        (dlnf_b,) = b.op("bias_grad", [dhf], [("norm_f_b.grad", (d,), ACT, "gradient")], flops=T * d)
-        st.adamw("norm_f_b", dlnf_b)
+    dx = _norm_backward(st, norm_bwd, dhf, x, rf, lnf, "norm_f", "x_final.grad")
 
     for i in reversed(range(L)):
-        w, s, p = per_layer[i], saved[i], f"l{i}."
-        if llama:
-            st.weight_grad(p + "wd", s["act"], dx)
-            dact = st.matmul("matmul_dx", dx, w["wd"], p + "swiglu.grad", cfg.ffn)
-            dg, du = b.op("swiglu_bwd", [dact, s["g"], s["u"]],
-                          [(p + "gate.grad", (T, cfg.ffn), ACT, "gradient"),
-                           (p + "up.grad", (T, cfg.ffn), ACT, "gradient")], flops=10 * T * cfg.ffn)
-            st.weight_grad(p + "wg", s["h2"], dg)
-            st.weight_grad(p + "wu", s["h2"], du)
-            (dh2,) = b.op("matmul_dx", [dg, du, w["wg"], w["wu"]], [(p + "h2.grad", (T, d), ACT, "gradient")],
-                          flops=4 * T * cfg.ffn * d)
-        else:
-            st.weight_grad(p + "w2", s["act"], dx, bias=p + "b2")
-            dact = st.matmul("matmul_dx", dx, w["w2"], p + "gelu.grad", cfg.ffn)
-            (df1,) = b.op("gelu_bwd", [dact, s["f1"]], [(p + "fc1.grad", (T, cfg.ffn), ACT, "gradient")],
-                          flops=12 * T * cfg.ffn)
-            st.weight_grad(p + "w1", s["h2"], df1, bias=p + "b1")
-            dh2 = st.matmul("matmul_dx", df1, w["w1"], p + "h2.grad", d)
-        ln2 = p + "ln2"
-        dx2n, dln2 = b.op(norm_bwd, [dh2, s["x2"], s["r2"], w["ln2"]],
-                          [(p + "x_mid.grad_norm", (T, d), ACT, "gradient"), (ln2 + ".grad", (d,), ACT, "gradient")],
-                          flops=8 * T * d)
-        st.adamw(ln2, dln2)
-        if not llama:
-            (db,) = b.op("bias_grad", [dh2], [(ln2 + "_b.grad", (d,), ACT, "gradient")], flops=T * d)
-            st.adamw(ln2 + "_b", db)
-        dx2 = st.ew("add", [dx, dx2n], p + "x_mid.grad", dx)
-        st.weight_grad(p + "wo", s["o"], dx2, bias=None if llama else p + "bo")
-        do = st.matmul("matmul_dx", dx2, w["wo"], p + "attn_out.grad", d)
-        if llama:
-            dq, dk, dv = b.op("flash_attention_bwd", [s["q"], s["k"], s["v"], s["o"], s["lse"], do],
-                              [(p + "q_rot.grad", (T, d), ACT, "gradient"),
-                               (p + "k_rot.grad", (T, kvd), ACT, "gradient"),
-                               (p + "v.grad", (T, kvd), ACT, "gradient")], flops=5 * batch * seq * seq * d)
-            dq, dk = b.op("rope_bwd", [dq, dk, rope], [(p + "q.grad", (T, d), ACT, "gradient"),
-                                                       (p + "k.grad", (T, kvd), ACT, "gradient")],
-                          flops=6 * T * (d + kvd))
-            st.weight_grad(p + "wq", s["h1"], dq)
-            st.weight_grad(p + "wk", s["h1"], dk)
-            st.weight_grad(p + "wv", s["h1"], dv)
-            (dh1,) = b.op("matmul_dx", [dq, dk, dv, w["wq"], w["wk"], w["wv"]],
-                          [(p + "h1.grad", (T, d), ACT, "gradient")], flops=2 * T * d * (d + 2 * kvd))
-        else:
-            (dqkv,) = b.op("flash_attention_bwd", [s["qkv"], s["o"], s["lse"], do],
-                           [(p + "qkv.grad", (T, 3 * d), ACT, "gradient")], flops=5 * batch * seq * seq * d)
-            st.weight_grad(p + "wqkv", s["h1"], dqkv, bias=p + "bqkv")
-            dh1 = st.matmul("matmul_dx", dqkv, w["wqkv"], p + "h1.grad", d)
-        ln1 = p + "ln1"
-        dxn, dln1 = b.op(norm_bwd, [dh1, s["x"], s["r1"], w["ln1"]],
-                         [(p + "x.grad_norm", (T, d), ACT, "gradient"), (ln1 + ".grad", (d,), ACT, "gradient")],
-                         flops=8 * T * d)
-        st.adamw(ln1, dln1)
-        if not llama:
-            (db,) = b.op("bias_grad", [dh1], [(ln1 + "_b.grad", (d,), ACT, "gradient")], flops=T * d)
-            st.adamw(ln1 + "_b", db)
-        dx = st.ew("add", [dx2, dxn], p + "x.grad", dx2)
+        dx = _backward_layer(st, per_layer[i], saved[i], f"l{i}.", dx, rope, norm_bwd)
 
     (demb,) = b.op("embedding_bwd", [dx, ids], [("embed.grad_lookup", (cfg.vocab, d), ACT, "gradient")], flops=T * d)
     if cfg.tied:

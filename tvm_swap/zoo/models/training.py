@@ -15,7 +15,7 @@ marks weights, states and their updates without guessing.
 Route: relax.transform.Gradient on the scalar loss function, then the optimizer's kernels appended to
 the adjoint's single dataflow block, each right after the last binding of its gradient (so the default
 order frees a gradient as soon as it is applied; the function does not return gradients).
-Checked numerically against numpy for all three optimizers in tests/test_zoo.py.
+Checked numerically against numpy for all three optimizers in tests/zoo/test_zoo.py.
 
 Optimizers (one elementwise kernel per parameter with all its outputs; lr etc. are constants):
 - "sgd":      p' = p - lr*g
