@@ -21,14 +21,12 @@ CEILING = 120
 # function (path:qualified name) -> the lines it may have until it is split. Each is held at its length
 # today; the arena walk waits for the arena split, the others for their owners' branches to land.
 EXCEPTIONS = {
-    "tvm_swap/planner/swapadvisor/arena.py:_ArenaWalk.run": 442,
+    "tvm_swap/planner/swapadvisor/arena.py:_ArenaWalk.run": 439,
     "tvm_swap/planner/exact.py:solve_exact": 213,
     "tvm_swap/planner/swapadvisor/encoding.py:locality_schedule": 133,
     "tvm_swap/planner/simulator.py:_run_streams": 132,
     "tvm_swap/frontends/mxnet_early.py:_infer": 131,
     "tvm_swap/planner/swapadvisor/ga.py:evolve": 129,
-    "tvm_swap/verify.py:_check_structure": 126,
-    "tvm_swap/early_floor.py:_floor_bounds": 123,
     "relay_passes/micro_batch.py:split_batch": 123,
 }
 

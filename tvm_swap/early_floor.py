@@ -389,6 +389,26 @@ def _legalize_calls(calls, target):
     return [(facts[n], o) for n, o in zip(names, originals_of)]
 
 
+class _UnionFind:
+    """Union-find over Relax vars (the views of one tensor share a root)."""
+
+    def __init__(self):
+        self.parent: dict = {}
+
+    def find(self, v):
+        while v in self.parent:
+            v = self.parent[v]
+        return v
+
+    def union(self, a, b):
+        ra, rb = self.find(a), self.find(b)
+        if ra is not rb:
+            self.parent[ra] = rb
+
+    def pair(self):
+        return self.find, self.union
+
+
 def _floor_bounds(mod, func_name, target):
     from tvm import relax
 
@@ -430,18 +450,7 @@ def _floor_bounds(mod, func_name, target):
     # made): parameters, and the results of single-kernel calls reading one of them (a kernel reading only
     # constants, e.g. zeros_like's, is folded); anything else counts as possibly constant. Views: union-find
     # over vars, a reshape kernel's result (or any result not surely a new tensor) joined to inputs of its size.
-    parent: dict = {}
-
-    def find(v):
-        while v in parent:
-            v = parent[v]
-        return v
-
-    def union(a, b):
-        ra, rb = find(a), find(b)
-        if ra is not rb:
-            parent[ra] = rb
-
+    find, union = _UnionFind().pair()
     sure = set(func.params)
     params = set(func.params)           # parameters and plain aliases of them: surely a kernel's inputs
     results = set(_vars_in(func.body.body))

@@ -69,27 +69,42 @@ class _Report:
             self.items.append(f"(more violations not listed; fix the first {MAX_VIOLATIONS})")
 
 
-def _check_structure(graph: DataflowGraph, plan: Plan, mem_limit, r: _Report) -> bool:
-    """Checks that need no replay. Returns False if indices are too broken to replay safely."""
-    ok = True
-    if plan.graph_fingerprint != graph.fingerprint():
-        r.add(f"plan was made for graph {plan.graph_name!r} (fingerprint {plan.graph_fingerprint}), "
-              f"not this graph {graph.name!r} (fingerprint {graph.fingerprint()}): re-plan for this graph")
-    n_ops, n_t = graph.num_ops, graph.num_tensors
-    sched = list(plan.schedule)
+def _check_schedule(graph: DataflowGraph, schedule, r: _Report) -> bool:
+    """The schedule is a permutation of the ops (False if not) in a topological order (reported)."""
+    n_ops, sched = graph.num_ops, list(schedule)
     if sorted(sched) != list(range(n_ops)):
         r.add(f"schedule is not a permutation of the graph's {n_ops} ops "
               f"(it has {len(sched)} entries, {len(set(sched))} distinct)")
-        ok = False
-    else:
-        pos = [0] * n_ops
-        for i, o in enumerate(sched):
-            pos[o] = i
-        for o, preds in enumerate(graph.op_preds()):
-            for p in preds:
-                if pos[p] > pos[o]:
-                    r.add(f"schedule is not topological: op {graph.ops[o].name!r} (position {pos[o]}) "
-                          f"reads an output of op {graph.ops[p].name!r} scheduled later (position {pos[p]})")
+        return False
+    pos = [0] * n_ops
+    for i, o in enumerate(sched):
+        pos[o] = i
+    for o, preds in enumerate(graph.op_preds()):
+        for p in preds:
+            if pos[p] > pos[o]:
+                r.add(f"schedule is not topological: op {graph.ops[o].name!r} (position {pos[o]}) "
+                      f"reads an output of op {graph.ops[p].name!r} scheduled later (position {pos[p]})")
+    return True
+
+
+def _check_inplace_pairs(graph: DataflowGraph, plan: Plan, r: _Report) -> bool:
+    """Every (op, out, in) the plan runs in place is a pair the graph allows (DataflowGraph.inplace_pairs)."""
+    ok, allowed = True, graph.inplace_pairs()
+    for o, y, x in plan.inplace:
+        if not 0 <= o < graph.num_ops or (y, x) not in allowed.get(o, ()):
+            r.add(f"the plan runs op {o} in place (output {y} over input {x}), which the graph does not allow: "
+                  f"only an elementwise kernel may overwrite an intermediate it reads (DataflowGraph.inplace_pairs)")
+            ok = False
+    return ok
+
+
+def _check_structure(graph: DataflowGraph, plan: Plan, mem_limit, r: _Report) -> bool:
+    """Checks that need no replay. Returns False if indices are too broken to replay safely."""
+    if plan.graph_fingerprint != graph.fingerprint():
+        r.add(f"plan was made for graph {plan.graph_name!r} (fingerprint {plan.graph_fingerprint}), "
+              f"not this graph {graph.name!r} (fingerprint {graph.fingerprint()}): re-plan for this graph")
+    n_ops, n_t, sched = graph.num_ops, graph.num_tensors, list(plan.schedule)
+    ok = _check_schedule(graph, sched, r)
     pool = plan.pool
     if getattr(pool, "kind", "size-classes") == "arena":
         if not _check_arena(pool, r):
@@ -104,12 +119,7 @@ def _check_structure(graph: DataflowGraph, plan: Plan, mem_limit, r: _Report) ->
     for what, lim in limits:
         if total > lim:
             r.add(f"pool needs {total} bytes (objects + workspace) but {what} is {lim} bytes")
-    allowed = graph.inplace_pairs()
-    for o, y, x in plan.inplace:
-        if not 0 <= o < n_ops or (y, x) not in allowed.get(o, ()):
-            r.add(f"the plan runs op {o} in place (output {y} over input {x}), which the graph does not allow: "
-                  f"only an elementwise kernel may overwrite an intermediate it reads (DataflowGraph.inplace_pairs)")
-            ok = False
+    ok = _check_inplace_pairs(graph, plan, r) and ok
     max_ws = max((op.workspace for op in graph.ops), default=0)
     if pool.workspace_bytes < max_ws:
         r.add(f"pool workspace is {pool.workspace_bytes} bytes but an op needs {max_ws} bytes of workspace")

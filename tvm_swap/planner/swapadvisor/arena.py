@@ -910,6 +910,25 @@ class _ArenaWalk:
             prod_slot[t] = i
             return sid
 
+        def release_or_requeue(t: int, nu: int, i: int) -> None:
+            """After the op at slot i touched t (next use nu): dropped when never used again, else a victim
+            candidate again. An update of a kept pair plays its param next iteration: a victim, the furthest."""
+            nonlocal resident
+            if t in pair_new and nu == _NEVER:
+                nu = n + first_pos[old_of_new[t]]
+                nxt[t] = nu
+            if nu == _NEVER:
+                sid = loc[t]
+                drops.append((i, t, sid))
+                stay_last[sid] = i
+                if host_ready[t] != -2 and host_ready[t] < i:
+                    host_ready[t] = i
+                loc[t] = -1
+                resident -= size[t]
+                group_res[group[t]] -= size[t]
+            else:
+                heappush(heaps[group[t]], (-(nu + bias[t]), nu, t))
+
         def rebuild(t: int, i: int) -> None:
             """Recompute t right before the op at slot i, its producer's inputs made resident first (held for
             this slot: a rebuild's inputs are never victims while it runs). t is pending, or an input of a
@@ -986,18 +1005,8 @@ class _ArenaWalk:
                         outs.append(sid)
                         inplace.append((op, t, x))
                         continue
-                    need = size[t]
-                    make_room(need, i, group[t])
-                    sid = len(stay_t)
-                    stay_t.append(t)
-                    stay_first.append(i)
-                    stay_last.append(-2)
-                    loc[t] = sid
-                    nxt[t] = i
-                    resident += need
-                    group_res[group[t]] += need
-                    prod_slot[t] = i
-                    outs.append(sid)
+                    make_room(size[t], i, group[t])
+                    outs.append(new_stay(t, i))
                 out_stays[i] = outs
                 usage_set(ub, ul, um, i, resident)
                 for k in range(a, b):
@@ -1013,20 +1022,7 @@ class _ArenaWalk:
                         host_ready[t] = i
                     if t in pin:
                         continue
-                    if t in pair_new and nu == _NEVER:    # plays its param next iteration: a victim, the furthest
-                        nu = n + first_pos[old_of_new[t]]
-                        nxt[t] = nu
-                    if nu == _NEVER:
-                        sid = loc[t]
-                        drops.append((i, t, sid))
-                        stay_last[sid] = i
-                        if host_ready[t] != -2 and host_ready[t] < i:
-                            host_ready[t] = i
-                        loc[t] = -1
-                        resident -= size[t]
-                        group_res[group[t]] -= size[t]
-                    else:
-                        heappush(heaps[group[t]], (-(nu + bias[t]), nu, t))
+                    release_or_requeue(t, nu, i)
                 for t, nu in rb_extra:             # brought back for a rebuild only: the same bookkeeping
                     if loc[t] < 0:
                         continue
@@ -1034,20 +1030,7 @@ class _ArenaWalk:
                     nxt[t] = nu
                     if t in pin:
                         continue
-                    if t in pair_new and nu == _NEVER:
-                        nu = n + first_pos[old_of_new[t]]
-                        nxt[t] = nu
-                    if nu == _NEVER:
-                        sid = loc[t]
-                        drops.append((i, t, sid))
-                        stay_last[sid] = i
-                        if host_ready[t] != -2 and host_ready[t] < i:
-                            host_ready[t] = i
-                        loc[t] = -1
-                        resident -= size[t]
-                        group_res[group[t]] -= size[t]
-                    else:
-                        heappush(heaps[group[t]], (-(nu + bias[t]), nu, t))
+                    release_or_requeue(t, nu, i)
                 rb_extra.clear()
             # kept pairs: an update evicted mid-iteration comes back by the end (it plays its param next
             # iteration); a param whose old value or update left mid-iteration is read from the host some
