@@ -88,7 +88,8 @@ def test_a_time_budget_shares_the_islands_and_still_plans():
                    seed=0)
     assert p.verified
     isl = {i["name"]: i for i in p.search["islands"]}
-    assert set(isl) == {"swap-only", "hybrid", "size-classes", "partly-cooled"}    # (a small graph: polish on)
+    # (a small graph, polish on: the hybrid and partly-cooled islands where their seeds say they pay)
+    assert {"swap-only", "size-classes"} <= set(isl) <= {"swap-only", "hybrid", "size-classes", "partly-cooled"}
     assert all(i["evaluations"] > 0 for i in isl.values())
     assert p.search["polish"]["from_s"] == min(i["best_s"] for i in isl.values())
     assert p.predicted["time_s"] == p.search["polish"]["to_s"] <= p.search["polish"]["from_s"]

@@ -1495,7 +1495,9 @@ def _rounds_memo(walk: _ArenaWalk, arena_bytes: int, genes: ArenaGenes, pinned):
         ref, sched, size, hit, end_kept = _LAST_ROUNDS[0]
         if ref() is walk.gi and size == arena_bytes and np.array_equal(sched, walk.sched):
             walk.end_kept = list(end_kept)
-            return hit
+            # the caller's own genes (plain genes differ only in `partly`, which _cooled reads from them): the
+            # remembered ones made a plain genome's time depend on whether a partly one was timed first
+            return (*hit[:-1], (*hit[-1][:3], genes))
     _LAST_ROUNDS.clear()          # (a failed decision raises before it is kept: it is cheap to fail again)
     hit = _rounds(walk, arena_bytes, genes, pinned)
     _LAST_ROUNDS.append((weakref.ref(walk.gi), np.asarray(walk.sched, dtype=np.int64), arena_bytes, hit,

@@ -305,12 +305,14 @@ def best_genome(islands: list[GeneticSearch]) -> Genome:
 
 def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: int | None = None,
            workers: int | None = None, progress: bool = False, executor: str = "processes",
-           ray_address: str | None = None) -> SearchResult:
+           ray_address: str | None = None, stop_at_s: float | None = None) -> SearchResult:
     """Evolve one or more islands that share an evaluator (and its time cache) side by side; each island
     draws only from its own rng, in the same order as alone, and nothing passes between islands but genome
     times (the same for the same key), so each island's search is its search alone at the same generations.
     A generation breeds every island's crossovers (interleaved, evaluated as one batch), then selects each
-    island. The result is the fastest island's best genome (the first island's on a tie)."""
+    island. The result is the fastest island's best genome (the first island's on a tie).
+    stop_at_s: the search ends (before `generations`, or the budget) once the best genome is at most this
+    fast: the caller passes the lower bound (no genome can beat it), so what is left could not win."""
     ev = islands[0].ev
     assert all(isl.ev is ev for isl in islands), "islands share one evaluator"
     t0 = time.perf_counter()
@@ -379,6 +381,8 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
         interrupted = False
         try:
             while True:
+                if stop_at_s is not None and best_genome(islands).time_s <= stop_at_s:
+                    break               # at the lower bound: no generation can win
                 if generations is not None:
                     if gen >= generations:
                         break
