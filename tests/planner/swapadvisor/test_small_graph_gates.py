@@ -12,12 +12,24 @@ import fuzz  # noqa: E402
 from tvm_swap.devices import get_device  # noqa: E402
 from tvm_swap.planner import plan_graph  # noqa: E402
 from tvm_swap.planner.swapadvisor.ga import Evaluator, GASettings, Genome  # noqa: E402
-from tvm_swap.planner.swapadvisor.islands import partly_cooled_island  # noqa: E402
+from tvm_swap.planner.bounds import noswap_peak  # noqa: E402
+from tvm_swap.planner.swapadvisor.islands import hybrid_islands, partly_cooled_island  # noqa: E402
+from tvm_swap.planner.swapadvisor.planners import SMALL_STOP_GAP  # noqa: E402
+from tvm_swap.planner.swapadvisor.seed_order import first_generation  # noqa: E402
+from tvm_swap.testing import random_op_times, random_training_graph  # noqa: E402
 
 
 def _plan(case, generations=1):
     return plan_graph(case.graph, case.limit, device=case.device, op_time=case.op_time, planner="swapadvisor",
                       seed=0, generations=generations, workers=1, alignment=case.alignment)
+
+
+def _training_case():
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    g = random_training_graph(rng, n_layers=12, width_bytes=[1 << 20, 4 << 20], with_updates=True)
+    return g, random_op_times(g, rng), int(0.5 * noswap_peak(g))
 
 
 def _islands(plan):
@@ -48,11 +60,33 @@ def test_a_plain_genomes_time_does_not_depend_on_the_genome_timed_before_it():
 
 
 def test_the_search_stops_at_the_lower_bound():
-    case = fuzz.draw_case(6)       # a seed reaches the bound: no generation could win
+    case = fuzz.draw_case(6)       # a seed is within SMALL_STOP_GAP of the bound: what is left could win less
     plan = _plan(case, generations=3)
     p = plan.predicted
-    assert p["time_s"] <= p["lower_bound_s"] * (1 + 1e-9)
+    assert p["time_s"] <= p["lower_bound_s"] * (1 + SMALL_STOP_GAP)
     assert plan.search["generations"] == 0 and "polish" not in plan.search
+
+
+def test_the_first_generation_times_the_recompute_seeds_first_where_swap_only_falls_short():
+    g, t, limit = _training_case()
+    dev = get_device("v100-16gb")
+    ev = Evaluator(g, t, dev, limit, 256, pool="arena", recompute=True)
+    islands = hybrid_islands(g, t, dev, limit, 256, 0, GASettings(), ev)
+    assert [i.name for i in islands] == ["swap-only", "hybrid"]
+    seeds = [isl.seed_genomes() for isl in islands]
+    for isl, named in zip(islands, seeds):
+        isl.pop = [g for _, g in named] + [isl.random_genome() for _ in range(3)]
+    name_of = {id(g): n for named in seeds for n, g in named}
+    for rc_first in (False, True):
+        seeded, rest = first_generation(islands, seeds, rc_first)
+        names = [name_of[id(g)] for _, g in seeded]
+        assert sorted(names) == sorted(name_of[id(g)] for named in seeds for _, g in named)
+        assert len(rest) == 6 and all(id(g) not in name_of for _, g in rest)
+        # one schedule per seed before the variants
+        k = next(i for i, n in enumerate(names) if "+" in n)
+        assert all("+" in n for n in names[k:])
+        rc = [n for n in names if n.startswith("recompute")]
+        assert rc and names[0] == (rc[0] if rc_first else "nosearch")
 
 
 def test_the_hybrid_island_runs_where_a_recompute_seed_beats_the_swap_only_seeds():

@@ -39,6 +39,7 @@ from .encoding import Allocation, AllocationSpace, crossover_schedules, locality
 from ..graphindex import GraphIndex
 from ..recompute import MAX_CHAIN_DEPTH
 from .executors import Done, make_pool
+from .seed_order import first_generation
 from .swapplan import SwapPlanScorer
 
 
@@ -298,6 +299,11 @@ def _collect(known: dict, pending: dict) -> None:
     pending.clear()
 
 
+def best_time(islands: list[GeneticSearch]) -> float:
+    """The fastest time any island's population holds (inf before any is timed)."""
+    return min((g.time_s for isl in islands for g in isl.pop), default=math.inf)
+
+
 def best_genome(islands: list[GeneticSearch]) -> Genome:
     """The fastest genome of all islands; on a tie the earlier island's (min keeps the first)."""
     return min((isl.pop[0] for isl in islands if isl.pop), key=lambda g: g.time_s)
@@ -305,14 +311,16 @@ def best_genome(islands: list[GeneticSearch]) -> Genome:
 
 def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: int | None = None,
            workers: int | None = None, progress: bool = False, executor: str = "processes",
-           ray_address: str | None = None, stop_at_s: float | None = None) -> SearchResult:
+           ray_address: str | None = None, stop_at_s: float | None = None,
+           recompute_first: bool = False) -> SearchResult:
     """Evolve one or more islands that share an evaluator (and its time cache) side by side; each island
     draws only from its own rng, in the same order as alone, and nothing passes between islands but genome
     times (the same for the same key), so each island's search is its search alone at the same generations.
     A generation breeds every island's crossovers (interleaved, evaluated as one batch), then selects each
     island. The result is the fastest island's best genome (the first island's on a tie).
     stop_at_s: the search ends (before `generations`, or the budget) once the best genome is at most this
-    fast: the caller passes the lower bound (no genome can beat it), so what is left could not win."""
+    fast: the caller passes the lower bound (no genome can beat it), so what is left could not win.
+    recompute_first: the first generation times the recompute seeds before the others (seed_order.py)."""
     ev = islands[0].ev
     assert all(isl.ev is ev for isl in islands), "islands share one evaluator"
     t0 = time.perf_counter()
@@ -341,10 +349,11 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
         for _, g in items:
             g.time_s = known[g.key()]
 
+    at_floor = lambda: stop_at_s is not None and best_time(islands) <= stop_at_s   # noqa: E731
     try:
-        # every island's seeds before any random genome: under a time budget the seeds come first
-        first = [(isl, g) for isl, named in zip(islands, seeds) for g in isl.pop[:len(named)]] \
-            + [(isl, g) for isl, named in zip(islands, seeds) for g in isl.pop[len(named):]]
+        # every island's seeds before any random genome, the likeliest first (seed_order.py)
+        seeded, rest = first_generation(islands, seeds, recompute_first)
+        first = seeded + rest
         if generations is None:
             # a time budget also bounds the first generation (seeds first, a worker's batch at a time):
             # on large graphs each evaluation can take seconds
@@ -357,12 +366,17 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
                 # stop when the next batch and the final plan (about 3 evaluations) would not fit; the
                 # first batch also starts the workers, so it only stops a search already past its budget
                 batch_s = time.perf_counter() - b_start if k else 0.0
-                if time.perf_counter() - t0 + 4 * batch_s > budget_s:
+                if time.perf_counter() - t0 + 4 * batch_s > budget_s or at_floor():
                     break
             for isl in islands:
                 isl.pop = [g for i, g in done_first if i is isl]
         else:
-            evaluate(first)
+            evaluate(seeded)
+            if at_floor():          # a seed is at the bound: the random genomes could not win
+                for isl in islands:
+                    isl.pop = [g for i, g in seeded if i is isl]
+            else:
+                evaluate(rest)
         seed_times: dict = {}
         for named in seeds:
             for name, g in named:
@@ -381,7 +395,7 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
         interrupted = False
         try:
             while True:
-                if stop_at_s is not None and best_genome(islands).time_s <= stop_at_s:
+                if at_floor():
                     break               # at the lower bound: no generation can win
                 if generations is not None:
                     if gen >= generations:

@@ -82,7 +82,7 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
     # the search stops at the lower bound (nothing can beat it; bounds.py holds for recomputing plans too), and
     # on small graphs the extras run only where the gap to it leaves them something to win (POLISH_MIN_GAP)
     floor_s = lower_bound(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment)
-    at_floor_s = floor_s * (1 + AT_BOUND_RTOL)
+    at_floor_s = floor_s * (1 + (SMALL_STOP_GAP if small else AT_BOUND_RTOL))
     if polish and small and best_seed_time(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment,
                                            ctx.seed, ev, islands[0].space) > floor_s * (1 + POLISH_MIN_GAP):
         # small graphs: the search again with partly cooled placements, as an island (islands.py)
@@ -96,7 +96,8 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
         budget *= 1 - POLISH_TIME_SHARE
     res = evolve(islands, budget_s=budget, generations=ctx.generations, workers=ctx.workers,
                  progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
-                 ray_address=ctx.options.get("ray_address"), stop_at_s=at_floor_s)
+                 ray_address=ctx.options.get("ray_address"), stop_at_s=at_floor_s,
+                 recompute_first=recompute and ctx.generations is None and swap_only_falls_short(ctx))
     polished = None
     if polish and not res.interrupted and res.best.time_s > floor_s * (1 + (POLISH_MIN_GAP if small else 0)):
         polished = _polish(ev, islands, res, small, deadline)
@@ -148,6 +149,25 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
         if t < res.best.time_s:
             res.best = Genome(g.schedule, alloc, t)
     return {"evaluations": n, "from_s": from_s, "to_s": res.best.time_s, "recompute_flips": flips}
+
+
+# small graphs (POLISH_MAX_OPS): the search also stops within this share of the lower bound, where the rest of
+# it could win at most that much (an evaluation costs milliseconds there, and a plan should too)
+SMALL_STOP_GAP = 0.01
+
+# under a time budget the recompute seeds are timed first (seed_order.py) where swap-only plans can reach at most
+# this share of the ideal time: the activation-aware bound (tight_bound.py, swap-only) says so before any
+# evaluation (NasNet-25@16 at 16 GB: 0.31; BERT-large@32 0.95, Inception-4@32 0.99, BRNN-4-8K@64 1.0)
+RECOMPUTE_FIRST_BELOW = 0.8
+
+
+def swap_only_falls_short(ctx: PlanningContext) -> bool:
+    """Whether no swap-only plan can reach RECOMPUTE_FIRST_BELOW of the ideal time (tight_bound.py)."""
+    from ..bounds import ideal_time
+    from ..tight_bound import tight_lower_bound
+
+    tight = tight_lower_bound(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment)
+    return tight > 0 and ideal_time(ctx.graph, ctx.op_time) < RECOMPUTE_FIRST_BELOW * tight
 
 
 # small graphs: the polish and the partly-cooled island run only where the best genome (the best seed, for the
