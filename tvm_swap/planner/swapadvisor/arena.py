@@ -1860,10 +1860,18 @@ def _judge(gi: GraphIndex, schedule: np.ndarray, op_time, device):
     op_time = np.asarray(op_time, dtype=np.float64)
     nbytes = gi.graph.tensor_bytes().astype(np.float64)
 
+    seen: dict = {}     # (decisions, offsets) -> (decisions, seconds): one evaluation judges a placement up to 3x
+
     def judge(d: _Decisions, offsets, sizes) -> float:
-        return float(simulate_time(pack_decisions(len(schedule), schedule, d.out_stays, d.swap_outs, d.drops,
-                                                  d.swap_ins, gi.op_ptr, gi.op_tensors, gi.op_nin, op_time, nbytes,
-                                                  ranges=(offsets, sizes), recomputes=d.recomputes), device))
+        k = (id(d), tuple(offsets))
+        hit = seen.get(k)
+        if hit is not None and hit[0] is d:
+            return hit[1]
+        t = float(simulate_time(pack_decisions(len(schedule), schedule, d.out_stays, d.swap_outs, d.drops,
+                                               d.swap_ins, gi.op_ptr, gi.op_tensors, gi.op_nin, op_time, nbytes,
+                                               ranges=(offsets, sizes), recomputes=d.recomputes), device))
+        seen[k] = (d, t)        # (d kept alive with it, so its id is not reused within this evaluation)
+        return t
     return judge
 
 

@@ -184,6 +184,9 @@ class GeneticSearch:
         self.evaluations = 0                    # genomes this island sent to be simulated
         self.name = name
         self.pop: list[Genome] = []
+        # islands with the same `rivals` tag: after the first generation only the one with the fastest genome
+        # goes on (the others stop breeding); None: none
+        self.rivals: str | None = None
 
     # ---- genomes ----
     def seed_genomes(self) -> list[tuple[str, Genome]]:
@@ -299,6 +302,19 @@ def _collect(known: dict, pending: dict) -> None:
     pending.clear()
 
 
+def _settle_rivals(islands: list[GeneticSearch]) -> None:
+    """Of each set of rival islands (GeneticSearch.rivals), only the one whose best genome is fastest (the first
+    on a tie) keeps its population; the others stop (an empty population breeds nothing)."""
+    tags = {isl.rivals for isl in islands if isl.rivals is not None}
+    for tag in tags:
+        group = [isl for isl in islands if isl.rivals == tag]
+        timed = [isl for isl in group if isl.pop]
+        keep = min(timed, key=lambda isl: isl.pop[0].time_s) if timed else None
+        for isl in group:
+            if isl is not keep:
+                isl.pop = []
+
+
 def best_time(islands: list[GeneticSearch]) -> float:
     """The fastest time any island's population holds (inf before any is timed)."""
     return min((g.time_s for isl in islands for g in isl.pop), default=math.inf)
@@ -366,8 +382,9 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
                 # stop when the next batch and the final plan (about 3 evaluations) would not fit; the
                 # first batch also starts the workers, so it only stops a search already past its budget
                 batch_s = time.perf_counter() - b_start if k else 0.0
-                if time.perf_counter() - t0 + 4 * batch_s > budget_s or at_floor():
-                    break
+                if (time.perf_counter() - t0 + 4 * batch_s > budget_s or at_floor()) \
+                        and math.isfinite(best_time(islands)):
+                    break           # (not before a plan: a seed that does not fit times inf)
             for isl in islands:
                 isl.pop = [g for i, g in done_first if i is isl]
         else:
@@ -384,6 +401,7 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
                     seed_times.setdefault(name, g.time_s)
         for isl in islands:
             isl.pop = isl.select(isl.pop, isl.s.population)
+        _settle_rivals(islands)
         elapsed = time.perf_counter() - t0
         history = [[0, round(elapsed, 4), best_genome(islands).time_s]]
         per_eval = elapsed / max(1, sum(len(isl.pop) for isl in islands))   # wall seconds per genome, workers included

@@ -44,7 +44,7 @@ from .encoding import AllocationSpace
 from .ga import Evaluator, GASettings, Genome, GeneticSearch, best_genome, best_seed_time, evolve
 from ..bounds import lower_bound
 from .islands import (hybrid_islands, island_summary, partly_cooled_island, recompute_pays,
-                      size_class_island)
+                      size_class_islands)
 from .polish import POLISH_MAX_OPS, POLISH_TIME_SHARE, POLISH_SHARE, fewer_recomputes, polish_memory
 from .swapplan import plan_swaps
 
@@ -73,18 +73,18 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
                                  settings, evaluator=ev)]
     if ctx.pool == "arena" and size_class_island_option(ctx):
         # the size-class search as one more island: never slower than pool="size-classes" (islands.py)
-        sc = size_class_island(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed,
-                               settings, ev, ctx.options.get("keep_updated"))
-        if sc is not None:
-            islands.append(sc)
+        islands += size_class_islands(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed,
+                                      settings, ev, ctx.options.get("keep_updated"),
+                                      choose_now=ctx.generations is not None)
     polish = ctx.pool == "arena" and polish_option(ctx)
     small = ev.gi.n_ops <= POLISH_MAX_OPS
     # the search stops at the lower bound (nothing can beat it; bounds.py holds for recomputing plans too), and
     # on small graphs the extras run only where the gap to it leaves them something to win (POLISH_MIN_GAP)
     floor_s = lower_bound(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment)
     at_floor_s = floor_s * (1 + (SMALL_STOP_GAP if small else AT_BOUND_RTOL))
-    if polish and small and best_seed_time(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment,
-                                           ctx.seed, ev, islands[0].space) > floor_s * (1 + POLISH_MIN_GAP):
+    if polish and ev.gi.n_ops <= PARTLY_MAX_OPS and best_seed_time(
+            ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed, ev,
+            islands[0].space) > floor_s * (1 + POLISH_MIN_GAP):
         # small graphs: the search again with partly cooled placements, as an island (islands.py)
         islands.append(partly_cooled_island(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment,
                                             ctx.seed, settings, ev))
@@ -131,11 +131,12 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
     search having run for 1 - POLISH_TIME_SHARE of it) no evaluation starts after the deadline."""
     plain = [isl for isl in islands if isl.name != "hybrid"]
     if small:
-        # the best genome only: measured on 300 fuzz graphs, the other islands' bests polished moved no plan
-        # (scripts/bench_small_graphs.py) for half the polish's evaluations
+        # the best genome only (the other islands' bests too doubled to quadrupled the polish's evaluations; on
+        # 87 fuzz graphs the whole polish moved 5 plans, by at most 0.8%: scripts/bench_small_graphs.py)
         starts = [(res.best, None)]
     else:
-        own = best_genome(plain)
+        # (under a budget that timed the recompute seeds first, the other islands may hold no genome yet)
+        own = best_genome(plain) if any(isl.pop for isl in plain) else res.best
         starts = [(own, int(POLISH_SHARE * sum(isl.evaluations for isl in plain)))]
         if res.best is not own:
             starts.append((res.best, int(POLISH_SHARE * res.evaluations)))
@@ -176,6 +177,11 @@ def swap_only_falls_short(ctx: PlanningContext) -> bool:
 # plans, by 0.0-0.8% (gaps to the bound before it 1.0001-1.28), the partly-cooled island won 3, by 0.05-0.3%,
 # for 64% of the CPU; the median gap is 0.6%. (bench_gap's dag132@0.4, where the grid won 13%, is 16% off.)
 POLISH_MIN_GAP = 0.05
+# ... and the partly-cooled island only on graphs of at most this many ops: its wins were measured on bench_gap's
+# dags of 8-21 ops (dag110@0.4: 5.51 -> 5.27-5.37 ms; dag96, dag100: 2-3%), none on the fuzz graphs above 5% off
+# the bound, while its evaluations (up to arena.PARTLY_COOLED_TRIES placements each) were 40% of the CPU of the
+# fuzz's far-off graphs of 24-60 ops (scripts/bench_small_graphs.py)
+PARTLY_MAX_OPS = 24
 
 # the search ends once its best is within this relative distance of the lower bound (bounds.lower_bound): the
 # simulator and the bound add the same terms in different orders, so "at the bound" is up to rounding
