@@ -22,6 +22,17 @@ the arena search alone ended below the size-class search (0.759 vs 0.786 of idea
 size-class CLS/CNT search climbs from its best seed (0.677) faster than the arena genomes do from theirs (0.726);
 the arena's own plans lose 2.1-2.7 GiB of the 14.9 GiB arena to placement fragmentation (islands.py).
 
+What runs depends on what it can win (issue 28; small graphs had become 10x dearer to plan than a month before,
+for plans 0-34% faster): the search stops once its best is at the lower bound (bounds.lower_bound, which holds
+for recomputing plans too; within SMALL_STOP_GAP on graphs of up to polish.POLISH_MAX_OPS ops, where the seeds are
+timed first and the random genomes skipped when one is there). On those small graphs the hybrid island runs only
+where one of its recompute seeds beats every swap-only seed (islands.recompute_pays), the polish (of the best
+genome only) and the partly-cooled island (up to PARTLY_MAX_OPS ops) only where the best genome is more than
+POLISH_MIN_GAP off the bound. Side by side with 533543e over 300 fuzz graphs of 3-60 ops at 3 generations
+(scripts/bench_small_graphs.py, benchmarks/small_graphs.md): see there for the CPU per plan and plan times.
+Under a time budget the first generation is timed in the order of what it is likely worth (seed_order.py) and the
+size-class island's keep-updated choice is made on the workers (islands.size_class_islands).
+
 Defaults (RECOMPUTE_DEFAULT): on for `swapadvisor` in the arena pool (on the issue's points with 3
 generations, benchmarks/recompute.md: 1.01x to 1.52x swap-only, 0.99x on
 RNN-8-8K@256, where the two searches diverged); off for `swapadvisor-nosearch` (its fixed rule, recompute whatever
