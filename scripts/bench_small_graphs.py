@@ -8,8 +8,8 @@ The cases are scripts/fuzz.py's (its graph, op times, device, alignment and limi
 graphs of 3-60 ops, the first `--n` of them; each is planned by `swapadvisor` with the default settings at a
 fixed number of generations (`--generations`, default 3), one worker (in-process), GA seed `--seed`. Each
 checkout plans in a process of its own (its tree first on sys.path, so it imports its own tvm_swap and its own
-fuzz generator); the driver sends each case to both in turn, base first, so a loaded machine weighs on both
-alike. CPU is time.process_time() around plan_graph in the child, not wall time. A case one checkout refuses
+fuzz generator); the driver sends each case to both at once and waits for both, so a loaded machine weighs on
+both alike. CPU is time.process_time() around plan_graph in the child, not wall time. A case one checkout refuses
 (the arena floor above the fuzz's limit) is left out of both.
 
 Prints a table (CPU per plan, the ratio, plan time new/base: median, worst, how many slower) and writes
@@ -78,13 +78,19 @@ def start(tree: str, options: dict, args) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
 
-def ask(p: subprocess.Popen, k: int) -> dict:
-    p.stdin.write(f"{k}\n")
-    p.stdin.flush()
-    line = p.stdout.readline()
-    if not line:
-        raise SystemExit(f"a child stopped at case {k}: see its error above")
-    return json.loads(line)
+def ask(procs: dict, k: int) -> dict:
+    """Case k to every child at once (they plan it side by side, a core each where there are two), then
+    their answers."""
+    for p in procs.values():
+        p.stdin.write(f"{k}\n")
+        p.stdin.flush()
+    got = {}
+    for side, p in procs.items():
+        line = p.stdout.readline()
+        if not line:
+            raise SystemExit(f"the {side} child stopped at case {k}: see its error above")
+        got[side] = json.loads(line)
+    return got
 
 
 def median(xs: list[float]) -> float:
@@ -103,6 +109,11 @@ def main(argv=None) -> int:
     ap.add_argument("--generations", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0, help="the GA's seed")
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "small_graphs.json"))
+    ap.add_argument("--resume", help="a .partial.jsonl of an earlier run (same checkouts and settings): its cases "
+                    "are kept and the run goes on after them")
+    ap.add_argument("--first-case", type=int, default=0, help="the first fuzz seed drawn (to split a run in two)")
+    ap.add_argument("--merge", nargs="+", help="only summarize: the .partial.jsonl files of runs split by "
+                    "--first-case (same checkouts and settings)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--child-options", default="{}", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -112,15 +123,25 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT))
     from tvm_swap.provenance import git_commit
 
+    if args.merge:
+        rows = [json.loads(line) for f in args.merge for line in Path(f).read_text().splitlines() if line.strip()]
+        rows = sorted({r["case"]: r for r in rows}.values(), key=lambda r: r["case"])[:args.n]
+        return summarize(rows, args, git_commit())
     procs = {"base": start(args.base, json.loads(args.base_options), args),
              "new": start(args.new, json.loads(args.new_options), args)}
     rows, k = [], 0
     partial = Path(args.json).with_suffix(".partial.jsonl")     # each case as it comes (a long run, read early)
     partial.parent.mkdir(parents=True, exist_ok=True)
+    k = args.first_case
+    if args.resume:         # the cases a cut-short run of the same checkouts and settings finished
+        rows = [json.loads(line) for line in Path(args.resume).read_text().splitlines() if line.strip()]
+        k = max((r["case"] for r in rows), default=-1) + 1
     log = partial.open("w")
+    for r in rows:
+        log.write(json.dumps(r) + "\n")
     try:
         while len(rows) < args.n:
-            got = {side: ask(p, k) for side, p in procs.items()}
+            got = ask(procs, k)
             k += 1
             b, n = got["base"], got["new"]
             if (b["ops"], b["limit"]) != (n["ops"], n["limit"]):
@@ -137,6 +158,11 @@ def main(argv=None) -> int:
         for p in procs.values():
             p.stdin.close()
             p.wait()
+    return summarize(rows, args, git_commit())
+
+
+def summarize(rows: list, args, commit: str) -> int:
+    """Print the table and write the JSON."""
     cpu_b = sum(r["base"]["cpu_s"] for r in rows)
     cpu_n = sum(r["new"]["cpu_s"] for r in rows)
     ratio = [r["new"]["time_s"] / r["base"]["time_s"] for r in rows]
@@ -155,7 +181,7 @@ def main(argv=None) -> int:
     print(f"| {summary['base_cpu_per_plan_s']:.3f} | {summary['new_cpu_per_plan_s']:.3f} | {summary['cpu_ratio']:.3f} "
           f"| {summary['time_ratio_median']:.4f} | {summary['time_ratio_worst']:.4f} ({summary['worst_case']}) "
           f"| {summary['slower']} | {summary['faster']} |")
-    out = {"commit": git_commit(), "base": args.base, "new": args.new, "base_options": json.loads(args.base_options),
+    out = {"commit": commit, "base": args.base, "new": args.new, "base_options": json.loads(args.base_options),
            "new_options": json.loads(args.new_options), "summary": summary, "cases": rows}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(out, indent=1))

@@ -142,9 +142,11 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
     search having run for 1 - POLISH_TIME_SHARE of it) no evaluation starts after the deadline."""
     plain = [isl for isl in islands if isl.name != "hybrid"]
     if small:
-        # the best genome only (the other islands' bests too doubled to quadrupled the polish's evaluations; on
-        # 87 fuzz graphs the whole polish moved 5 plans, by at most 0.8%: scripts/bench_small_graphs.py)
-        starts = [(res.best, None)]
+        # the fastest genome the grid can move only (each island's best doubled to quadrupled the polish's
+        # evaluations; on 87 fuzz graphs the whole polish moved 5 plans: scripts/bench_small_graphs.py), which is
+        # not the best where a size-class genome won (fuzz case 205: the grid took a swap-only genome 12% below it)
+        movable = [g for isl in islands for g in isl.pop[:1] if _grid_moves(g.alloc)]
+        starts = [(min(movable, key=lambda g: g.time_s), None)] if movable else []
     else:
         # (under a budget that timed the recompute seeds first, the other islands may hold no genome yet)
         own = best_genome(plain) if any(isl.pop for isl in plain) else res.best
@@ -193,6 +195,11 @@ POLISH_MIN_GAP = 0.05
 # the bound, while its evaluations (up to arena.PARTLY_COOLED_TRIES placements each) were 40% of the CPU of the
 # fuzz's far-off graphs of 24-60 ops (scripts/bench_small_graphs.py)
 PARTLY_MAX_OPS = 24
+
+def _grid_moves(alloc) -> bool:
+    """Whether polish_memory can move these genes (arena genes, not a size-class genome)."""
+    return isinstance(alloc, ArenaGenes) and alloc.classes is None
+
 
 # the search ends once its best is within this relative distance of the lower bound (bounds.lower_bound): the
 # simulator and the bound add the same terms in different orders, so "at the bound" is up to rounding
