@@ -1,5 +1,5 @@
 """Small graphs cheap again (issue 28): the search stops at the lower bound, and the hybrid island, the polish
-and the partly-cooled island run only where they have something to win (planners.py, islands.recompute_pays);
+and the partly-cooled island run only where they have something to win (planners.py);
 a plain genome's time does not depend on which genome was timed before it (arena._rounds_memo)."""
 import sys
 from pathlib import Path
@@ -14,7 +14,7 @@ from tvm_swap.planner import plan_graph  # noqa: E402
 from tvm_swap.planner.swapadvisor.ga import Evaluator, GASettings, Genome  # noqa: E402
 from tvm_swap.planner.bounds import noswap_peak  # noqa: E402
 from tvm_swap.planner.swapadvisor.islands import hybrid_islands, partly_cooled_island  # noqa: E402
-from tvm_swap.planner.swapadvisor.planners import SMALL_STOP_GAP  # noqa: E402
+from tvm_swap.planner.swapadvisor.planners import EXTRAS_MIN_GAP, SMALL_STOP_GAP  # noqa: E402
 from tvm_swap.planner.swapadvisor.seed_order import first_generation  # noqa: E402
 from tvm_swap.testing import random_op_times, random_training_graph  # noqa: E402
 
@@ -89,13 +89,17 @@ def test_the_first_generation_times_the_recompute_seeds_first_where_swap_only_fa
         assert rc and names[0] == (rc[0] if rc_first else "nosearch")
 
 
-def test_the_hybrid_island_runs_where_a_recompute_seed_beats_the_swap_only_seeds():
-    assert "hybrid" not in _islands(_plan(fuzz.draw_case(3)))     # no recompute seed pays there
-    assert "hybrid" in _islands(_plan(fuzz.draw_case(46)))         # one does (and the hybrid island wins)
-
-
-def test_no_polish_nor_partly_cooled_island_close_to_the_lower_bound():
-    plan = _plan(fuzz.draw_case(35))      # the best seed within POLISH_MIN_GAP of the bound
+def test_no_hybrid_island_polish_nor_partly_cooled_island_close_to_the_lower_bound():
+    plan = _plan(fuzz.draw_case(11))      # the best seed within EXTRAS_MIN_GAP of the bound
     p = plan.predicted
-    assert p["time_s"] > p["lower_bound_s"] * (1 + 1e-9)
-    assert "partly-cooled" not in _islands(plan) and "polish" not in plan.search
+    assert p["lower_bound_s"] * (1 + SMALL_STOP_GAP) < p["time_s"] <= p["lower_bound_s"] * (1 + EXTRAS_MIN_GAP)
+    assert _islands(plan) == ["swap-only", "size-classes"] and "polish" not in plan.search
+
+
+def test_far_from_the_bound_the_hybrid_island_runs_and_the_polish_moves_the_fastest_arena_genome():
+    # fuzz case 363: the hybrid island wins 7% (its seeds do not beat swap-only's); case 205: a size-class genome
+    # wins the search, and the grid takes a swap-only genome 12% below it
+    assert _islands(_plan(fuzz.draw_case(363)))[:2] == ["swap-only", "hybrid"]
+    plan = _plan(fuzz.draw_case(205), generations=3)
+    pol = plan.search["polish"]
+    assert pol["to_s"] < 0.9 * pol["from_s"] and plan.predicted["time_s"] == pol["to_s"]

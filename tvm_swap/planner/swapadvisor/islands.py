@@ -172,15 +172,3 @@ def partly_cooled_island(graph: DataflowGraph, op_time, device: DeviceSpec, mem_
     return GeneticSearch(graph, op_time, device, mem_limit, alignment, settings=settings, evaluator=ev, space=space,
                          rng=np.random.default_rng(seed), name="partly-cooled")
 
-
-def recompute_pays(evaluator: Evaluator, swap: GeneticSearch, hybrid: GeneticSearch) -> bool:
-    """Whether the hybrid island is worth its evaluations on a small graph (ms each, so its seeds are timed
-    here): one of its recompute seeds (the seeds the swap-only space lacks) is faster than every swap-only seed.
-    Where rebuilding a whole class of kernels beats none of the swap-only seeds, the per-tensor recompute genes
-    of a short search rarely do (measured on fuzz graphs: scripts/bench_small_graphs.py). The times are
-    remembered (Evaluator.remembered_time), so the islands reuse them."""
-    own = swap.seed_genomes()
-    keys = {g.key() for _, g in own}
-    rc = [g for _, g in hybrid.seed_genomes() if g.key() not in keys]
-    best = min(evaluator.remembered_time(g) for _, g in own)
-    return any(evaluator.remembered_time(g) < best for g in rc)
