@@ -191,8 +191,8 @@ def swap_only_falls_short(ctx: PlanningContext) -> bool:
 # swap-only seeds) missed wins of 2.8-7.2% far from the bound (fuzz cases 356, 363, 377)
 EXTRAS_MIN_GAP = 0.03
 # ... and the partly-cooled island only on graphs of at most this many ops: its wins were measured on bench_gap's
-# dags of 8-21 ops (dag110@0.4: 5.51 -> 5.27-5.37 ms; dag96, dag100: 2-3%), none on the fuzz graphs above 5% off
-# the bound, while its evaluations (up to arena.PARTLY_COOLED_TRIES placements each) were 40% of the CPU of the
+# dags of 8-20 ops (dag110@0.4: 5.51 -> 5.27-5.37 ms; dag96, dag100: 2-3%), on the fuzz graphs only near the bound
+# (0.05-0.3%), while its evaluations (up to arena.PARTLY_COOLED_TRIES placements each) were 40% of the CPU of the
 # fuzz's far-off graphs of 24-60 ops (scripts/bench_small_graphs.py)
 PARTLY_MAX_OPS = 24
 
