@@ -15,7 +15,7 @@ from tvm_swap.planner.swapadvisor.ga import Evaluator, GASettings, Genome  # noq
 from tvm_swap.planner.bounds import noswap_peak  # noqa: E402
 from tvm_swap.planner.swapadvisor.islands import hybrid_islands, partly_cooled_island  # noqa: E402
 from tvm_swap.planner.swapadvisor.planners import EXTRAS_MIN_GAP, SMALL_STOP_GAP  # noqa: E402
-from tvm_swap.planner.swapadvisor.seed_order import first_generation  # noqa: E402
+from tvm_swap.planner.swapadvisor.seed_order import RECOMPUTE_SEEDS, first_generation  # noqa: E402
 from tvm_swap.testing import random_op_times, random_training_graph  # noqa: E402
 
 
@@ -87,6 +87,8 @@ def test_the_first_generation_times_the_recompute_seeds_first_where_swap_only_fa
         assert all("+" in n for n in names[k:])
         rc = [n for n in names if n.startswith("recompute")]
         assert rc and names[0] == (rc[0] if rc_first else "nosearch")
+        assert rc[0] == min((n for n in rc if "+" not in n), key=RECOMPUTE_SEEDS.index)   # the likeliest ...
+        assert names.index(rc[0]) == (0 if rc_first else 1)   # ... first, or right after the no-search plan
 
 
 def test_no_hybrid_island_polish_nor_partly_cooled_island_close_to_the_lower_bound():
