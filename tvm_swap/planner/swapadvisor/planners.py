@@ -41,6 +41,7 @@ starts from size-class plans laid out in the arena, ArenaSpace.class_seeds).
 """
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -108,7 +109,9 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
                  ray_address=ctx.options.get("ray_address"), stop_at_s=at_floor_s,
                  recompute_first=recompute and ctx.generations is None and swap_only_falls_short(ctx))
     polished = None
-    if polish and not res.interrupted and res.best.time_s > floor_s * (1 + (EXTRAS_MIN_GAP if small else 0)):
+    plain_best = min((isl.pop[0].time_s for isl in islands if isl.pop and isl.name != "hybrid"), default=math.inf)
+    # (decided on the islands recompute off runs too, as off decides, so on stays never slower than off)
+    if polish and not res.interrupted and plain_best > floor_s * (1 + (EXTRAS_MIN_GAP if small else 0)):
         polished = _polish(ev, islands, res, small, deadline)
     if ctx.pool == "arena":
         sp = plan_arena(search.gi, res.best.schedule, ctx.mem_limit, res.best.alloc, ctx.op_time, ctx.device)
@@ -143,8 +146,14 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
         # the fastest genome the grid can move only (each island's best doubled to quadrupled the polish's
         # evaluations; on 87 fuzz graphs the whole polish moved 5 plans: scripts/bench_small_graphs.py), which is
         # not the best where a size-class genome won (fuzz case 205: the grid took a swap-only genome 12% below it)
-        movable = [g for isl in islands for g in isl.pop[:1] if _grid_moves(g.alloc)]
-        starts = [(min(movable, key=lambda g: g.time_s), None)] if movable else []
+        # (off's start, and the hybrid's best where it is faster: on polishes what off polishes, and more)
+        starts = []
+        for group in (plain, islands):
+            movable = [g for isl in group for g in isl.pop[:1] if _grid_moves(g.alloc)]
+            if movable:
+                g = min(movable, key=lambda g: g.time_s)
+                if all(g is not s for s, _ in starts):
+                    starts.append((g, None))
     else:
         # (under a budget that timed the recompute seeds first, the other islands may hold no genome yet)
         own = best_genome(plain) if any(isl.pop for isl in plain) else res.best
