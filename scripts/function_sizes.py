@@ -26,7 +26,7 @@ EXCEPTIONS = {
     "tvm_swap/planner/swapadvisor/encoding.py:locality_schedule": 133,
     "tvm_swap/planner/simulator.py:_run_streams": 132,
     "tvm_swap/frontends/mxnet_early.py:_infer": 131,
-    "tvm_swap/planner/swapadvisor/ga.py:evolve": 129,
+    "tvm_swap/planner/swapadvisor/ga.py:evolve": 122,
     "relay_passes/micro_batch.py:split_batch": 123,
 }
 

@@ -9,7 +9,7 @@ from tvm_swap.plan import Arena
 from tvm_swap.planner import plan_graph
 from tvm_swap.planner.swapadvisor.ga import Evaluator, GASettings, GeneticSearch, Genome, evolve
 from tvm_swap.planner.context import PlanningContext
-from tvm_swap.planner.swapadvisor.islands import hybrid_islands, size_class_island
+from tvm_swap.planner.swapadvisor.islands import hybrid_islands, island_summary, size_class_island, size_class_islands
 from tvm_swap.planner.swapadvisor.planners import _keep_updated_or_not
 from tvm_swap.planner.bounds import noswap_peak
 from tvm_swap.testing import random_op_times, random_training_graph
@@ -88,7 +88,8 @@ def test_a_time_budget_shares_the_islands_and_still_plans():
                    seed=0)
     assert p.verified
     isl = {i["name"]: i for i in p.search["islands"]}
-    assert set(isl) == {"swap-only", "hybrid", "size-classes", "partly-cooled"}    # (a small graph: polish on)
+    # (a small graph, polish on: the hybrid and partly-cooled islands where their seeds say they pay)
+    assert {"swap-only", "size-classes"} <= set(isl) <= {"swap-only", "hybrid", "size-classes", "partly-cooled"}
     assert all(i["evaluations"] > 0 for i in isl.values())
     assert p.search["polish"]["from_s"] == min(i["best_s"] for i in isl.values())
     assert p.predicted["time_s"] == p.search["polish"]["to_s"] <= p.search["polish"]["from_s"]
@@ -155,3 +156,21 @@ def test_the_arena_search_is_never_slower_than_the_size_class_search_that_keeps_
     arena = plan_graph(g, limit, DEV, t, pool="arena", **kw)
     assert arena.verified and isinstance(arena.pool, Arena)
     assert arena.predicted["time_s"] <= sc.predicted["time_s"]
+
+
+def test_rival_size_class_islands_keep_the_mode_the_size_class_planner_chooses():
+    # under a budget the keep-updated choice is made in the first generation (two rival islands), not serially
+    # before the search: the island left is the one size_class_island would have built (same seeds, same times)
+    s = GASettings(population=6)
+    g = random_training_graph(5, n_layers=6)
+    t = random_op_times(g, 5)
+    limit = int(0.9 * noswap_peak(g))
+    ev = _evaluator(g, t, limit, False)
+    rivals = size_class_islands(g, t, DEV, limit, 256, 0, s, ev, choose_now=False)
+    assert len(rivals) == 2 and all(isl.rivals == "size-classes" for isl in rivals)
+    res = evolve([GeneticSearch(g, t, DEV, limit, 256, 0, s, evaluator=ev)] + rivals, generations=1, workers=1)
+    left = [isl for isl in rivals if isl.pop]
+    assert len(left) == 1 and res.generations == 1
+    chosen = size_class_island(g, t, DEV, limit, 256, 0, s, _evaluator(g, t, limit, False))
+    assert type(left[0].space) is type(chosen.space)
+    assert [i["name"] for i in island_summary(rivals)] == ["size-classes"]

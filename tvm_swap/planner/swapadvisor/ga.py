@@ -39,6 +39,7 @@ from .encoding import Allocation, AllocationSpace, crossover_schedules, locality
 from ..graphindex import GraphIndex
 from ..recompute import MAX_CHAIN_DEPTH
 from .executors import Done, make_pool
+from .seed_order import first_generation
 from .swapplan import SwapPlanScorer
 
 
@@ -183,6 +184,9 @@ class GeneticSearch:
         self.evaluations = 0                    # genomes this island sent to be simulated
         self.name = name
         self.pop: list[Genome] = []
+        # islands with the same `rivals` tag: after the first generation only the one with the fastest genome
+        # goes on (the others stop breeding); None: none
+        self.rivals: str | None = None
 
     # ---- genomes ----
     def seed_genomes(self) -> list[tuple[str, Genome]]:
@@ -298,19 +302,71 @@ def _collect(known: dict, pending: dict) -> None:
     pending.clear()
 
 
+def _settle_rivals(islands: list[GeneticSearch]) -> None:
+    """Of each set of rival islands (GeneticSearch.rivals), only the one whose best genome is fastest (the first
+    on a tie) keeps its population; the others stop (an empty population breeds nothing)."""
+    tags = {isl.rivals for isl in islands if isl.rivals is not None}
+    for tag in tags:
+        group = [isl for isl in islands if isl.rivals == tag]
+        timed = [isl for isl in group if isl.pop]
+        keep = min(timed, key=lambda isl: isl.pop[0].time_s) if timed else None
+        for isl in group:
+            if isl is not keep:
+                isl.pop = []
+
+
+def best_time(islands: list[GeneticSearch]) -> float:
+    """The fastest time any island's population holds (inf before any is timed)."""
+    return min((g.time_s for isl in islands for g in isl.pop), default=math.inf)
+
+
 def best_genome(islands: list[GeneticSearch]) -> Genome:
     """The fastest genome of all islands; on a tie the earlier island's (min keeps the first)."""
     return min((isl.pop[0] for isl in islands if isl.pop), key=lambda g: g.time_s)
 
 
+def _time_first_generation(islands: list[GeneticSearch], evaluate, seeded_rest, clock, n_workers: int,
+                           at_floor) -> None:
+    """Time the first generation (`seeded_rest`: the seeds, likeliest first, then the random genomes) and
+    leave each island's population what was timed. Under a time budget (`clock`: (start, budget_s); None for
+    fixed generations) a worker's batch at a time, since on large graphs each evaluation can take seconds;
+    with fixed generations all of it, unless a seed is already at the bound (at_floor)."""
+    seeded, rest = seeded_rest
+    if clock is None:
+        evaluate(seeded)
+        if at_floor():          # a seed is at the bound: the random genomes could not win
+            for isl in islands:
+                isl.pop = [g for i, g in seeded if i is isl]
+        else:
+            evaluate(rest)
+        return
+    t0, budget_s = clock
+    first, done_first, step = seeded + rest, [], max(1, n_workers)
+    for k in range(0, len(first), step):
+        b_start = time.perf_counter()
+        evaluate(first[k:k + step])
+        done_first += first[k:k + step]
+        # stop when the next batch and the final plan (about 3 evaluations) would not fit; the first batch
+        # also starts the workers, so it only stops a search already past its budget
+        batch_s = time.perf_counter() - b_start if k else 0.0
+        if (time.perf_counter() - t0 + 4 * batch_s > budget_s or at_floor()) and math.isfinite(best_time(islands)):
+            break           # (not before a plan: a seed that does not fit times inf)
+    for isl in islands:
+        isl.pop = [g for i, g in done_first if i is isl]
+
+
 def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: int | None = None,
            workers: int | None = None, progress: bool = False, executor: str = "processes",
-           ray_address: str | None = None) -> SearchResult:
+           ray_address: str | None = None, stop_at_s: float | None = None,
+           recompute_first: bool = False) -> SearchResult:
     """Evolve one or more islands that share an evaluator (and its time cache) side by side; each island
     draws only from its own rng, in the same order as alone, and nothing passes between islands but genome
     times (the same for the same key), so each island's search is its search alone at the same generations.
     A generation breeds every island's crossovers (interleaved, evaluated as one batch), then selects each
-    island. The result is the fastest island's best genome (the first island's on a tie)."""
+    island. The result is the fastest island's best genome (the first island's on a tie).
+    stop_at_s: the search ends (before `generations`, or the budget) once the best genome is at most this
+    fast: the caller passes the lower bound (no genome can beat it), so what is left could not win.
+    recompute_first: the first generation times the recompute seeds before the others (seed_order.py)."""
     ev = islands[0].ev
     assert all(isl.ev is ev for isl in islands), "islands share one evaluator"
     t0 = time.perf_counter()
@@ -339,28 +395,14 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
         for _, g in items:
             g.time_s = known[g.key()]
 
+    # (the hybrid island does not count: recompute off, which runs the others alike, stops where on does, so on
+    # stays never slower than off at the same seed and generations, islands.py)
+    plain = [isl for isl in islands if isl.name != "hybrid"]
+    at_floor = lambda: stop_at_s is not None and best_time(plain) <= stop_at_s   # noqa: E731
     try:
-        # every island's seeds before any random genome: under a time budget the seeds come first
-        first = [(isl, g) for isl, named in zip(islands, seeds) for g in isl.pop[:len(named)]] \
-            + [(isl, g) for isl, named in zip(islands, seeds) for g in isl.pop[len(named):]]
-        if generations is None:
-            # a time budget also bounds the first generation (seeds first, a worker's batch at a time):
-            # on large graphs each evaluation can take seconds
-            done_first: list = []
-            step = max(1, n_workers)
-            for k in range(0, len(first), step):
-                b_start = time.perf_counter()
-                evaluate(first[k:k + step])
-                done_first += first[k:k + step]
-                # stop when the next batch and the final plan (about 3 evaluations) would not fit; the
-                # first batch also starts the workers, so it only stops a search already past its budget
-                batch_s = time.perf_counter() - b_start if k else 0.0
-                if time.perf_counter() - t0 + 4 * batch_s > budget_s:
-                    break
-            for isl in islands:
-                isl.pop = [g for i, g in done_first if i is isl]
-        else:
-            evaluate(first)
+        # every island's seeds before any random genome, the likeliest first (seed_order.py)
+        _time_first_generation(islands, evaluate, first_generation(islands, seeds, recompute_first),
+                               (t0, budget_s) if generations is None else None, n_workers, at_floor)
         seed_times: dict = {}
         for named in seeds:
             for name, g in named:
@@ -368,6 +410,7 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
                     seed_times.setdefault(name, g.time_s)
         for isl in islands:
             isl.pop = isl.select(isl.pop, isl.s.population)
+        _settle_rivals(islands)
         elapsed = time.perf_counter() - t0
         history = [[0, round(elapsed, 4), best_genome(islands).time_s]]
         per_eval = elapsed / max(1, sum(len(isl.pop) for isl in islands))   # wall seconds per genome, workers included
@@ -379,6 +422,8 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
         interrupted = False
         try:
             while True:
+                if at_floor():
+                    break               # at the lower bound: no generation can win
                 if generations is not None:
                     if gen >= generations:
                         break

@@ -85,6 +85,36 @@ def hybrid_islands(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit:
     return [swap, hybrid]
 
 
+def size_class_islands(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit: int, alignment: int,
+                       seed: int, settings: GASettings, evaluator: Evaluator, keep_updated=None,
+                       choose_now: bool = True) -> list[GeneticSearch]:
+    """size_class_island as a list (empty below the size-class floor). `choose_now` False (a time budget): where
+    both keep modes apply, one island per mode, rivals (GeneticSearch.rivals): ga.evolve keeps the one whose best
+    seed is faster after the first generation, so the choice's seed times are taken on the workers, in the
+    first generation's order (seed_order.py), not serially in the driver before the search (~10 s of a 60 s
+    budget at 12k ops)."""
+    from ...errors import InfeasibleLimitError
+    from ..graphindex import GraphIndex, keep_updated_modes
+
+    modes = keep_updated_modes(keep_updated)
+    if not choose_now and len(modes) > 1:
+        # (both modes plan alike where no param is updated: one island then)
+        choose_now = not GraphIndex.of(graph, alignment, keep_updated=True).old_of.max(initial=-1) >= 0
+    if choose_now or len(modes) == 1:
+        sc = size_class_island(graph, op_time, device, mem_limit, alignment, seed, settings, evaluator, keep_updated)
+        return [] if sc is None else [sc]
+    out = []
+    for k in modes:
+        try:
+            sc = size_class_island(graph, op_time, device, mem_limit, alignment, seed, settings, evaluator, k)
+        except InfeasibleLimitError:
+            sc = None
+        if sc is not None:
+            sc.rivals = "size-classes"
+            out.append(sc)
+    return out
+
+
 def size_class_island(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit: int, alignment: int, seed: int,
                       settings: GASettings, evaluator: Evaluator, keep_updated=None) -> GeneticSearch | None:
     """The size-class search (the paper's CLS/CNT genomes, its seeds and operators, a Generator seeded by `seed`)
@@ -119,9 +149,10 @@ def size_class_island(graph: DataflowGraph, op_time, device: DeviceSpec, mem_lim
 
 
 def island_summary(islands: list[GeneticSearch]) -> list[dict]:
-    """Per island: its name, best time and evaluations (for plan.search)."""
+    """Per island: its name, best time and evaluations (for plan.search); a rival island that lost
+    (size_class_islands) is left out."""
     return [{"name": isl.name, "best_s": isl.pop[0].time_s if isl.pop else None, "evaluations": isl.evaluations}
-            for isl in islands]
+            for isl in islands if isl.pop or getattr(isl, "rivals", None) is None]
 
 
 def partly_cooled_island(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit: int, alignment: int,
@@ -140,3 +171,4 @@ def partly_cooled_island(graph: DataflowGraph, op_time, device: DeviceSpec, mem_
     space = ArenaSpace(ev.gi, mem_limit, False, ev.op_time, device, partly=True)
     return GeneticSearch(graph, op_time, device, mem_limit, alignment, settings=settings, evaluator=ev, space=space,
                          rng=np.random.default_rng(seed), name="partly-cooled")
+

@@ -22,6 +22,16 @@ the arena search alone ended below the size-class search (0.759 vs 0.786 of idea
 size-class CLS/CNT search climbs from its best seed (0.677) faster than the arena genomes do from theirs (0.726);
 the arena's own plans lose 2.1-2.7 GiB of the 14.9 GiB arena to placement fragmentation (islands.py).
 
+What runs depends on what it can win (issue 28; small graphs had become 10x dearer to plan than a month before,
+for plans 0-34% faster): the search stops once its best is at the lower bound (bounds.lower_bound, which holds
+for recomputing plans too; within SMALL_STOP_GAP on graphs of up to polish.POLISH_MAX_OPS ops, where the seeds are
+timed first and the random genomes skipped when one is there). On those small graphs the hybrid island, the
+polish (of one genome) and the partly-cooled island (up to PARTLY_MAX_OPS ops) run only where the best genome is
+more than EXTRAS_MIN_GAP off the bound: they could win at most that. Side by side with 533543e over 300 fuzz graphs of 3-60 ops at 3 generations
+(scripts/bench_small_graphs.py, benchmarks/small_graphs.md): see there for the CPU per plan and plan times.
+Under a time budget the first generation is timed in the order of what it is likely worth (seed_order.py) and the
+size-class island's keep-updated choice is made on the workers (islands.size_class_islands).
+
 Defaults (RECOMPUTE_DEFAULT): on for `swapadvisor` in the arena pool (on the issue's points with 3
 generations, benchmarks/recompute.md: 1.01x to 1.52x swap-only, 0.99x on
 RNN-8-8K@256, where the two searches diverged); off for `swapadvisor-nosearch` (its fixed rule, recompute whatever
@@ -31,6 +41,7 @@ starts from size-class plans laid out in the arena, ArenaSpace.class_seeds).
 """
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -42,7 +53,8 @@ from ..graphindex import GraphIndex, keep_updated_modes
 from .arena import ArenaGenes, plan_arena, recompute_candidates
 from .encoding import AllocationSpace
 from .ga import Evaluator, GASettings, Genome, GeneticSearch, best_genome, best_seed_time, evolve
-from .islands import hybrid_islands, island_summary, partly_cooled_island, size_class_island
+from ..bounds import lower_bound
+from .islands import hybrid_islands, island_summary, partly_cooled_island, size_class_islands
 from .polish import POLISH_MAX_OPS, POLISH_TIME_SHARE, POLISH_SHARE, fewer_recomputes, polish_memory
 from .swapplan import plan_swaps
 
@@ -69,13 +81,20 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
                                  settings, evaluator=ev)]
     if ctx.pool == "arena" and size_class_island_option(ctx):
         # the size-class search as one more island: never slower than pool="size-classes" (islands.py)
-        sc = size_class_island(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed,
-                               settings, ev, ctx.options.get("keep_updated"))
-        if sc is not None:
-            islands.append(sc)
+        islands += size_class_islands(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed,
+                                      settings, ev, ctx.options.get("keep_updated"),
+                                      choose_now=ctx.generations is not None)
     polish = ctx.pool == "arena" and polish_option(ctx)
     small = ev.gi.n_ops <= POLISH_MAX_OPS
-    if polish and small:
+    # the search stops at the lower bound (nothing can beat it; bounds.py holds for recomputing plans too), and
+    # on small graphs the extras run only where the gap to it leaves them more than EXTRAS_MIN_GAP to win
+    floor_s = lower_bound(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment)
+    at_floor_s = floor_s * (1 + (SMALL_STOP_GAP if small else AT_BOUND_RTOL))
+    far = not small or best_seed_time(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed,
+                                      ev, islands[0].space) > floor_s * (1 + EXTRAS_MIN_GAP)
+    if not far:             # (swap-only's seeds are within EXTRAS_MIN_GAP of the bound: the hybrid could win less)
+        islands = [isl for isl in islands if isl.name != "hybrid"]
+    if polish and ev.gi.n_ops <= PARTLY_MAX_OPS and far:
         # small graphs: the search again with partly cooled placements, as an island (islands.py)
         islands.append(partly_cooled_island(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment,
                                             ctx.seed, settings, ev))
@@ -87,8 +106,13 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
         budget *= 1 - POLISH_TIME_SHARE
     res = evolve(islands, budget_s=budget, generations=ctx.generations, workers=ctx.workers,
                  progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
-                 ray_address=ctx.options.get("ray_address"))
-    polished = _polish(ev, islands, res, small, deadline) if polish and not res.interrupted else None
+                 ray_address=ctx.options.get("ray_address"), stop_at_s=at_floor_s,
+                 recompute_first=recompute and ctx.generations is None and swap_only_falls_short(ctx))
+    polished = None
+    plain_best = min((isl.pop[0].time_s for isl in islands if isl.pop and isl.name != "hybrid"), default=math.inf)
+    # (decided on the islands recompute off runs too, as off decides, so on stays never slower than off)
+    if polish and not res.interrupted and plain_best > floor_s * (1 + (EXTRAS_MIN_GAP if small else 0)):
+        polished = _polish(ev, islands, res, small, deadline)
     if ctx.pool == "arena":
         sp = plan_arena(search.gi, res.best.schedule, ctx.mem_limit, res.best.alloc, ctx.op_time, ctx.device)
     else:
@@ -119,9 +143,20 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
     search having run for 1 - POLISH_TIME_SHARE of it) no evaluation starts after the deadline."""
     plain = [isl for isl in islands if isl.name != "hybrid"]
     if small:
-        starts = [(res.best, None)] + [(isl.pop[0], None) for isl in plain if isl.pop]
+        # the fastest genome the grid can move only (each island's best doubled to quadrupled the polish's
+        # evaluations; on 87 fuzz graphs the whole polish moved 5 plans: scripts/bench_small_graphs.py), which is
+        # not the best where a size-class genome won (fuzz case 205: the grid took a swap-only genome 12% below it)
+        # (off's start, and the hybrid's best where it is faster: on polishes what off polishes, and more)
+        starts = []
+        for group in (plain, islands):
+            movable = [g for isl in group for g in isl.pop[:1] if _grid_moves(g.alloc)]
+            if movable:
+                g = min(movable, key=lambda g: g.time_s)
+                if all(g is not s for s, _ in starts):
+                    starts.append((g, None))
     else:
-        own = best_genome(plain)
+        # (under a budget that timed the recompute seeds first, the other islands may hold no genome yet)
+        own = best_genome(plain) if any(isl.pop for isl in plain) else res.best
         starts = [(own, int(POLISH_SHARE * sum(isl.evaluations for isl in plain)))]
         if res.best is not own:
             starts.append((res.best, int(POLISH_SHARE * res.evaluations)))
@@ -136,6 +171,48 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
             res.best = Genome(g.schedule, alloc, t)
     return {"evaluations": n, "from_s": from_s, "to_s": res.best.time_s, "recompute_flips": flips}
 
+
+# small graphs (POLISH_MAX_OPS): the search also stops within this share of the lower bound, where the rest of
+# it could win at most that much (an evaluation costs milliseconds there, and a plan should too)
+SMALL_STOP_GAP = 0.01
+
+# under a time budget the recompute seeds are timed first (seed_order.py) where swap-only plans can reach at most
+# this share of the ideal time: the activation-aware bound (tight_bound.py, swap-only) says so before any
+# evaluation (NasNet-25@16 at 16 GB: 0.31; BERT-large@32 0.95, Inception-4@32 0.99, BRNN-4-8K@64 1.0)
+RECOMPUTE_FIRST_BELOW = 0.8
+
+
+def swap_only_falls_short(ctx: PlanningContext) -> bool:
+    """Whether no swap-only plan can reach RECOMPUTE_FIRST_BELOW of the ideal time (tight_bound.py)."""
+    from ..bounds import ideal_time
+    from ..tight_bound import tight_lower_bound
+
+    tight = tight_lower_bound(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment)
+    return tight > 0 and ideal_time(ctx.graph, ctx.op_time) < RECOMPUTE_FIRST_BELOW * tight
+
+
+# small graphs: the hybrid island, the polish and the partly-cooled island run only where the best genome (the best
+# swap-only seed, for the islands) is more than this share slower than the lower bound: what they can win is at
+# most that gap, so a plan without them is at most this much slower than with them. Measured on 87 fuzz graphs of
+# 3-60 ops at 3 generations (scripts/bench_small_graphs.py, benchmarks/small_graphs.md, base 533543e): the polish
+# moved 5 plans (by 0.03-0.8%), the partly-cooled island won 3 (0.05-0.3%), the hybrid 3 (0.3-1.9%), for most of
+# the CPU; the median gap is 0.6%. A gate on the hybrid's seeds instead (run it where a recompute seed beats the
+# swap-only seeds) missed wins of 2.8-7.2% far from the bound (fuzz cases 356, 363, 377)
+EXTRAS_MIN_GAP = 0.03
+# ... and the partly-cooled island only on graphs of at most this many ops: its wins were measured on bench_gap's
+# dags of 8-20 ops (dag110@0.4: 5.51 -> 5.27-5.37 ms; dag96, dag100: 2-3%), on the fuzz graphs only near the bound
+# (0.05-0.3%), while its evaluations (up to arena.PARTLY_COOLED_TRIES placements each) were 40% of the CPU of the
+# fuzz's far-off graphs of 24-60 ops (scripts/bench_small_graphs.py)
+PARTLY_MAX_OPS = 24
+
+def _grid_moves(alloc) -> bool:
+    """Whether polish_memory can move these genes (arena genes, not a size-class genome)."""
+    return isinstance(alloc, ArenaGenes) and alloc.classes is None
+
+
+# the search ends once its best is within this relative distance of the lower bound (bounds.lower_bound): the
+# simulator and the bound add the same terms in different orders, so "at the bound" is up to rounding
+AT_BOUND_RTOL = 1e-9
 
 # under a wall-clock budget, the share of it kept back after the polish for the final plan (planning, verifying,
 # predicting: BERT-large@32 ended 0.5-1.0 s past a 60 s budget with none kept back)
