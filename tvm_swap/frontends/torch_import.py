@@ -72,9 +72,12 @@ def _unsupported_aten(ep) -> list[str]:
 def _translate(ep, run_ep_decomposition: bool):
     from tvm.relax.frontend.torch import from_exported_program
 
+    from .torch_converters import custom_convert_map
+
     try:
         return from_exported_program(ep, keep_params_as_input=True, unwrap_unit_return_tuple=True,
-                                     run_ep_decomposition=run_ep_decomposition)
+                                     run_ep_decomposition=run_ep_decomposition,
+                                     custom_convert_map=custom_convert_map())
     except Exception as e:  # AssertionError / NotImplementedError / ValueError from the converters
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if "Unsupported function types" in msg or isinstance(e, AssertionError):
