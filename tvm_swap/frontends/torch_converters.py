@@ -7,6 +7,9 @@ Passed to from_exported_program as its custom_convert_map (each takes the fx nod
   (saturating at True) and a sum of int32 can wrap. transformers computes one when no attention_mask is
   given (its packed-sequence check: `(position_ids.diff() != 1).cumsum(-1)`), then compares the counts.
   TVM's own `sum` converter already promotes; these do the same.
+- select.int with a negative index (`x[:, -1]`, a sequence model's last step): TVM emits take(x, -1), which
+  reads before the tensor (garbage values, and a heap corrupted by the kernels after it); the index is
+  wrapped by the dimension's size here, as torch does.
 - scaled_dot_product_attention: torch's own decomposition of it fails inside `run_decompositions` for
   transformers' GPT-2 (its default "sdpa" attention: `Cannot view a tensor with shape [2, 16, 32] and strides
   (32, 64, 1)`), and TVM's converter (relax.nn.attention) has no gradient and takes float masks only. So
@@ -35,6 +38,17 @@ def _scan(op_name: str):
         op = getattr(relax.op, op_name)
         return importer.block_builder.emit(op(x, dim, dtype))
     return convert
+
+
+def _select(node, importer):
+    from tvm import relax
+
+    x = importer.env[node.args[0]]
+    dim, index = int(node.args[1]), int(node.args[2])
+    size = int(x.ty.shape.values[dim])
+    if not -size <= index < size:
+        raise IndexError(f"select index {index} is out of range for dimension {dim} of size {size}")
+    return importer.block_builder.emit(relax.op.take(x, relax.const(index % size, "int64"), dim))
 
 
 def _attention(node, importer):
@@ -81,7 +95,8 @@ ATTENTION = "scaled_dot_product_attention.default"
 
 def custom_convert_map() -> dict:
     """{aten overload name: converter(node, importer)} for from_exported_program."""
-    return {"cumsum.default": _scan("cumsum"), "cumprod.default": _scan("cumprod"), ATTENTION: _attention}
+    return {"cumsum.default": _scan("cumsum"), "cumprod.default": _scan("cumprod"), "select.int": _select,
+            ATTENTION: _attention}
 
 
 def decompositions():
