@@ -134,14 +134,17 @@ def gpt2():
     return _hf_case(t.GPT2LMHeadModel(cfg), with_mask=False, own_loss=True)
 
 
-def bert_mlm():
+def bert_mlm(own_loss: bool = True):
+    """BertForMaskedLM with a padded attention_mask; own_loss=False returns the logits (the ONNX row: an
+    exported loss would be SoftmaxCrossEntropyLoss, which TVM's ONNX frontend does not convert)."""
     import transformers as t
 
     cfg = t.BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                        intermediate_size=64, max_position_embeddings=64)
     labels = _ids()
     labels[:, ::2] = -100                   # only the masked positions are predicted
-    return _hf_case(t.BertForMaskedLM(cfg), with_mask=True, own_loss=True, cache=False, labels=labels, pad=True)
+    return _hf_case(t.BertForMaskedLM(cfg), with_mask=True, own_loss=own_loss, cache=False,
+                    labels=labels if own_loss else None, pad=True)
 
 
 def t5():
@@ -166,7 +169,8 @@ def t5():
                 [ids, mask, _ids(2, (BATCH, SEQ // 2))], "output")
 
 
-def vit():
+def vit(own_loss: bool = True):
+    """ViTForImageClassification; own_loss=False returns the logits (the ONNX row)."""
     import transformers as t
 
     torch = _torch()
@@ -179,13 +183,16 @@ def vit():
             super().__init__()
             self.m = lm
 
-        def forward(self, pixels, labels):
-            return self.m(pixel_values=pixels, labels=labels).loss
+        def forward(self, pixels, *labels):
+            out = self.m(pixel_values=pixels, labels=labels[0] if labels else None)
+            return out.loss if labels else out.logits
 
     rng = np.random.default_rng(0)
     pixels = rng.standard_normal((BATCH, 3, 16, 16)).astype("float32")
-    return Case("hf", "model(pixel_values=x, labels=labels).loss", Call(), [pixels,
-                rng.integers(0, CLASSES, BATCH).astype("int64")], "output")
+    labels = rng.integers(0, CLASSES, BATCH).astype("int64")
+    if not own_loss:
+        return Case("hf", "model(pixel_values=x).logits", Call(), [pixels], "cross_entropy", labels)
+    return Case("hf", "model(pixel_values=x, labels=labels).loss", Call(), [pixels, labels], "output")
 
 
 # ---------------------------------------------------------------- CNNs (torchvision's blocks, in torch.nn)
