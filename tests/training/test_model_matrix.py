@@ -17,8 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import model_matrix  # noqa: E402
 from tvm_swap.examples.real_models import CASES  # noqa: E402
 
-CI_ROWS = ["gemma", "resnet", "convnext-onnx"]
+CI_ROWS = ["mistral", "resnet", "convnext-onnx"]       # no attention_mask + its own loss; a CNN; an ONNX file
 ALL_ROWS = list(CASES) + list(model_matrix.ONNX_ROWS)
+KNOWN = {"bert-onnx": "TVM's ONNX frontend fails on the TorchScript export of BERT (broadcast_to of a 1-d "
+                      "tensor to a 0-d shape)"}
 
 
 def _check(row):
@@ -30,13 +32,14 @@ def _check(row):
     assert set(row["compile_s"]) == {"lower_s", "cost_s", "plan_s", "codegen_s"}
 
 
-@pytest.mark.parametrize("name", CI_ROWS)
+@pytest.mark.parametrize("name", CI_ROWS)       # 25-45 CPU s each (roofline times, no kernel profiling)
 def test_smallest_rows(name):
     _check(model_matrix.run_row(name, profile=False))
 
 
 @pytest.mark.slow           # 30-90 CPU s a row
-@pytest.mark.parametrize("name", [n for n in ALL_ROWS if n not in CI_ROWS])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN[n], strict=True))
+                                  if n in KNOWN else n for n in ALL_ROWS if n not in CI_ROWS])
 def test_row(name):
     _check(model_matrix.run_row(name))
 
