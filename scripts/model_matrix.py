@@ -239,7 +239,7 @@ def _kib(n) -> str:
     return f"{n / 1024:.0f}"
 
 
-def render(rows: list[dict], commit: str) -> str:
+def render(rows: list[dict], commit: str, missing=()) -> str:
     head = ["model", "called as", "import", "inference @50% (vs torch)", "training @50% (2 Adam steps)",
             "last loss (ours / torch)",
             "peak / limit KiB", "floor / no-swap", "compile s: lower / profile / plan / build", "status"]
@@ -251,7 +251,8 @@ def render(rows: list[dict], commit: str) -> str:
              "50%, each compared bitwise with the unlimited build (TVM's own memory plan, same kernels); the loss "
              "is next to PyTorch's (same init, same data, torch.optim.Adam). *floor / no-swap*: the smallest limit "
              "the planner can meet for the training step, as a share of the no-swap need. JSON: "
-             "`benchmarks/model_matrix.json`.", "",
+             "`benchmarks/model_matrix.json`. Rows measured at commit(s) "
+             f"{', '.join(sorted({str(r.get('commit')) for r in rows}))}.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         inf, tr = r.get("infer", {}), r.get("train", {})
@@ -270,6 +271,9 @@ def render(rows: list[dict], commit: str) -> str:
             status += f"; `tvm-swap compile --train`: rc {r['cli']['rc']}"
         cells.append(status)
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    if missing:
+        lines += ["", f"Not measured in this run (refresh with `--models {','.join(missing)}`): "
+                  f"{', '.join(missing)}."]
     lines += ["", _dominant(rows), ""]
     return "\n".join(lines)
 
@@ -283,7 +287,8 @@ def _dominant(rows) -> str:
     names = {"lower_s": "lowering", "cost_s": "profiling kernels", "plan_s": "planning", "codegen_s": "building"}
     parts = ", ".join(f"{names[k]} {v / whole:.0%}" for k, v in sorted(totals.items(), key=lambda kv: -kv[1]))
     return (f"Compile time of the training builds, all rows together: {parts}. Profiling times every kernel "
-            "alone on llvm (`profile=False` plans with roofline times instead).")
+            "alone on llvm (`profile=False` plans with roofline times instead); a profile time near 0 means the "
+            "kernels' times came from tvm_swap's on-disk timing cache (an earlier run timed the same kernels).")
 
 
 def run_isolated(name: str, steps: int) -> dict:
@@ -342,7 +347,7 @@ def _write(path: Path, rows: dict, names: list, commit: str) -> None:
     ordered = [rows[k] for k in names if k in rows]
     path.write_text(json.dumps({"commit": commit, "limit": LIMIT, "rows": ordered}, indent=1) + "\n")
     if path == JSON_PATH:
-        DOC_PATH.write_text(render(ordered, commit))
+        DOC_PATH.write_text(render(ordered, commit, [k for k in names if k not in rows]))
 
 
 if __name__ == "__main__":
