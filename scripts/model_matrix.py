@@ -2,7 +2,7 @@
 Adam training steps at 50% of the no-swap need, each compared bitwise with the unlimited build (TVM's own
 memory plan, same kernels) and against PyTorch (same init, same data).
 
-    python scripts/model_matrix.py                          # every row; writes docs/MODELS.md + benchmarks/model_matrix.json
+    python scripts/model_matrix.py                 # every row: docs/MODELS.md + benchmarks/model_matrix.json
     python scripts/model_matrix.py --models llama,resnet    # refresh those rows only (the others are kept)
 
 The architectures are tvm_swap.examples.real_models.CASES; the ONNX rows export one of them with
