@@ -156,7 +156,9 @@ def lower(mod, target="llvm", fuse=True, fuse_max_depth=None, func_name=None, fu
         from .transpose_matmul import FuseTransposedOperands
 
         legalize = [FuseTransposedOperands()] + legalize
-    seq = tvm.transform.Sequential(dispatch + legalize + dataflow_lower, name="tvm_swap.lower")
+    from .bool_kernels import LegalizeBoolOps       # bool comparisons/arithmetic llvm cannot compile, in int8
+
+    seq = tvm.transform.Sequential([LegalizeBoolOps] + dispatch + legalize + dataflow_lower, name="tvm_swap.lower")
     with target, _pass_context(fuse_max_depth if fuse else None):
         out = _run_tvm(seq, mod, "lowering")
     # Shapes can only become dynamic through ops (e.g. unique, nonzero); catch them here too.
@@ -236,23 +238,44 @@ def failing_kernels(mod, target) -> list[str]:
     return bad
 
 
+def _kernel_dtypes(mod, names) -> list[str]:
+    """The bool dtypes the named PrimFuncs of `mod` read or write (what relay_passes.bool_kernels handles)."""
+    import tvm
+
+    out = set()
+    for gv, f in mod.functions.items():
+        if gv.name_hint in names and isinstance(f, tvm.tirx.PrimFunc):
+            out |= {str(p.dtype) for p in f.params if str(getattr(p, "dtype", "")) == "bool"}
+    return sorted(out)
+
+
 def codegen_error(mod, target, e: Exception) -> KernelCodegenError:
-    """The short error for a codegen failure of the finalized module `mod` (see build_lowered)."""
+    """The short error for a codegen failure of the finalized module `mod` (see build_lowered). It offers
+    fuse_max_depth=1 only for the failure that knob is known to fix (fused float kernels: test_codegen_error);
+    a kernel on bool tensors fails unfused too, so there the model must compute in another dtype."""
     reason = _tvm_reason(e)
     bad = failing_kernels(mod, target)
     if not bad:
-        what = "this model (no kernel fails when built alone)"
-        todo = "try fuse_max_depth=1 or other shapes (e.g. another batch size)"
-    else:
-        shown = ", ".join(repr(b) for b in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
-        what = f"kernel{'s' if len(bad) > 1 else ''} {shown}"
-        fused = any(b.startswith("fused_") for b in bad)
-        todo = ("build with fuse_max_depth=1 (its ops as separate kernels) or change that op's shapes (e.g. another "
-                "batch size)" if fused else "change that op's shapes (e.g. another batch size)")
-    err = KernelCodegenError(
+        err = KernelCodegenError(
+            f"TVM {_tvm_version()}'s {target.kind.name} code generator failed on this model, though no kernel "
+            f"fails when built alone ({reason}); try other shapes (e.g. another batch size), and report the model",
+            bad, e)
+        return err
+    shown = ", ".join(repr(b) for b in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+    what = f"kernel{'s' if len(bad) > 1 else ''} {shown}"
+    odd = _kernel_dtypes(mod, set(bad))
+    if odd:
+        return KernelCodegenError(
+            f"TVM {_tvm_version()}'s {target.kind.name} code generator cannot compile {what}, which compute(s) on "
+            f"{'/'.join(odd)} tensors ({reason}); tvm_swap legalizes bool comparisons, arithmetic and scans "
+            "(relay_passes.bool_kernels) but not this op: cast those tensors to int32 or float32 in the model "
+            "before it", bad, e)
+    fused = any(b.startswith("fused_") for b in bad)
+    todo = ("build with fuse_max_depth=1 (its ops as separate kernels) or change that op's shapes (e.g. another "
+            "batch size)" if fused else "change that op's shapes (e.g. another batch size)")
+    return KernelCodegenError(
         f"TVM's {target.kind.name} code generator failed on {what} ({reason}); this is a TVM {_tvm_version()} "
         f"bug for these shapes, not a fault of the model or the memory plan: {todo}", bad, e)
-    return err
 
 
 def _tvm_version() -> str:

@@ -120,6 +120,19 @@ def test_where_same_shape():
     _check(lambda v: relax.op.where(v[0], v[1], v[2]), [cond, _x(3, 4), _x(3, 4)], wrt=[1, 2])
 
 
+def test_clip():
+    """hardswish / hardsigmoid decompose to clip (MobileNetV3); points away from the bounds."""
+    x = _x(3, 5)
+    x[np.abs(np.abs(x) - 1.0) < 1e-3] = 0.5
+    _check(lambda v: relax.op.clip(v[0], -1.0, 1.0), [x])
+
+
+def test_gather_elements_repeated_indices_accumulate():
+    """transformers' own loss picks each target's log-probability with gather_elements."""
+    idx = np.array([[0, 2, 2], [1, 1, 0]], dtype="int64")
+    _check(lambda v: relax.op.gather_elements(v[0], v[1], axis=1), [_x(2, 4), idx])
+
+
 def _labels(*shape, classes, ignored=()):
     t = RNG.integers(0, classes, size=shape).astype("int64")
     for pos in ignored:

@@ -12,7 +12,7 @@ from ..errors import TvmSwapError
 
 
 # tvm_swap.training's names, repeated so building the parser needs no TVM (a test holds them equal)
-LOSSES = ("cross_entropy", "mse")
+LOSSES = ("cross_entropy", "mse", "output")
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 
 
@@ -26,7 +26,9 @@ def add_model_build_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--train", action="store_true",
                    help="compile one training step (forward, loss, backward, optimizer) instead of the forward "
                         "pass; `tvm-swap run` then chains steps and reports the loss per step")
-    p.add_argument("--loss", choices=LOSSES, default="cross_entropy", help="with --train (default cross_entropy)")
+    p.add_argument("--loss", choices=LOSSES, default="cross_entropy",
+                   help="with --train (default cross_entropy); output: the model's first output is its own loss "
+                        "(a model called with labels=), no labels input is added")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd", help="with --train (default sgd)")
     p.add_argument("--lr", type=float, default=0.01, metavar="X", help="with --train: learning rate (default 0.01)")
     p.add_argument("--label", default=None, metavar="NAME=D1,D2,...",
@@ -113,10 +115,12 @@ def _training_step(mod, prm, inputs, t: TrainOptions, seed: int):
 
     step, state = train_step(mod, prm, loss=t.loss, optimizer=t.optimizer, lr=t.lr, label_shape=t.label_shape,
                              label_name=t.label_name)
+    feeds = dict(inputs or {})
+    if t.loss == "output":              # the labels are one of the model's own inputs
+        return step, state, feeds
     func = step["main"]
     n_in = int(func.attrs["num_input"])
     labels_var = func.params[n_in - 1]
-    feeds = dict(inputs or {})
     feeds[labels_var.name] = example_labels(mod, labels_var, t.loss, seed)
     return step, state, feeds
 

@@ -61,8 +61,10 @@ def _unsupported_aten(ep) -> list[str]:
     """aten targets the TVM converter has no entry for (what its own assert would list)."""
     from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
 
+    from .torch_converters import custom_convert_map
+
     try:
-        known = ExportedProgramImporter().create_convert_map()
+        known = {**ExportedProgramImporter().create_convert_map(), **custom_convert_map()}
     except Exception:  # private API: if it changes, fall back to TVM's own message
         return []
     return sorted({n.target.__name__ for n in ep.graph.nodes
@@ -70,15 +72,26 @@ def _unsupported_aten(ep) -> list[str]:
 
 
 def _translate(ep, run_ep_decomposition: bool):
+    """ExportedProgram -> Relax. The decomposition is torch's default table run here, minus the ops
+    tvm_swap.frontends.torch_converters converts whole (TVM's importer would run the full table)."""
     from tvm.relax.frontend.torch import from_exported_program
 
+    from .torch_converters import custom_convert_map, decompositions
+
+    if run_ep_decomposition:
+        try:
+            ep = ep.run_decompositions(decompositions())
+        except Exception as e:  # torch raises many types from its decompositions
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UnsupportedModelError(f"torch's decomposition of the exported model failed: {type(e).__name__}: "
+                                        f"{first}; try from_torch(..., run_ep_decomposition=False)") from None
     try:
         return from_exported_program(ep, keep_params_as_input=True, unwrap_unit_return_tuple=True,
-                                     run_ep_decomposition=run_ep_decomposition)
+                                     run_ep_decomposition=False, custom_convert_map=custom_convert_map())
     except Exception as e:  # AssertionError / NotImplementedError / ValueError from the converters
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if "Unsupported function types" in msg or isinstance(e, AssertionError):
-            ops = _unsupported_aten(ep if not run_ep_decomposition else ep.run_decompositions())
+            ops = _unsupported_aten(ep)
             if ops:
                 raise UnsupportedModelError(
                     f"TVM's PyTorch frontend has no converter for {', '.join(ops)}; rewrite that part of the "

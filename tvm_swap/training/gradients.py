@@ -3,7 +3,9 @@
 relax.transform.Gradient looks up each op's `FPrimalGradient` attribute; real models need these
 (see notes/real-models.md G5):
 
-    missing:  nn.gelu, nn.gelu_tanh, erf, rsqrt, squeeze, stack, strided_slice
+    missing:  nn.gelu, nn.gelu_tanh, erf, rsqrt, squeeze, stack, strided_slice,
+              gather_elements (transformers' own loss picks each target's log-probability with it),
+              clip (hardswish / hardsigmoid decompose to it: MobileNetV3)
     fixed:    take  (TVM's take_backward only lowers 1-d indices: a 0-d or n-d index is reshaped to 1-d)
               where (TVM forgets collapse_sum_to for operands that were broadcast: wrong-rank adjoints)
               nn.nll_loss (TVM's nll_loss_backward reads weights[target] for ignored targets, i.e.
@@ -187,6 +189,30 @@ def strided_slice_grad(orig_var, orig_call, output_grad, ctx):
             idx = relax.const(np.asarray(list(r), dtype="int64"))
             grad = ctx.emit(take_backward(grad, ctx.emit(like), idx, a))
     return [grad] + [no_grad(arg) for arg in orig_call.args[1:]]
+
+
+@_gradient("relax.clip")
+def clip_grad(orig_var, orig_call, output_grad, ctx):
+    """dy where min < x < max, else 0 (torch's hardtanh_backward: the bounds themselves pass nothing)."""
+    from tvm.relax import op
+    from tvm.relax.op.grad import no_grad
+
+    x, lo, hi = orig_call.args
+    inside = op.logical_and(op.greater(x, _const(float(lo.value), x)), op.less(x, _const(float(hi.value), x)))
+    return [op.where(inside, output_grad, _const(0, x)), no_grad(lo), no_grad(hi)]
+
+
+@_gradient("relax.gather_elements")
+def gather_elements_grad(orig_var, orig_call, output_grad, ctx):
+    """Each gathered element's gradient added back at the index it came from (indices may repeat)."""
+    from tvm import relax
+    from tvm.relax import op
+    from tvm.relax.op.grad import no_grad
+
+    x, idx = orig_call.args
+    zeros = op.zeros(relax.ShapeExpr(_static_shape(x, "gather_elements")), _dtype(x))
+    axis = int(orig_call.attrs.axis)
+    return [op.scatter_elements(zeros, idx, output_grad, axis, reduction="add"), no_grad(idx)]
 
 
 # ---------------------------------------------------------------- fixed

@@ -35,7 +35,8 @@ from .grad_scope import split_by_dependence
 
 UPDATES_ATTR = "tvm_swap.updates"
 PARAM_KINDS_ATTR = "tvm_swap.param_kinds"
-LOSSES = ("cross_entropy", "mse")
+LOSSES = ("cross_entropy", "mse", "output")
+OWN_LOSS = "output"           # the model computes its loss itself (transformers' `labels=`): no labels input
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 ADAM_KINDS = ("adam", "adamw")
 LABELS_NAME = "labels"
@@ -83,7 +84,9 @@ def train_step(mod, params=None, loss: str = "cross_entropy", optimizer: str | O
     loss: "cross_entropy" (prediction = logits (..., C), labels int64 (...), mean over all positions,
          torch's F.cross_entropy with ignore_index -100) or "mse" (labels shaped like the prediction,
          mean over all elements, torch's F.mse_loss). label_shape / label_dtype override the labels var,
-         label_name names it.
+         label_name names it. "output": the model's output (`output_index`) is the loss itself, a float
+         scalar, as a transformers model returns it when called with `labels=`; its labels are one of the
+         model's own inputs and the step adds none.
     optimizer: "sgd" | "momentum" | "adam" | "adamw" (lr and **optimizer_options: momentum, nesterov, betas, eps,
          weight_decay), or an Optimizer.
     trainable: names of the params to update (default: every floating-point param the loss reads);
@@ -107,7 +110,7 @@ def train_step(mod, params=None, loss: str = "cross_entropy", optimizer: str | O
 
     loss_mod = _loss_module(func_name, fwd, num_inputs, loss, output_index, label_shape, label_dtype, label_name)
     loss_fn = loss_mod["loss"]
-    n_data = num_inputs + 1                        # inputs + labels
+    n_data = num_inputs + (loss != OWN_LOSS)       # inputs + labels
     weights = list(loss_fn.params[n_data:])
     used = _used_vars(loss_fn)
     kept = [w for w in weights if w in used]       # unused params are dropped from the step
@@ -212,6 +215,18 @@ def _emit_loss(bb, loss, pred, labels):
     return bb.emit(op.mean(op.multiply(diff, diff)))
 
 
+def _check_own_loss(pred_ty, label_shape, label_dtype) -> None:
+    """loss="output": the picked output must be a float scalar (the model's loss), and there are no labels."""
+    if label_shape is not None or label_dtype is not None:
+        raise TvmSwapError('loss="output" trains on the model\'s own loss output and adds no labels input: '
+                           "drop label_shape / label_dtype (pass the labels to the model as one of its inputs)")
+    dims = _static_dims(pred_ty, "the model's loss output")
+    if any(d != 1 for d in dims) or not str(pred_ty.dtype.dtype).startswith("float"):
+        raise TvmSwapError(f'loss="output" needs the model to return its loss as a float scalar, but output is '
+                           f"{pred_ty.dtype.dtype}{dims}; pick the loss with output_index (e.g. return "
+                           "model(input_ids=ids, labels=labels).loss), or use loss=\"cross_entropy\" on logits")
+
+
 def _loss_module(func_name, fwd, num_inputs, loss, output_index, label_shape, label_dtype, label_name=LABELS_NAME):
     """IRModule with only `loss(*inputs, labels, *params) -> scalar`: the forward inlined, one dataflow
     block, training-mode decompositions applied."""
@@ -219,7 +234,11 @@ def _loss_module(func_name, fwd, num_inputs, loss, output_index, label_shape, la
     from tvm import relax
 
     pred_ty, index = _prediction_ty(fwd, output_index)
-    labels = _labels_var(loss, pred_ty, label_shape, label_dtype, {p.name for p in fwd.params}, label_name)
+    if loss == OWN_LOSS:
+        _check_own_loss(pred_ty, label_shape, label_dtype)
+        labels = []
+    else:
+        labels = [_labels_var(loss, pred_ty, label_shape, label_dtype, {p.name for p in fwd.params}, label_name)]
     bb = relax.BlockBuilder()
     callee = fwd
     for key in ("global_symbol", "num_input", "params", "tvm_swap.updates", "tvm_swap.param_kinds"):
@@ -228,11 +247,14 @@ def _loss_module(func_name, fwd, num_inputs, loss, output_index, label_shape, la
     fwd_gv = bb.add_func(callee, "forward")
     ps = [relax.Var(p.name, p.ty) for p in fwd.params]
     inputs, weights = ps[:num_inputs], ps[num_inputs:]
-    with bb.function("loss", [*inputs, labels, *weights]):
+    with bb.function("loss", [*inputs, *labels, *weights]):
         with bb.dataflow():
             out = bb.emit(relax.Call(fwd_gv, ps))
             pred = bb.emit(relax.TupleGetItem(out, index)) if index is not None else out
-            value = _emit_loss(bb, loss, pred, labels)
+            if loss == OWN_LOSS:                    # a (1,)-shaped loss as the scalar Gradient wants
+                value = bb.emit(relax.op.reshape(pred, [])) if pred_ty.ndim else pred
+            else:
+                value = _emit_loss(bb, loss, pred, labels[0])
             gv = bb.emit_output(value)
         bb.emit_func_output(gv)
     seq = tvm.transform.Sequential([
