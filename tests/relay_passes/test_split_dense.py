@@ -43,7 +43,8 @@ def test_a_limit_below_the_unsplit_floor_is_met_by_the_fewest_slices_bitwise(tmp
     name, need, _ = floor_op(unsplit)
     assert "w1_T" in {unsplit.tensors[t].name for t in next(o for o in unsplit.ops if o.name == name).inputs}
     limit = int(need * 0.6)
-    with pytest.raises(InfeasibleLimitError, match=r"dense layer's weight: split_dense=True cuts it"):
+    # (before lowering: the weight alone is too big; after a lowering this session cached: the exact floor's hint)
+    with pytest.raises(InfeasibleLimitError, match=r"split_dense=True (cuts it|runs it in \d+ slices)"):
         tvm_swap.build(mod, mem_limit=limit, params=params, profile=False, generations=2)     # not asked to split
     m = tvm_swap.build(mod, mem_limit=limit, params=params, profile=False, generations=2, split_dense=True)
     splits = m.compiled.info["dense_splits"]

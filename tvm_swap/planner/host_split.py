@@ -63,7 +63,10 @@ def device_graph(graph: DataflowGraph, host_ops) -> tuple[DataflowGraph, list[in
     outputs = [t for t in graph.outputs if prod[t] >= 0 and int(prod[t]) not in host and t not in graph.updates]
     outputs += sorted(t for t in host_read if prod[t] >= 0 and int(prod[t]) not in host and t not in outputs)
     updates = {new: old for new, old in graph.updates.items() if int(prod[new]) not in host}
-    g = DataflowGraph(f"{graph.name} (device part)", tensors, ops, outputs, updates, dict(graph.meta))
+    meta = dict(graph.meta)
+    if meta.get("inplace"):     # the in-place pairs of the ops kept, renumbered (DataflowGraph.inplace_pairs)
+        meta["inplace"] = [[new_id[o], y, x] for o, y, x in meta["inplace"] if o in new_id]
+    g = DataflowGraph(f"{graph.name} (device part)", tensors, ops, outputs, updates, meta)
     return g, keep
 
 
@@ -107,4 +110,4 @@ def lift_plan(graph: DataflowGraph, dev_plan: Plan, keep: list[int], host_ops) -
     search = {**dev_plan.search, "host_ops": len(host)}
     return Plan(graph.name, graph.fingerprint(), dev_plan.planner, dev_plan.mem_limit, dev_plan.device, schedule,
                 dev_plan.pool, dev_plan.tensor_class, list(dev_plan.initial_residents), actions, {}, search,
-                False, host)
+                False, host, inplace=[(keep[o], y, x) for o, y, x in dev_plan.inplace])
