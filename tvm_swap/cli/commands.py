@@ -17,8 +17,11 @@ def _say(args, text: str) -> None:
         print(text, file=sys.stderr)
 
 
-def print_plan_table(summary: dict, out=sys.stdout) -> None:
+def print_plan_table(summary: dict, out=None) -> None:
+    """out: a stream (default: sys.stdout as it is at the call, not at import: a caller may have replaced it)."""
     from .notes import label
+
+    out = sys.stdout if out is None else out
 
     rows = [
         ("graph", summary["graph"]),
