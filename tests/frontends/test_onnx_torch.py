@@ -351,3 +351,26 @@ def test_cli_plans_compiles_and_runs_a_torch_factory(tmp_path, factory_file):
     _cli("compile", spec, *PLAN_ARGS, "-o", str(lib), cwd=tmp_path)
     run = _cli("run", str(lib), "--compare-unlimited", "--repeat", "1", "--json", "--quiet", cwd=tmp_path)
     assert run["outputs_bitwise_equal"] and run["within_limit"]
+
+
+def test_a_node_tvm_cannot_convert_is_named_with_what_to_do(capsys):
+    """TVM 0.27's ONNX importer fails on ConstantOfShape of a 0-d shape (what torch's TorchScript exporter writes
+    for BERT's mask): the refusal names the operator and the way around it, and TVM's print of the node's
+    inputs stays off stdout."""
+    import numpy as np
+    import onnx  # noqa: F401
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tvm_swap.errors import UnsupportedModelError
+    from tvm_swap.frontends import from_onnx
+
+    shape = numpy_helper.from_array(np.array([], dtype=np.int64), name="s")
+    fill = helper.make_node("ConstantOfShape", ["s"], ["c"],
+                            value=helper.make_tensor("v", TensorProto.FLOAT, [1], [2.0]))
+    add = helper.make_node("Add", ["x", "c"], ["y"])
+    g = helper.make_graph([fill, add], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])], initializer=[shape])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(UnsupportedModelError, match=r"on ONNX operator 'ConstantOfShape'.*from_torch"):
+        from_onnx(model, {"x": [3]})
+    assert "Error converting operator" not in capsys.readouterr().out

@@ -7,8 +7,10 @@ with symbolic dims need `shapes`. Weight broadcasts into matmuls are folded (fro
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
+import io
 import os
 import sys
 from collections import Counter
@@ -191,6 +193,27 @@ def _check_shapes(model, shapes):
                                f"(shapes={{{name!r}: (...)}})")
 
 
+
+@contextlib.contextmanager
+def _operator_being_converted():
+    """A list holding the ONNX operator TVM's importer is converting (its last), so a failure can name it;
+    TVM's own print of the failing node's inputs (pages of IR) is kept off stdout meanwhile."""
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    cls = onnx_frontend.ONNXGraphImporter
+    real, current = cls._convert_operator, []
+
+    def recording(self, op_name, *args, **kwargs):
+        current[:] = [op_name]
+        return real(self, op_name, *args, **kwargs)
+
+    cls._convert_operator = recording
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield current
+    finally:
+        cls._convert_operator = real
+
 def from_onnx(model, shapes=None, dtypes=None, opset=None, fix_broadcasts: bool = True):
     """ONNX file path or ModelProto -> (IRModule with main(*inputs, *params), {name: np.ndarray})."""
     model, path = _read(model)
@@ -204,12 +227,17 @@ def from_onnx(model, shapes=None, dtypes=None, opset=None, fix_broadcasts: bool 
     from tvm.relax.frontend import detach_params
     from tvm.relax.frontend.onnx import from_onnx as tvm_from_onnx
 
-    try:
-        mod = tvm_from_onnx(model, shape_dict=shapes or None, dtype_dict=dtypes or "float32", opset=opset,
-                            keep_params_in_input=True)
-    except Exception as e:  # OpNotImplemented, OpAttributeInvalid, ValueError, TVMError
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise UnsupportedModelError(f"TVM's ONNX frontend failed: {type(e).__name__}: {msg}") from None
+    with _operator_being_converted() as current:
+        try:
+            mod = tvm_from_onnx(model, shape_dict=shapes or None, dtype_dict=dtypes or "float32", opset=opset,
+                                keep_params_in_input=True)
+        except Exception as e:  # OpNotImplemented, OpAttributeInvalid, ValueError, TVMError
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            where = f" on ONNX operator {current[0]!r}" if current else ""
+            raise UnsupportedModelError(
+                f"TVM's ONNX frontend failed{where}: {type(e).__name__}: {msg}; for a PyTorch model, import the "
+                f"module itself (tvm_swap.frontends.from_torch), or export it with another opset or exporter "
+                f"(torch.onnx.export(..., dynamo=True))") from None
     mod, detached = detach_params(mod)
     func = mod["main"]
     n_in = int(func.attrs["num_input"]) if func.attrs is not None and "num_input" in func.attrs else len(func.params)
