@@ -18,6 +18,7 @@ words depend on the limit. No TVM here.
 from __future__ import annotations
 
 from .graph.dataflow import PERSISTENT_KINDS
+from .limits import largest_op
 from .plan import aligned_bytes
 
 LAYOUT_KERNELS = ("transpose", "reshape", "layout_transform", "expand_dims", "squeeze")
@@ -41,14 +42,7 @@ def hint_facts(graph, alignment: int = 256, in_place: bool = True) -> dict:
     """What the hint needs to know of the op that needs the most memory at once (JSON-able). in_place: an
     output the op may write over a dying input counts once (the arena runs such ops in place, as
     limits.floor_op counts them; size classes do not)."""
-    best, op = -1, None
-    saved = graph.inplace_savings(aligned_bytes(graph.tensor_bytes(), alignment)) if in_place \
-        else [0] * graph.num_ops
-    for o in graph.ops:
-        need = sum(aligned_bytes(graph.tensors[t].nbytes, alignment) for t in set(o.inputs) | set(o.outputs))
-        need -= int(saved[o.id])
-        if need > best:
-            best, op = need, o
+    op, best = largest_op(graph, alignment, in_place)
     workspace = max((o.workspace for o in graph.ops), default=0)
     if op is None:
         return {"op": "", "need": 0, "workspace": int(workspace)}
