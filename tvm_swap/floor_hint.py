@@ -18,7 +18,6 @@ words depend on the limit. No TVM here.
 from __future__ import annotations
 
 from .graph.dataflow import PERSISTENT_KINDS
-from .limits import largest_op
 from .plan import aligned_bytes
 
 LAYOUT_KERNELS = ("transpose", "reshape", "layout_transform", "expand_dims", "squeeze")
@@ -36,6 +35,21 @@ def slices_to_fit(split: int, fixed: int, room: int | None) -> int | None:
         return None
     k = max(2, -(-split // (room - fixed)))
     return k if k <= split else None
+
+
+def largest_op(graph, alignment: int = 256, in_place: bool = True):
+    """(op, aligned bytes of its inputs and outputs together) of the op that needs the most memory at once (the
+    first on a tie; (None, -1) for no ops). in_place: an output the op may write over a dying input counts once
+    (the arena runs such ops in place; size classes do not)."""
+    best, found = -1, None
+    saved = graph.inplace_savings(aligned_bytes(graph.tensor_bytes(), alignment)) if in_place \
+        else [0] * graph.num_ops
+    for op in graph.ops:
+        need = sum(aligned_bytes(graph.tensors[t].nbytes, alignment) for t in set(op.inputs) | set(op.outputs))
+        need -= int(saved[op.id])
+        if need > best:
+            best, found = need, op
+    return found, best
 
 
 def hint_facts(graph, alignment: int = 256, in_place: bool = True) -> dict:

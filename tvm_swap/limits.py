@@ -133,26 +133,11 @@ def limit_facts(graph, limit: int, alignment: int = DEFAULT_ALIGNMENT) -> dict:
             "limit_vs_liveness_peak": round(limit / peak, 4) if peak else None}
 
 
-def largest_op(graph, alignment: int = DEFAULT_ALIGNMENT, in_place: bool = True):
-    """(op, aligned bytes of its inputs and outputs together) of the op that needs the most memory at once (the
-    first on a tie; (None, -1) for no ops). in_place: an output the op may write over a dying input counts once
-    (the arena runs such ops in place; size classes do not)."""
-    from .plan import aligned_bytes
-
-    best, found = -1, None
-    saved = graph.inplace_savings(aligned_bytes(graph.tensor_bytes(), alignment)) if in_place \
-        else [0] * graph.num_ops
-    for op in graph.ops:
-        need = sum(aligned_bytes(graph.tensors[t].nbytes, alignment) for t in set(op.inputs) | set(op.outputs))
-        need -= int(saved[op.id])
-        if need > best:
-            best, found = need, op
-    return found, best
-
-
 def floor_op(graph, alignment: int = DEFAULT_ALIGNMENT, in_place: bool = True) -> tuple[str, int, int]:
     """(name, aligned bytes of its inputs and outputs together, largest kernel workspace in the graph) of the
     op that needs the most memory at once (largest_op): what sets the floor no plan can go below."""
+    from .floor_hint import largest_op
+
     op, best = largest_op(graph, alignment, in_place)
     workspace = max((o.workspace for o in graph.ops), default=0)
     return ("" if op is None else op.name), max(best, 0), int(workspace)
