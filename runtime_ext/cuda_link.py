@@ -71,7 +71,7 @@ def measure_link(nbytes: int = 256 << 20, repeats: int = 5, device_id: int = 0) 
 
 def measured_device(spec, rates: dict):
     """`spec` (a tvm_swap DeviceSpec) with the link rates measured by measure_link."""
-    from tvm_swap.devices import DeviceSpec
+    from tvm_swap.cost.devices import DeviceSpec
 
     return DeviceSpec(**{**asdict(spec), "h2d_bandwidth": float(rates["h2d_bytes_per_s"]),
                          "d2h_bandwidth": float(rates["d2h_bytes_per_s"]),

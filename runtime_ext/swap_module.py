@@ -51,7 +51,7 @@ def make_backend(target_kind: str, bandwidth=None, debug_poison: bool = False):
 
 
 def _link(bandwidth):
-    from tvm_swap.devices import DeviceSpec
+    from tvm_swap.cost.devices import DeviceSpec
     from tvm_swap.units import parse_bandwidth
 
     from .link import Link
@@ -239,11 +239,11 @@ class SwapModule:
         return None if t is None else float(t)
 
     def limit_facts(self) -> dict:
-        """The limit beside what "100%" means (tvm_swap.limits.limit_facts: no_swap_bytes, liveness_peak_bytes and
+        """The limit beside what "100%" means (tvm_swap.limits.mem_limit.limit_facts: no_swap_bytes, liveness_peak_bytes and
         the limit as a fraction of each), from the graph inside the library; {} for a library without one."""
         if self._limit_facts is None:
             from tvm_swap.graph import DataflowGraph
-            from tvm_swap.limits import limit_facts
+            from tvm_swap.limits.mem_limit import limit_facts
 
             meta = self.manifest.meta
             self._limit_facts = (limit_facts(DataflowGraph.from_dict(meta["graph_json"]), int(self.plan.mem_limit))

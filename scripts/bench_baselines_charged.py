@@ -89,7 +89,7 @@ def facts(graph, plan, op_time, device) -> dict:
 
 
 def bench_point(spec: str, planner: str, args) -> dict:
-    from tvm_swap.devices import get_device
+    from tvm_swap.cost.devices import get_device
     from tvm_swap.planner import PLANNERS as REGISTRY
     from tvm_swap.planner.api import plan_graph, resolve_limit, resolve_op_time
     from tvm_swap.planner.context import PlanningContext

@@ -46,8 +46,8 @@ def search_rate(graph, args, recompute: str) -> dict:
 def genome_costs(graph, args) -> list[dict]:
     import numpy as np
 
-    from tvm_swap.cost import roofline_times
-    from tvm_swap.devices import get_device
+    from tvm_swap.cost.roofline import roofline_times
+    from tvm_swap.cost.devices import get_device
     from tvm_swap.planner.simulator import pack_actions, simulate_time
     from tvm_swap.planner.swapadvisor.arena import plan_arena
     from tvm_swap.planner.swapadvisor.ga import Evaluator, GeneticSearch

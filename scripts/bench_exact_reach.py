@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_gap import DEVICE, instance_graph  # noqa: E402
-from tvm_swap.devices import get_device  # noqa: E402
+from tvm_swap.cost.devices import get_device  # noqa: E402
 from tvm_swap.planner.api import plan_graph  # noqa: E402
 from tvm_swap.planner.bounds import noswap_peak  # noqa: E402
 from tvm_swap.planner.exact import solve_exact  # noqa: E402

@@ -33,7 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tvm_swap.devices import get_device  # noqa: E402
+from tvm_swap.cost.devices import get_device  # noqa: E402
 from tvm_swap.errors import InfeasibleLimitError  # noqa: E402
 from tvm_swap.planner.api import plan_graph  # noqa: E402
 from tvm_swap.planner.bounds import noswap_peak  # noqa: E402

@@ -26,7 +26,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     import tvm_swap
-    from tvm_swap.devices import get_device
+    from tvm_swap.cost.devices import get_device
     from tvm_swap.planner.api import plan_graph
     from tvm_swap.zoo import load_zoo
 

@@ -79,8 +79,8 @@ def run_case(case: str, generations: int) -> list[dict]:
 def per_eval(case: str, repeat: int) -> list[dict]:
     """Seconds per evaluation of the GA's fitness (ArenaScorer.time_of: walk, placement, packed simulation) for
     the arena seeds on the default schedule that do or do not keep updated params, best of `repeat`."""
-    from tvm_swap.devices import get_device
-    from tvm_swap.cost import roofline_times
+    from tvm_swap.cost.devices import get_device
+    from tvm_swap.cost.roofline import roofline_times
     from tvm_swap.planner.graphindex import GraphIndex
     from tvm_swap.planner.swapadvisor.arena import ArenaScorer, ArenaSpace
     from tvm_swap.units import parse_limit

@@ -90,11 +90,11 @@ def main(argv=None) -> int:
     rows = [r for case in args.cases
             for r in run_case(case, args.budget, args.device, args.planners, args.pool, args.generations,
                               args.host_ops)]
-    from tvm_swap.devices import get_device
+    from tvm_swap.cost.devices import get_device
 
     dev = get_device(args.device)
     if dev.host:
-        from tvm_swap.devices import HOSTS
+        from tvm_swap.cost.devices import HOSTS
 
         print(f"\nhost (ops placed on it): {HOSTS[dev.host].description}")
     print(f"\n{'model':<28} {'limit':>6} {'need GB':>8} {'planner':<21} {'time s':>8} {'ideal s':>8} "

@@ -80,11 +80,11 @@ def graph_of(mod):
 
 
 def split_graph_of(mod):
-    """(graph once no dense layer's weight sets the floor (tvm_swap.split_to_fit.split_floor), {weight: K})."""
+    """(graph once no dense layer's weight sets the floor (tvm_swap.limits.split_to_fit.split_floor), {weight: K})."""
     from relay_passes.lower import lower
     from tvm_swap.graph.extract import graph_from_relax
     from tvm_swap.pipeline import fold_frozen_layouts
-    from tvm_swap.split_to_fit import split_floor
+    from tvm_swap.limits.split_to_fit import split_floor
 
     def lower_graph(m):
         low = lower(m, "llvm")
@@ -103,7 +103,7 @@ def measure(label: str, mod, peak_of=None, split: bool = False) -> dict:
 
     splits, unsplit_floor = {}, None
     g = graph_of(mod)
-    if split:       # dense layers split by output features until none sets the floor (tvm_swap.split_to_fit)
+    if split:       # dense layers split by output features until none sets the floor (tvm_swap.limits.split_to_fit)
         try:
             split_g, splits = split_graph_of(mod)
         except ImportError:   # a commit before the split

@@ -152,7 +152,7 @@ def render(summary: list[dict], meta: dict) -> str:
              f"{meta['before']} (one population), off = recompute off; same seed ({meta['seed']}) and "
              f"generations (or budget), workers={meta['workers']}. "
              + (f"Random training graphs: seeds 0-{meta['graphs'] - 1} (8-12 layers, momentum on odd seeds, "
-                "random_op_times) at 60% and 75% of no_swap_bytes (tvm_swap.limits). "
+                "random_op_times) at 60% and 75% of no_swap_bytes (tvm_swap.limits.mem_limit). "
                 if any(s["what"] == "random training graphs" for s in summary) else "")
              + "Ratios are simulated "
              "iteration times (below 1: faster than the denominator), min / median / max over the cases; slower "

@@ -187,7 +187,7 @@ def run_planner(graph, planner: str, mem_limit: int, args, budget_s: float,
     """One plan, as a JSON row; failures become rows too, so one bad run does not lose the benchmark.
     pool: for the search planners (default: the run's first --pool); args.generations, when set, fixes the
     search to that many GA generations (budget_s is then ignored: load-independent and reproducible)."""
-    from tvm_swap.devices import get_device
+    from tvm_swap.cost.devices import get_device
     from tvm_swap.planner.api import plan_graph
 
     pool = pool_of(planner, args, pool or pools_for(planner, args)[0])
@@ -238,7 +238,7 @@ def smallest_feasible(graph, args) -> int:
     """The smallest limit swapadvisor accepts in the run's first pool (the arena by default): ask it at a limit
     of 1 byte and read its refusal (the floor check runs before any search). Baselines with size classes may
     need more (their cells say N/A below it)."""
-    from tvm_swap.devices import get_device
+    from tvm_swap.cost.devices import get_device
     from tvm_swap.planner.api import plan_graph
 
     try:
@@ -252,7 +252,7 @@ def smallest_feasible(graph, args) -> int:
 def row_bounds(graph, args, mem_limit: int) -> dict:
     """The row's bounds, from the graph alone (not from whichever plan came first: a plan that recomputes
     reports no tight bound): seconds, and the bytes every plan without recomputation copies each way."""
-    from tvm_swap.devices import get_device
+    from tvm_swap.cost.devices import get_device
     from tvm_swap.planner.api import resolve_op_time
     from tvm_swap.planner.tight_bound import tight_lower_bound_detail
 
@@ -335,7 +335,7 @@ def bench_inference(args) -> dict:
 
 def ideal_seconds(graph, args) -> float:
     """Unlimited-memory time: the sum of the roofline op times (what every plan's ideal_time_s is)."""
-    from tvm_swap.devices import get_device
+    from tvm_swap.cost.devices import get_device
     from tvm_swap.planner.api import resolve_op_time
     from tvm_swap.planner.bounds import ideal_time
 
@@ -379,7 +379,7 @@ def seconds_cell(r: dict | None) -> str:
 def add_tight_bounds(result: dict, args) -> None:
     """Fill rows' tight_lower_bound_s for the graphs they were planned on. A row whose graph changed since
     (its ideal time no longer matches) is marked stale and gets no bound: its recorded times are of another graph."""
-    from tvm_swap.devices import get_device
+    from tvm_swap.cost.devices import get_device
     from tvm_swap.planner.api import resolve_op_time
     from tvm_swap.planner.tight_bound import tight_lower_bound
 

@@ -4,7 +4,7 @@
 For 3 models (an MLP forward pass, an MLP training step, a CNN training step) x 3 limits (100%, 60%, 35% of
 the no-swap peak):
 1. per-op times measured in situ: a traced no-swap build of the model run on this runtime
-   (tvm_swap.profile.InSituProfiler), so the simulator sees what the kernels cost on this CPU;
+   (tvm_swap.cost.profile.InSituProfiler), so the simulator sees what the kernels cost on this CPU;
 2. plan with those times for the emulated device whose link is throttled to --bandwidth;
 3. run the plan on the emulated backend with the same throttle, each call paired with one traced profiling
    call, so that measurement and op times see the same machine load (the machine may be shared);
@@ -104,7 +104,7 @@ def run(args):
     from relay_passes.lower import lower
     from runtime_ext.swap_module import SwapModule
     from tvm_swap.pipeline import compile_model
-    from tvm_swap.profile import InSituProfiler
+    from tvm_swap.cost.profile import InSituProfiler
     from tvm_swap.graph.extract import graph_from_relax
     from tvm_swap.planner.simulator import simulate
     from tvm_swap.units import parse_bandwidth

@@ -44,7 +44,7 @@ def _rss_mb() -> float:
 
 def measure(layers: int, evaluations: int) -> dict:
     """One size, in this process."""
-    from tvm_swap.devices import get_device
+    from tvm_swap.cost.devices import get_device
     from tvm_swap.planner import plan_graph
     from tvm_swap.planner.api import resolve_limit, resolve_op_time
     from tvm_swap.planner.swapadvisor.ga import Evaluator, GeneticSearch
@@ -106,7 +106,7 @@ def throughput(layers: int, n_genomes: int, configs, rounds: int, pool_kind: str
     turn, so a change of the machine's load hits every configuration alike. Per timed batch: wall seconds,
     the workers' CPU seconds (from /proc: what evaluating cost, whatever the load) and the driver's, and the
     load average. Returns (per-round rows, per-configuration medians)."""
-    from tvm_swap.devices import get_device
+    from tvm_swap.cost.devices import get_device
     from tvm_swap.planner.api import resolve_limit, resolve_op_time
     from tvm_swap.planner.swapadvisor.executors import make_pool
     from tvm_swap.planner.swapadvisor.ga import Evaluator, GeneticSearch

@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tvm_swap.devices import get_device  # noqa: E402
+from tvm_swap.cost.devices import get_device  # noqa: E402
 from tvm_swap.planner.api import plan_graph, resolve_op_time  # noqa: E402
 from tvm_swap.planner.tight_bound import tight_lower_bound_detail  # noqa: E402
 from tvm_swap.units import format_bytes  # noqa: E402

@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cut_short import run_cut_short, worker_signals  # noqa: E402
-from tvm_swap.devices import DEVICES  # noqa: E402
+from tvm_swap.cost.devices import DEVICES  # noqa: E402
 from tvm_swap.errors import InfeasibleLimitError, TvmSwapError  # noqa: E402
 from tvm_swap.graph import DataflowGraph, TensorInfo  # noqa: E402
 from tvm_swap.plan import Plan  # noqa: E402

@@ -137,7 +137,7 @@ def run_case(seed: int) -> dict:
     too ('below-min' otherwise). kind: None (ok), a FAILURE_KINDS entry, or a KNOWN_KINDS entry."""
     import tvm_swap
     from tvm_swap.errors import InfeasibleLimitError, KernelCodegenError
-    from tvm_swap.limits import no_swap_bytes
+    from tvm_swap.limits.mem_limit import no_swap_bytes
     from tvm_swap.planner.api import resolve_pool
     from tvm_swap.testing import planner_min_limit
 
@@ -174,7 +174,7 @@ def run_case(seed: int) -> dict:
         if why:
             return fail("peak" if why.startswith("device peak") else "mismatch", why)
         m.close()
-        # half the time as a first compile (no graph cache): refused before lowering where tvm_swap.early_floor's
+        # half the time as a first compile (no graph cache): refused before lowering where tvm_swap.limits.early_floor's
         # bounds prove it (a lower bound then, which must not exceed the min), else after lowering
         first = first_compile(seed)
         out["below"] = _check_below(ex, {**kw, "graph_cache": False} if first else kw, lo, int(lo * frac),

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tvm_swap.devices import get_device  # noqa: E402
+from tvm_swap.cost.devices import get_device  # noqa: E402
 from tvm_swap.planner.api import plan_graph  # noqa: E402
 from tvm_swap.provenance import git_commit  # noqa: E402
 from tvm_swap.zoo import load_zoo  # noqa: E402

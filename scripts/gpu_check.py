@@ -228,7 +228,7 @@ def _param_values(entry: dict) -> dict:
 def _calibrated(entry, build_dir, plan, unlimited_s, link, base_device):
     """The plan re-simulated with op times scaled to the measured unlimited step and the measured link."""
     from runtime_ext.cuda_link import measured_device
-    from tvm_swap.devices import get_device
+    from tvm_swap.cost.devices import get_device
     from tvm_swap.graph import DataflowGraph
     from tvm_swap.planner.simulator import simulate
 

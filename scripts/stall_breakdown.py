@@ -90,7 +90,7 @@ def show(name: str, r: dict, ideal: float) -> None:
 
 
 def main(argv=None) -> int:
-    from tvm_swap.devices import get_device
+    from tvm_swap.cost.devices import get_device
     from tvm_swap.planner.api import resolve_op_time
     from tvm_swap.planner.bounds import ideal_time
     from tvm_swap.planner.graphindex import GraphIndex

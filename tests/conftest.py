@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache_dir(tmp_path_factory):
-    """Kernel timings and unlimited builds cached on disk (tvm_swap.timing_cache) go to this session's own
+    """Kernel timings and unlimited builds cached on disk (tvm_swap.cost.timing_cache) go to this session's own
     folder, never the user's ~/.cache; subprocesses (the CLI tests) inherit it."""
     os.environ["TVM_SWAP_CACHE_DIR"] = str(tmp_path_factory.mktemp("tvm_swap_cache"))
     yield

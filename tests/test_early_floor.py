@@ -1,4 +1,4 @@
-"""tvm_swap.early_floor: limits refused from the Relax function before lowering (issue 16), never a feasible one.
+"""tvm_swap.limits.early_floor: limits refused from the Relax function before lowering (issue 16), never a feasible one.
 
 The bounds are checked against the graphs lowering really makes (several models, fusion caps), and every
 percentage near each model's floor that the early check refuses must be refused by the exact check too."""
@@ -11,7 +11,7 @@ import pytest
 
 import tvm
 
-from tvm_swap.early_floor import EarlyInfeasibleError, check_before_lowering, floor_bounds  # noqa: E402
+from tvm_swap.limits.early_floor import EarlyInfeasibleError, check_before_lowering, floor_bounds  # noqa: E402
 
 
 def _views_and_constants():
@@ -61,7 +61,7 @@ CUDA = {"kind": "cuda", "arch": "sm_90"}       # lowering for it needs no GPU
 def _lowered_facts(mod, fuse_max_depth, target="llvm"):
     from relay_passes.lower import lower
     from tvm_swap.graph.extract import graph_from_relax
-    from tvm_swap.limits import no_swap_bytes
+    from tvm_swap.limits.mem_limit import no_swap_bytes
     from tvm_swap.plan import aligned_bytes
     from tvm_swap.planner.api import feasible_floor
     from tvm_swap.planner.graphindex import GraphIndex
@@ -169,7 +169,7 @@ def test_a_limit_between_the_bound_and_the_floor_is_refused_after_lowering_befor
     first (the floor needs the fused kernels and their workspace, the percentage the static plan), then refused
     exactly, before any kernel is profiled and before the search starts (both made to fail here)."""
     import tvm_swap.planner.api as api
-    import tvm_swap.profile as profile
+    import tvm_swap.cost.profile as profile
     from tvm_swap.errors import InfeasibleLimitError
     from tvm_swap.examples import get_example
     from tvm_swap.pipeline import compile_model
@@ -177,7 +177,7 @@ def test_a_limit_between_the_bound_and_the_floor_is_refused_after_lowering_befor
     mod = get_example("cnn-train").mod
     bound = floor_bounds(mod, "main", "llvm").floor_share_at_least()
     exact = compile_model(mod, mem_limit=None, profile=False, graph_cache=False).graph
-    from tvm_swap.limits import no_swap_bytes
+    from tvm_swap.limits.mem_limit import no_swap_bytes
     from tvm_swap.planner.api import feasible_floor
 
     floor = feasible_floor(exact, "arena")[0] / no_swap_bytes(exact)

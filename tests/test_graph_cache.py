@@ -1,9 +1,9 @@
-"""tvm_swap.graph_cache: lowered graphs and their floors kept on disk, keyed by module, target, fusion cap and code."""
+"""tvm_swap.caches.graph: lowered graphs and their floors kept on disk, keyed by module, target, fusion cap and code."""
 import gzip
 
 import pytest
 
-from tvm_swap.graph_cache import FloorMemo, cached_graph, store_graph
+from tvm_swap.caches.graph import FloorMemo, cached_graph, store_graph
 from tvm_swap.planner.api import feasible_floor
 from tvm_swap.testing import random_training_graph
 
@@ -42,7 +42,7 @@ def test_the_floor_memo_is_found_once_and_only_for_its_pool_and_alignment(monkey
 def test_the_key_changes_with_the_module_target_and_fusion_cap():
     import tvm  # noqa: F401
     from tvm_swap.examples import mlp, small_cnn
-    from tvm_swap.graph_cache import graph_key
+    from tvm_swap.caches.graph import graph_key
 
     a, b = mlp().mod, small_cnn().mod
     k = graph_key(a, "llvm")
@@ -61,7 +61,7 @@ def test_a_cached_graph_refuses_with_the_exact_min_not_the_early_bound():
     from tvm_swap.errors import InfeasibleLimitError
     from tvm_swap.examples import mlp
     from tvm_swap.graph.extract import graph_from_relax
-    from tvm_swap.graph_cache import graph_key
+    from tvm_swap.caches.graph import graph_key
     from tvm_swap.pipeline import compile_model
     from tvm_swap.testing import planner_min_limit
 

@@ -1,9 +1,9 @@
-"""tvm_swap.limits.MemLimit: the memory limit parsed once where it enters, carried through every check
+"""tvm_swap.limits.mem_limit.MemLimit: the memory limit parsed once where it enters, carried through every check
 (docs/REFUSALS.md), resolved against a graph once (issue 29)."""
 import pytest
 
 from tvm_swap.errors import TvmSwapError
-from tvm_swap.limits import NO_SWAP_NEED, MemLimit, no_swap_bytes, resolve_limit
+from tvm_swap.limits.mem_limit import NO_SWAP_NEED, MemLimit, no_swap_bytes, resolve_limit
 from tvm_swap.testing import random_training_graph
 from tvm_swap.units import parse_limit
 
@@ -55,7 +55,7 @@ def test_a_bad_limit_is_refused_on_the_graph_in_the_words_of_before(given, words
 def test_the_command_line_parses_the_limit_once(monkeypatch):
     """`tvm-swap plan` on a bundled example: the floor table, plan_graph's resolve and its checks read one
     parsed value (on main, the text was parsed by each of them)."""
-    import tvm_swap.limits as limits
+    import tvm_swap.limits.mem_limit as limits
     import tvm_swap.units as units
     from tvm_swap.cli import main
 

@@ -30,7 +30,7 @@ def models():
 
 def _graph_facts(m):
     g = m.compiled.graph
-    from tvm_swap.limits import no_swap_bytes      # what a percentage limit is a share of
+    from tvm_swap.limits.mem_limit import no_swap_bytes      # what a percentage limit is a share of
     from tvm_swap.planner.feasibility import min_feasible_limit
 
     return g, no_swap_bytes(g), min_feasible_limit(g)

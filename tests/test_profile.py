@@ -1,11 +1,11 @@
-"""tvm_swap.profile: the cost table and kernels timed on llvm."""
+"""tvm_swap.cost.profile: the cost table and kernels timed on llvm."""
 import numpy as np
 import pytest
 
-from tvm_swap import profile
+from tvm_swap.cost import profile
 from tvm_swap.errors import TvmSwapError
 from tvm_swap.graph import DataflowGraph
-from tvm_swap.profile import CostTable
+from tvm_swap.cost.profile import CostTable
 
 
 def test_cost_table_round_trip_and_bad_file(tmp_path):

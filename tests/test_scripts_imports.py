@@ -1,6 +1,6 @@
 """Every name a script under scripts/ imports from this project exists: a benchmark that is run once a week
 must not die on a name that moved (bench_runtime imported InSituProfiler from tvm_swap.pipeline after it
-moved to tvm_swap.profile). Checked statically (the scripts' imports are parsed, the modules imported), so
+moved to tvm_swap.cost.profile). Checked statically (the scripts' imports are parsed, the modules imported), so
 no benchmark runs here."""
 import ast
 import importlib

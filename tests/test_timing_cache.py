@@ -1,5 +1,5 @@
-"""The disk caches that make a second compile fast: kernel timings (tvm_swap.timing_cache) read and written by
-the pipeline's profiling, and the unlimited reference build (tvm_swap.build_cache)."""
+"""The disk caches that make a second compile fast: kernel timings (tvm_swap.cost.timing_cache) read and written by
+the pipeline's profiling, and the unlimited reference build (tvm_swap.caches.build)."""
 from __future__ import annotations
 
 import json
@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from tvm_swap import profile, timing_cache
-from tvm_swap.timing_cache import CACHE_ENV, cache_dir, open_kernel_timings
+from tvm_swap.cost import profile, timing_cache
+from tvm_swap.cost.timing_cache import CACHE_ENV, cache_dir, open_kernel_timings
 
 
 def test_cache_dir_is_the_env_override_else_xdg(monkeypatch, tmp_path):
@@ -99,7 +99,7 @@ def test_second_profiling_of_a_model_times_and_builds_nothing(lowered_mlp, monke
 
 
 def test_the_unlimited_build_is_reused_until_the_module_changes(lowered_mlp, monkeypatch, tmp_path):
-    from tvm_swap.build_cache import export_unlimited_build
+    from tvm_swap.caches.build import export_unlimited_build
     from tvm_swap.examples import mlp_train_step
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))

@@ -4,9 +4,9 @@ runtime renames that copy to the param's) or the param itself is copied out, bef
 The verifier refuses the read otherwise; odswap and vdnn, which do read kept params back, pay for the copy-out."""
 import pytest
 
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.graph import DataflowGraph, OpInfo, TensorInfo
-from tvm_swap.limits import no_swap_bytes
+from tvm_swap.limits.mem_limit import no_swap_bytes
 from tvm_swap.plan import Action, Plan, Pool, aligned_bytes
 from tvm_swap.planner import plan_graph
 from tvm_swap.planner.builder import ActionBuilder

@@ -16,7 +16,7 @@ class InfeasibleLimitError(TvmSwapError):
         self.min_feasible = int(min_feasible)
         self.reason = reason
         self.exact = exact     # False: min_feasible is a lower bound found early, the real floor may be higher
-        self.reference_bytes = reference_bytes     # the no-swap need percentages are of (tvm_swap.limits), if known
+        self.reference_bytes = reference_bytes     # the no-swap need percentages are of (tvm_swap.limits.mem_limit), if known
         why = f" ({reason})" if reason else ""
         floor = "the smallest feasible limit is" if exact else "it needs at least"
         if reference_bytes:

@@ -7,8 +7,8 @@ is a SwapModule.
 Steps (each a module with one job):
     relay_passes.lower        TVM's pipeline up to fused kernels with explicit allocations
     tvm_swap.graph.extract    DataflowGraph of the lowered function
-    tvm_swap.profile          per-op seconds: kernels timed on llvm (profile=True or "insitu"), else the
-                              roofline of tvm_swap.cost
+    tvm_swap.cost.profile          per-op seconds: kernels timed on llvm (profile=True or "insitu"), else the
+                              roofline of tvm_swap.cost.roofline
     tvm_swap.planner.api      plan_graph: every plan it returns passed tvm_swap.verify (InfeasibleLimitError
                               below the smallest feasible limit)
     relay_passes.apply        the plan written into the program (order, pool objects, swap calls, plan JSON)
@@ -44,7 +44,7 @@ class CompiledModel:
 
 
 def _device_spec(device, target_kind: str, bandwidth):
-    from .devices import DeviceSpec, get_device
+    from .cost.devices import DeviceSpec, get_device
     from .units import parse_bandwidth
 
     spec = get_device(device if device is not None else ("cpu" if target_kind == "llvm" else "h100"))
@@ -70,7 +70,7 @@ def micro_batched(mod, k: int, mem_limit, target="llvm", fuse_max_depth=None, fu
     from relay_passes.micro_batch import split_batch
 
     from .graph.extract import graph_from_relax
-    from .limits import MemLimit, no_swap_bytes
+    from .limits.mem_limit import MemLimit, no_swap_bytes
 
     split = split_batch(mod, k, func_name)
     given = MemLimit.of(mem_limit)
@@ -110,8 +110,8 @@ def _split_may_help(mod, mem_limit, func_name: str) -> bool:
     byte limit below a tensor no split makes smaller (an input, a result, a weight that is not split)."""
     from relay_passes.split_dense import splittable
 
-    from .limits import MemLimit
-    from .model_checks import _nbytes
+    from .limits.mem_limit import MemLimit
+    from .limits.model_checks import _nbytes
 
     given = MemLimit.of(mem_limit)
     limit = None if given is None else given.absolute
@@ -138,10 +138,10 @@ def fold_frozen_layouts(mod, params=None, func_name: str = "main"):
 
 def _check_limit(graph, mem_limit, planner, spec, planner_options, key=None):
     """InfeasibleLimitError when no plan of `graph` meets `mem_limit` (the floor, as plan_graph words it);
-    returns the limit resolved against `graph` (a MemLimit). key: the graph's tvm_swap.graph_cache key, where
+    returns the limit resolved against `graph` (a MemLimit). key: the graph's tvm_swap.caches.graph key, where
     its floor is kept once found."""
-    from .graph_cache import FloorMemo
-    from .limits import MemLimit
+    from .caches.graph import FloorMemo
+    from .limits.mem_limit import MemLimit
     from .planner.api import check_feasible, resolve_pool
 
     limit = MemLimit.of(mem_limit).resolve(graph)
@@ -159,10 +159,10 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
                   split_dense: bool = False, **planner_options) -> CompiledModel:
     """Everything `build` does except creating the runtime. See `build` for the arguments (params and
     example_inputs only feed in-situ profiling here). graph_cache: keep the lowered graph on disk
-    (tvm_swap.graph_cache), so compiling this module again refuses an infeasible limit before lowering.
+    (tvm_swap.caches.graph), so compiling this module again refuses an infeasible limit before lowering.
     micro_batches: inference in that many slices of the batch (see micro_batched). split_dense: inference
     below the floor runs the dense layers whose weights set it in slices of their output features, as few as
-    fit (tvm_swap.split_to_fit); a percentage limit stays a share of the unsplit model's need."""
+    fit (tvm_swap.limits.split_to_fit); a percentage limit stays a share of the unsplit model's need."""
     import tvm
 
     if planner == "zero-offload":     # the runtime runs device ops only (yet): its optimizer on the device
@@ -173,23 +173,23 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     from relay_passes.lower import lower
 
     from .graph.extract import graph_from_relax
-    from .graph_cache import cached_graph, graph_key, store_graph
+    from .caches.graph import cached_graph, graph_key, store_graph
     from .planner.api import plan_graph
-    from .limits import resolve_limit
+    from .limits.mem_limit import resolve_limit
     from .planner.baselines.noswap import noswap_need
-    from .profile import per_op_times
+    from .cost.profile import per_op_times
 
     if not isinstance(mod, tvm.IRModule):
         raise TvmSwapError(f"build needs a Relax tvm.IRModule, got {type(mod).__name__}")
     names = [gv.name_hint for gv in mod.functions]
     if func_name not in names:
         raise TvmSwapError(f"the module has no function {func_name!r}; it has: {', '.join(sorted(names))}")
-    from .limits import MemLimit
+    from .limits.mem_limit import MemLimit
 
     mem_limit = MemLimit.of(mem_limit)      # parsed once; every check below reads this value
     if micro_batches is not None and int(micro_batches) > 1:
         mod, mem_limit, _ = micro_batched(mod, int(micro_batches), mem_limit, target, fuse_max_depth, func_name)
-    from .model_checks import check_limit_before_lowering
+    from .limits.model_checks import check_limit_before_lowering
 
     target = resolve_target(target)
     kind = target.kind.name
@@ -210,9 +210,9 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
                 checked = True         # (on the very graph lowering makes again: no second check below)
     if mem_limit is not None and not checked:
         # first compile of this module: refused now where bounds from the Relax function prove it (a tensor
-        # bigger than the limit; tvm_swap.early_floor: never a feasible limit; the rest gets the exact check
+        # bigger than the limit; tvm_swap.limits.early_floor: never a feasible limit; the rest gets the exact check
         # after lowering). Not before the cache lookup above: a lowered graph names the exact min instead
-        from .early_floor import check_before_lowering
+        from .limits.early_floor import check_before_lowering
 
         with _unless(may_split and _split_may_help(mod, mem_limit, func_name)):
             check_limit_before_lowering(user_mod, mem_limit, func_name)      # (names the user's params)
@@ -228,7 +228,7 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     splits = {}
     if may_split and not checked:     # dense layers split by output features until the limit fits
         from .planner.api import resolve_pool
-        from .split_to_fit import split_to_fit
+        from .limits.split_to_fit import split_to_fit
 
         mem_limit = resolve_limit(graph, mem_limit)        # a percentage: of the unsplit model's need
         mod, lowered, graph, splits = split_to_fit(mod, mem_limit, lower_graph, func_name,
@@ -282,16 +282,16 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
     tvm_swap.planner.api.plan_graph. fuse_max_depth caps kernel fusion (deep fusion stretches lifetimes).
     split_dense=True (inference): a limit below the floor set by a dense layer's weight is met by running that
     layer as K slices of its output features, the weight cut into K params at compile time (the user still
-    gives and gets it whole), K as small as fits (tvm_swap.split_to_fit); results bitwise equal.
+    gives and gets it whole), K as small as fits (tvm_swap.limits.split_to_fit); results bitwise equal.
     micro_batches=K (inference): run the batch in K slices (relay_passes.micro_batch), each op then holds 1/K
     of its activations; a percentage limit stays a share of the unsplit model's no-swap need.
-    profile: True times each kernel alone on llvm (tvm_swap.cost.profile_times); "insitu" times each kernel
+    profile: True times each kernel alone on llvm (tvm_swap.cost.roofline.profile_times); "insitu" times each kernel
     inside a traced no-swap run of this very runtime (what the simulator must match; uses params and
     example_inputs, random data where missing); False: roofline times of `device`. op_time overrides all three.
     debug_poison: every dropped pool object is overwritten with 0xFF (NaN) and copies land at the end of their
     window, so a missing wait shows up as wrong numbers.
-    graph_cache (default True): keep the lowered graph on disk (tvm_swap.graph_cache, in the folder
-    tvm_swap.timing_cache.cache_dir() names), so building this module again refuses an infeasible limit
+    graph_cache (default True): keep the lowered graph on disk (tvm_swap.caches.graph, in the folder
+    tvm_swap.cost.timing_cache.cache_dir() names), so building this module again refuses an infeasible limit
     before lowering; False neither reads nor writes it. progress=True prints the search's progress.
 
     Raises InfeasibleLimitError (with the smallest feasible limit) when no plan can meet mem_limit, and
@@ -312,7 +312,7 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
         raise TvmSwapError(f"there is no tvm_swap runtime backend for {kind!r}; use 'llvm' or 'cuda'; "
                            f"tvm_swap.pipeline.compile_model(...) plans and builds the library without running it "
                            f"(export it with .executable.export_library(path))")
-    from .model_checks import check_params
+    from .limits.model_checks import check_params
 
     check_params(mod, params, func_name)      # before lowering: a missing param is known now, not after search
     params_dict = params if isinstance(params, dict) else None

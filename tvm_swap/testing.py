@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .devices import DeviceSpec, get_device
+from .cost.devices import DeviceSpec, get_device
 from .graph import DataflowGraph, OpInfo, TensorInfo
 from .plan import DEFAULT_ALIGNMENT, Plan, Pool, aligned_bytes
 

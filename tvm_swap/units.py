@@ -40,7 +40,7 @@ def parse_share(text: str) -> float:
 
 def parse_limit(text: str | int | float, reference_bytes: int | None = None) -> int:
     """A memory limit: a size (see parse_bytes) or a percentage of `reference_bytes` ('25%'). The value that
-    travels through a compile is tvm_swap.limits.MemLimit, which parses with these same rules."""
+    travels through a compile is tvm_swap.limits.mem_limit.MemLimit, which parses with these same rules."""
     if isinstance(text, str) and text.strip().endswith("%"):
         if reference_bytes is None:
             raise ValueError(f"limit {text!r} is a percentage, but there is no peak to take it of")

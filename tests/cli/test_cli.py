@@ -70,7 +70,7 @@ def test_zoo_and_devices_list_their_entries():
     assert r.returncode == 0 and "wresnet-152-10" in r.stdout and "bert-large" in r.stdout
     r = tvm_swap("devices")
     assert r.returncode == 0 and "v100-16gb" in r.stdout
-    from tvm_swap.devices import HOSTS
+    from tvm_swap.cost.devices import HOSTS
 
     assert all(f"host {h}" in r.stdout for h in HOSTS)      # where plan --host-ops runs ops
 

@@ -97,10 +97,10 @@ def test_a_limit_below_the_largest_tensor_is_refused_before_lowering(tmp_path):
 
 @pytest.mark.slow        # four fresh processes importing TVM: about a minute on a busy machine
 def test_a_percent_limit_below_the_floor_is_refused_before_lowering(tmp_path):
-    """The first compile at 2%: refused from the Relax function's bounds (tvm_swap.early_floor), nothing lowered,
+    """The first compile at 2%: refused from the Relax function's bounds (tvm_swap.limits.early_floor), nothing lowered,
     with a lower bound on the floor. A percentage above that bound but below the exact floor goes on to lowering
     and is refused exactly (before profiling); from then on the kept graph and floor refuse any percentage
-    below the floor before lowering, with the exact answer (tvm_swap.graph_cache)."""
+    below the floor before lowering, with the exact answer (tvm_swap.caches.graph)."""
     import tvm  # noqa: F401
     env = {"TVM_SWAP_CACHE_DIR": str(tmp_path / "cache")}
     out = str(tmp_path / "m.so")
@@ -142,7 +142,7 @@ def test_python_api_names_python_arguments():
     import tvm_swap
     from tvm_swap.errors import InfeasibleLimitError
     from tvm_swap.examples import mlp
-    from tvm_swap.model_checks import MissingParamsError
+    from tvm_swap.limits.model_checks import MissingParamsError
 
     mod, params, _ = mlp()
     some = dict(list(params.items())[:1])

@@ -3,7 +3,7 @@ device, the demo's emulation and its measured-vs-predicted gap."""
 from __future__ import annotations
 
 from tvm_swap.cli.notes import LABELS, compiled_files, demo_emulation, limit_above_device, time_gap
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 
 
 def test_compiled_files_lists_what_exists_with_its_purpose(tmp_path):

@@ -49,7 +49,7 @@ def _module(example):
 def _lowered_path(example, graph, mem_limit, planner, pool, target):
     """What compile_to_library says for this limit from the lowered graph: prepare_model's byte-limit check on
     the Relax module, then compile_model's exact check (as after lowering, or from the graph cache)."""
-    from tvm_swap.model_checks import check_limit_before_lowering
+    from tvm_swap.limits.model_checks import check_limit_before_lowering
     from tvm_swap.pipeline import _check_limit, _device_spec
 
     mod = _module(example)
@@ -62,7 +62,7 @@ def _lowered_path(example, graph, mem_limit, planner, pool, target):
 
 
 def test_the_early_refusal_is_the_lowered_paths_word_for_word(fresh):
-    from tvm_swap.limits import no_swap_bytes
+    from tvm_swap.limits.mem_limit import no_swap_bytes
 
     doc, graphs = fresh
     spoke = silent_below_floor = 0

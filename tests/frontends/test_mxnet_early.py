@@ -37,7 +37,7 @@ def _symbols():
 def _importer_missing(sym, shapes):
     """What model_checks.check_params finds after the importer (the check the early one stands for)."""
     from tvm_swap.frontends.mxnet import from_mxnet
-    from tvm_swap.model_checks import params_without_value
+    from tvm_swap.limits.model_checks import params_without_value
 
     try:
         mod, prm = from_mxnet(sym, params=None, shapes=shapes)
@@ -171,7 +171,7 @@ def test_the_largest_tensor_from_the_symbol_is_the_importers():
     data input is the largest in some case."""
     from tvm_swap.frontends.mxnet import from_mxnet
     from tvm_swap.frontends.mxnet_early import largest_tensor as early_largest
-    from tvm_swap.model_checks import largest_tensor
+    from tvm_swap.limits.model_checks import largest_tensor
 
     found = []
     for name, sym, shapes in _symbols():
@@ -222,7 +222,7 @@ def test_every_early_claim_is_the_importers_for_wrong_shapes_too():
     from tvm_swap.errors import TvmSwapError
     from tvm_swap.frontends.mxnet import _check_shapes, from_mxnet
     from tvm_swap.frontends.mxnet_early import first_import_error, largest_tensor
-    from tvm_swap.model_checks import largest_tensor as importer_largest, params_without_value
+    from tvm_swap.limits.model_checks import largest_tensor as importer_largest, params_without_value
 
     claims = []
     for name, sym, shapes in _symbols():

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.errors import InfeasibleLimitError
 from tvm_swap.graph import DataflowGraph, OpInfo, TensorInfo
 from tvm_swap.planner import plan_graph

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.errors import InfeasibleLimitError
 from tvm_swap.planner import plan_graph
 from tvm_swap.planner.baselines.offload import saved_activations

@@ -2,7 +2,7 @@
 every gradient goes to the host when produced, the prefetch distance tuned) and a refusal naming its need."""
 import pytest
 
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.errors import InfeasibleLimitError
 from tvm_swap.planner import plan_graph
 from tvm_swap.planner.baselines.zero_offload import AHEAD_GRID, gradient_tensors, zero_policy

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tvm_swap.devices import DeviceSpec, get_device
+from tvm_swap.cost.devices import DeviceSpec, get_device
 from tvm_swap.graph import DataflowGraph, OpInfo, TensorInfo
 from tvm_swap.planner.bounds import (ideal_time, lower_bound, lower_bound_detail, must_move_bytes,
                                      noswap_peak, noswap_profile)

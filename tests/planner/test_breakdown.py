@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.plan import Action
 from tvm_swap.planner import plan_graph
 from tvm_swap.planner.api import resolve_op_time

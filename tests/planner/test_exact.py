@@ -1,7 +1,7 @@
 """The exact stage-model MILP: its plans verify, bracket correctly, and match hand-solved optima."""
 import pytest
 
-from tvm_swap.devices import DeviceSpec, get_device
+from tvm_swap.cost.devices import DeviceSpec, get_device
 from tvm_swap.errors import TvmSwapError
 from tvm_swap.graph import DataflowGraph, OpInfo, TensorInfo
 from tvm_swap.planner.bounds import noswap_peak

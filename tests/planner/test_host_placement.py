@@ -7,9 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
-from tvm_swap.devices import get_device, get_host
+from tvm_swap.cost.devices import get_device, get_host
 from tvm_swap.errors import TvmSwapError
-from tvm_swap.host_cost import host_times
+from tvm_swap.cost.host import host_times
 from tvm_swap.planner import plan_graph
 from tvm_swap.planner.api import resolve_op_time
 from tvm_swap.planner.bounds import noswap_peak

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tvm_swap.errors import InfeasibleLimitError, TvmSwapError
 from tvm_swap.planner import PLANNERS, min_feasible_limit, plan_graph
-from tvm_swap.limits import limit_facts, no_swap_bytes
+from tvm_swap.limits.mem_limit import limit_facts, no_swap_bytes
 from tvm_swap.planner.registry import SEARCH_PLANNERS
 from tvm_swap.planner.bounds import noswap_peak
 from tvm_swap.planner.feasibility import minimal_pool
@@ -145,7 +145,7 @@ def test_every_planner_dispatches_and_verifies():
 
 
 def test_default_op_times_come_from_the_roofline():
-    from tvm_swap.cost import roofline_times
+    from tvm_swap.cost.roofline import roofline_times
 
     g = random_dag(0, n_ops=12)
     p = plan_graph(g, "100%", planner="swapadvisor-nosearch", device="v100-16gb")
@@ -179,7 +179,7 @@ def test_planning_does_not_import_tvm():
 def test_a_refusals_percentage_is_a_limit_that_plans():
     """The percentage a refusal names is rounded up: written as a limit it gives at least the floor."""
     from tvm_swap.errors import InfeasibleLimitError
-    from tvm_swap.limits import percent_at_least
+    from tvm_swap.limits.mem_limit import percent_at_least
     from tvm_swap.units import parse_limit
 
     rng = np.random.default_rng(0)
@@ -203,7 +203,7 @@ def test_a_refusals_percentage_is_a_limit_that_plans():
 def test_predicted_bounds_kept_with_the_graph_are_those_of_each_limit_op_times_and_device():
     """predict keeps the bounds with the graph per (limit, alignment, device, op times): each plan still
     reports its own request's bounds, exactly what computing them afresh gives."""
-    from tvm_swap.devices import get_device
+    from tvm_swap.cost.devices import get_device
     from tvm_swap.planner.bounds import lower_bound
     from tvm_swap.planner.tight_bound import tight_lower_bound
 

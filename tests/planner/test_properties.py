@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.errors import InfeasibleLimitError
 from tvm_swap.planner.bounds import ideal_time, lower_bound_detail, noswap_peak
 from tvm_swap.planner.baselines import noswap_need

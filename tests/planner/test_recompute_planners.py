@@ -10,7 +10,7 @@ from tvm_swap.planner.bounds import lower_bound, noswap_peak
 from tvm_swap.planner.context import PlanningContext
 from tvm_swap.planner.recompute import is_pure, recomputable_ops
 from tvm_swap.graph import DataflowGraph, OpInfo, TensorInfo
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.errors import InfeasibleLimitError
 from tvm_swap.testing import random_op_times, random_training_graph
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tvm_swap.devices import DeviceSpec, get_device
+from tvm_swap.cost.devices import DeviceSpec, get_device
 from tvm_swap.errors import PlanError
 from tvm_swap.graph import DataflowGraph, OpInfo, TensorInfo
 from tvm_swap.plan import Action

@@ -2,7 +2,7 @@
 compute stream, and the timeline counts its outputs as memory in use."""
 import numpy as np
 
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.planner.api import predict
 from tvm_swap.planner.simulator import simulate
 from tvm_swap.planner.timeline import memory_timeline

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from tvm_swap.devices import DeviceSpec, get_device
+from tvm_swap.cost.devices import DeviceSpec, get_device
 from tvm_swap.errors import InfeasibleLimitError
 from tvm_swap.graph import DataflowGraph, OpInfo, TensorInfo
 from tvm_swap.planner.api import PLANNERS, plan_graph

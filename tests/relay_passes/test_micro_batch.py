@@ -109,7 +109,7 @@ def test_build_with_micro_batches_takes_a_percent_of_the_unsplit_model():
     import tvm_swap
     from relay_passes.lower import lower
     from tvm_swap.graph.extract import graph_from_relax
-    from tvm_swap.limits import no_swap_bytes
+    from tvm_swap.limits.mem_limit import no_swap_bytes
 
     mod, prm = _small_cnn(32)
     unsplit = no_swap_bytes(graph_from_relax(lower(mod, "llvm"), "main", target="llvm"))

@@ -1,4 +1,4 @@
-"""Dense layers split by output features (issue 26, item 3; relay_passes.split_dense, tvm_swap.split_to_fit): the
+"""Dense layers split by output features (issue 26, item 3; relay_passes.split_dense, tvm_swap.limits.split_to_fit): the
 weight pre-chunked at compile time into K parameters, each slice a kernel the planner schedules, swaps and
 places; results bitwise equal to the unsplit build; K the smallest that fits the limit."""
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_a_limit_below_the_unsplit_floor_is_met_by_the_fewest_slices_bitwise(tmp
     runs bitwise equal to the unsplit, unfused build, and the library gives the user's weights back."""
     mod, params = linear_model()
     unsplit = compile_model(mod, mem_limit=None, profile=False, graph_cache=False).graph
-    from tvm_swap.limits import floor_op
+    from tvm_swap.limits.mem_limit import floor_op
 
     name, need, _ = floor_op(unsplit)
     assert "w1_T" in {unsplit.tensors[t].name for t in next(o for o in unsplit.ops if o.name == name).inputs}

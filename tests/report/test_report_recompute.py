@@ -2,7 +2,7 @@
 import numpy as np
 
 from recompute_plans import rc_plan  # noqa: E402
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.report.data import RECOMPUTE_COLOR, build_report_data
 from tvm_swap.report.html import gantt_svg
 

@@ -28,7 +28,7 @@ def test_a_handful_of_random_models_match_the_unlimited_build(seed):
 
 @pytest.mark.parametrize("first", [True, False])
 def test_below_the_min_a_first_compile_and_a_cached_graph_are_both_refused(monkeypatch, first):
-    """A first compile may be refused before lowering with a lower bound (tvm_swap.early_floor, seed 6: 1408 B
+    """A first compile may be refused before lowering with a lower bound (tvm_swap.limits.early_floor, seed 6: 1408 B
     against its min 3072 B); with the graph cached the refusal names the min itself."""
     monkeypatch.setattr(fuzz_runtime, "first_compile", lambda seed: first)
     r = fuzz_runtime.run_case(6)

@@ -368,7 +368,7 @@ def test_updated_weights_stay_on_the_device_across_calls():
     from relay_passes.apply import apply_plan
     from relay_passes.lower import build_lowered, lower
     from runtime_ext.swap_module import SwapModule
-    from tvm_swap.devices import get_device
+    from tvm_swap.cost.devices import get_device
     from tvm_swap.graph.extract import graph_from_relax
     from tvm_swap.verify import check_plan
 
@@ -404,7 +404,7 @@ def test_a_kept_param_read_back_from_the_host_needs_a_current_host_copy(copy_out
     from relay_passes.apply import apply_plan
     from relay_passes.lower import build_lowered, lower
     from runtime_ext.swap_module import SwapModule
-    from tvm_swap.devices import get_device
+    from tvm_swap.cost.devices import get_device
     from tvm_swap.errors import VerificationError
     from tvm_swap.graph.extract import graph_from_relax
     from tvm_swap.verify import check_plan

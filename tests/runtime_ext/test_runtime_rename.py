@@ -77,7 +77,7 @@ def test_a_kept_size_class_plan_laid_out_in_the_arena_matches_the_unlimited_buil
     the size-class plan with its objects side by side in the arena and its per-class renaming as the arena's
     cycles (DevicePool.rename follows them); 3 chained steps are bitwise those of the unlimited build."""
     from relay_passes.lower import lower
-    from tvm_swap.devices import DeviceSpec
+    from tvm_swap.cost.devices import DeviceSpec
     from tvm_swap.graph.extract import graph_from_relax
     from tvm_swap.planner.graphindex import GraphIndex
     from tvm_swap.planner.swapadvisor.arena import plan_arena

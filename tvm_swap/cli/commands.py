@@ -58,7 +58,7 @@ def print_plan_table(summary: dict, out=None) -> None:
 def cmd_plan(args) -> int:
     from ..examples.floors import refuse_below_floor
     from ..frontends.sources import load_graph, parse_shapes
-    from ..limits import MemLimit
+    from ..limits.mem_limit import MemLimit
 
     mem_limit = MemLimit.of(args.mem_limit)      # parsed once: the floor table and plan_graph read this value
     # a bundled example's limit below its floor: refused from a table before TVM is imported (plan lowers the
@@ -66,7 +66,7 @@ def cmd_plan(args) -> int:
     if not Path(args.graph).exists():
         refuse_below_floor(args.graph, mem_limit, target="llvm", planner=args.planner, pool=args.pool,
                            shapes=parse_shapes(args.shape), params=args.params, tensor_check=False)
-    from ..devices import get_device
+    from ..cost.devices import get_device
     from ..planner import plan_graph
 
     graph = load_graph(args.graph, shapes=parse_shapes(args.shape), params=args.params)
@@ -78,7 +78,7 @@ def cmd_plan(args) -> int:
                       ray_address=getattr(args, "ray_address", None), **_recompute_option(args),
                       **({"host_ops": args.host_ops} if getattr(args, "host_ops", None) else {}))
     from ..frontends.graph_ref import graph_reference
-    from ..limits import limit_facts
+    from ..limits.mem_limit import limit_facts
 
     # so `tvm-swap report plan.json` finds the graph again, from any folder
     plan.search.update(graph_reference(args.graph, parse_shapes(args.shape), args.params))
@@ -141,9 +141,9 @@ def cmd_zoo(args) -> int:
 
 
 def cmd_devices(args) -> int:
-    from ..devices import DEVICES
+    from ..cost.devices import DEVICES
 
-    from ..devices import HOSTS
+    from ..cost.devices import HOSTS
 
     for d in DEVICES.values():
         print(f"{d.name:<10} {format_bytes(d.memory_bytes):>11}  {d.peak_flops / 1e12:6.1f} TFLOP/s  "
@@ -175,13 +175,13 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
     --compare-unlimited` can build the unlimited reference on demand) and OUTPUT.inputs.npz (example inputs).
     init: "random"/"zeros" for params without a value; train: a train_args.TrainOptions (one training step).
     CUDA on a machine without a GPU: plan with the device spec's costs and export without running (cross_compile).
-    Kernel timings come from the disk cache when this model was compiled before (tvm_swap.timing_cache);
+    Kernel timings come from the disk cache when this model was compiled before (tvm_swap.cost.timing_cache);
     refresh_timings measures them again. micro_batches: inference in that many slices of the batch
     (relay_passes.micro_batch); the recipe stays the unsplit model, so the unlimited reference is its build."""
     import time
 
     from ..examples.floors import refuse_below_floor
-    from ..limits import MemLimit
+    from ..limits.mem_limit import MemLimit
 
     mem_limit = MemLimit.of(mem_limit)   # parsed once; every check on the way reads it (docs/REFUSALS.md)
     # a bundled example's limit below its floor: refused from a table, before TVM is imported
@@ -190,7 +190,7 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
                        split_dense=split_dense)
     import tvm_swap
 
-    from ..timing_cache import kernel_timings_for
+    from ..cost.timing_cache import kernel_timings_for
     from .cross_compile import cross_compile, gpu_missing_for
     from .recipe import make_recipe
     from .run import save_inputs
@@ -224,7 +224,7 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
     m.export_library(output)
     if example_inputs:
         save_inputs(output, dict(example_inputs))
-    from ..limits import limit_facts
+    from ..limits.mem_limit import limit_facts
 
     info = {"output": output, "build_s": round(time.perf_counter() - t0, 3), **m.plan_info(),
             **limit_facts(m.compiled.graph, m.plan.mem_limit),
@@ -272,7 +272,7 @@ def cmd_compile(args) -> int:
                               recompute=getattr(args, "recompute", None),
                               micro_batches=getattr(args, "micro_batches", None),
                               split_dense=getattr(args, "split_dense", False))
-    from ..devices import get_device
+    from ..cost.devices import get_device
 
     if "device" in info:
         warn = limit_above_device(info["mem_limit_bytes"], get_device(info["device"]))
@@ -314,7 +314,7 @@ def cmd_demo(args) -> int:
                                    progress=_progress(args))
         _say(args, "running it next to the unlimited build ...")
         info = run_library(lib, compare_unlimited=True, bandwidth=args.bandwidth, repeat=3)
-    from ..devices import get_device
+    from ..cost.devices import get_device
     from .notes import demo_emulation, time_gap
 
     info = {"model": args.model, "planner": built["planner"], "build_s": built["build_s"], **info}

@@ -42,7 +42,7 @@ def cross_compile(mod, params: dict, output: str, *, target, mem_limit, device=N
     from runtime_ext.library_check import write_check
     from runtime_ext.params_bundle import append_params
 
-    from ..limits import limit_facts
+    from ..limits.mem_limit import limit_facts
     from ..pipeline import compile_model
 
     spec = device or DEFAULT_CUDA_DEVICE

@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         with tvm_logs_filtered(verbose=args.verbose):
             return getattr(commands, "cmd_" + args.command)(args)
     except InfeasibleLimitError as e:
-        from ..limits import percent_at_least
+        from ..limits.mem_limit import percent_at_least
 
         ref = getattr(e, "reference_bytes", None)     # the no-swap need that percentages are of
         _fail(args, str(e), {"error": "infeasible_limit", "mem_limit_bytes": e.mem_limit,

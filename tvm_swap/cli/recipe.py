@@ -48,9 +48,9 @@ def unlimited_module(library: str, recipe: str | None):
                            f"({r['model']!r}), which failed here: {e}") from None
     finally:
         sys.path.remove(r["cwd"])
-    from ..build_cache import export_unlimited_build
+    from ..caches.build import export_unlimited_build
 
-    # from the disk cache when this model was compared before (tvm_swap.build_cache)
+    # from the disk cache when this model was compared before (tvm_swap.caches.build)
     path = os.path.join(tempfile.mkdtemp(prefix="tvm_swap_unlimited_"), "unlimited.so")
     export_unlimited_build(mod, r["target"], path, r["fuse_max_depth"])
     _BUILT[library] = tvm.runtime.load_module(path)

@@ -81,8 +81,8 @@ def prepare_model(model: str, shapes=None, params=None, init: str | None = None,
     comes in well under a second after the import."""
     from ..frontends.init_params import init_params
     from ..frontends.model_io import load_model_for_build, refuse_before_import
-    from ..limits import MemLimit
-    from ..model_checks import check_limit_before_lowering, check_params, params_without_value
+    from ..limits.mem_limit import MemLimit
+    from ..limits.model_checks import check_limit_before_lowering, check_params, params_without_value
 
     mem_limit = MemLimit.of(mem_limit)     # (a MemLimit from compile_to_library stays as it is)
     refuse_before_import(model, shapes=shapes, params=params, init=init,   # what the file proves: before TVM

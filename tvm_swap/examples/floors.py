@@ -9,7 +9,7 @@ graphs, and tests/examples/test_example_floors.py regenerates it and compares): 
 tensor the Relax function must hold (model_checks.largest_tensor) and, per target and memory model, what the
 exact check after lowering refuses (planner.api.sure_refusal: every limit below `below`, naming the floor,
 why, and what "100%" is). The refusal here is that check's, word for word; it is given only under the
-conditions a lowered graph in tvm_swap.graph_cache would be trusted (the same code version and TVM release),
+conditions a lowered graph in tvm_swap.caches.graph would be trusted (the same code version and TVM release),
 and with the same sources of the examples themselves (and of the training step they build),
 for the command line's defaults that the table covers (no --fuse-max-depth, --micro-batches, --train,
 --shape or --params; a planner that meets any limit from the floor up); anything else says nothing here and
@@ -42,7 +42,7 @@ def versions() -> dict:
     import hashlib
     import importlib.metadata
 
-    from ..graph_cache import _code_version
+    from ..caches.graph import _code_version
 
     try:
         tvm = importlib.metadata.version("apache-tvm")
@@ -90,8 +90,8 @@ def refuse_below_floor(model, mem_limit, *, target="llvm", planner="swapadvisor"
     if known is None:
         return
     from ..errors import InfeasibleLimitError
-    from ..limits import MemLimit
-    from ..model_checks import refuse_below_tensor
+    from ..limits.mem_limit import MemLimit
+    from ..limits.model_checks import refuse_below_tensor
 
     given = MemLimit.of(mem_limit)
     if tensor_check and given.absolute is not None:      # prepare_model checks a byte limit first
@@ -102,7 +102,7 @@ def refuse_below_floor(model, mem_limit, *, target="llvm", planner="swapadvisor"
     except ValueError:
         return                                       # the lowered path words a bad limit
     if 0 < limit < known["below"]:
-        from ..floor_hint import hint_text
+        from ..limits.floor_hint import hint_text
 
         reason = f"{known['reason']}; {hint_text(known['hint'], pool, limit)}"
         raise InfeasibleLimitError(limit, known["floor"], reason, reference_bytes=entry["no_swap_bytes"])

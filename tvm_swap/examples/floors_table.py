@@ -29,8 +29,8 @@ def graph_facts(graph) -> dict:
     """No-swap need and, per memory model, what the exact check refuses (planner.api.sure_refusal, with the
     reason check_feasible gives)."""
     from ..errors import InfeasibleLimitError
-    from ..floor_hint import hint_facts
-    from ..limits import no_swap_bytes
+    from ..limits.floor_hint import hint_facts
+    from ..limits.mem_limit import no_swap_bytes
     from ..planner.api import sure_refusal
     from .floors import ALIGNMENT
 
@@ -40,7 +40,7 @@ def graph_facts(graph) -> dict:
             below, floor, why = sure_refusal(graph, pool, ALIGNMENT)
         except InfeasibleLimitError:
             continue            # no floor found: left to the lowered path
-        # the hint's words depend on the limit refused (tvm_swap.floor_hint): its facts here, its words then
+        # the hint's words depend on the limit refused (tvm_swap.limits.floor_hint): its facts here, its words then
         hint = hint_facts(graph, ALIGNMENT, in_place=pool == "arena")
         pools[pool] = {"below": int(below), "floor": int(floor), "reason": why, "hint": hint}
     return {"graph": graph.fingerprint(), "no_swap_bytes": no_swap_bytes(graph, ALIGNMENT), "pools": pools}
@@ -48,7 +48,7 @@ def graph_facts(graph) -> dict:
 
 def make_table(examples=None, targets=TARGETS, graphs: dict | None = None) -> dict:
     """The whole table; `graphs` collects the lowered graphs by (example, target) when given."""
-    from ..model_checks import largest_tensor, splittable_note
+    from ..limits.model_checks import largest_tensor, splittable_note
     from . import EXAMPLES
     from .floors import ALIGNMENT, versions
 

@@ -100,8 +100,8 @@ def refuse_before_import(spec: str, shapes: dict | None = None, params: str | No
     err = first_import_error(graph, shapes)       # (with params, their shapes may refuse it earlier)
     if err is not None:
         raise err
-    from ..limits import MemLimit
-    from ..model_checks import MissingParamsError, refuse_below_tensor
+    from ..limits.mem_limit import MemLimit
+    from ..limits.model_checks import MissingParamsError, refuse_below_tensor
 
     limit = MemLimit.of(mem_limit)
     if limit is not None and limit.absolute is not None:      # (checked first after importing too)

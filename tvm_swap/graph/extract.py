@@ -340,7 +340,7 @@ def kernel_flops(prim_func, name="kernel"):
 def kernel_signature(prim_func):
     """{"args": [[shape, dtype], ...] of every PrimFunc parameter (None for a scalar), "hash": structural hash}.
 
-    Lets tvm_swap.cost time a kernel of a built executable with no access to the IR.
+    Lets tvm_swap.cost.roofline time a kernel of a built executable with no access to the IR.
     """
     import tvm_ffi
 

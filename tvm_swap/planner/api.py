@@ -5,7 +5,7 @@ It checks the request, picks per-op times, dispatches to a planner, and then ALW
 ever sees an unverified or unpredicted plan.
 
 Percentage limits ('25%') are of what the model uses without tvm_swap: the device bytes of TVM's own static
-plan (tvm_swap.limits.no_swap_bytes), so "100%" means no swapping; `bounds.noswap_peak(graph)` (the
+plan (tvm_swap.limits.mem_limit.no_swap_bytes), so "100%" means no swapping; `bounds.noswap_peak(graph)` (the
 idealised liveness peak) is reported beside it.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
-from ..cost import roofline_times
-from ..devices import DeviceSpec, get_device
+from ..cost.roofline import roofline_times
+from ..cost.devices import DeviceSpec, get_device
 from ..errors import InfeasibleLimitError, TvmSwapError
 from ..graph import DataflowGraph
 from ..plan import Plan
@@ -46,7 +46,7 @@ def resolve_pool(planner: str, pool: str | None) -> str:
 def feasible_floor(graph: DataflowGraph, pool: str, alignment: int = 256, memo=None) -> tuple[int, str]:
     """(smallest feasible limit, why) for a memory model; needs no op times, so it runs before profiling.
     memo: an object with get(pool, alignment) -> (floor, why) | None and put(pool, alignment, (floor, why))
-    that keeps the answer for this very graph (tvm_swap.graph_cache.FloorMemo keeps it on disk)."""
+    that keeps the answer for this very graph (tvm_swap.caches.graph.FloorMemo keeps it on disk)."""
     if memo is not None:
         known = memo.get(pool, alignment)
         if known is None:
@@ -96,7 +96,7 @@ def check_feasible(graph: DataflowGraph, limit: int, pool: str, alignment: int =
     `planner` meets (a baseline with a floor of its own names that one; see _refusal). Runs before any
     profiling (roofline times when `op_time` is None), so compile_model and plan_graph refuse alike.
     memo: keeps the pool's floor for this graph (see feasible_floor)."""
-    from ..limits import floor_hint, no_swap_bytes
+    from ..limits.mem_limit import floor_hint, no_swap_bytes
 
     below = infeasible_floor(graph, limit, pool, alignment, memo)
     if below is None:
@@ -116,8 +116,8 @@ def check_feasible(graph: DataflowGraph, limit: int, pool: str, alignment: int =
 
 
 def resolve_limit(graph: DataflowGraph, mem_limit, alignment: int = 256) -> int:
-    """Bytes from an int, '16GB' / '512MiB', or a percentage of the model's no-swap need ('25%'; tvm_swap.limits)."""
-    from ..limits import resolve_limit as resolve
+    """Bytes from an int, '16GB' / '512MiB', or a percentage of the model's no-swap need ('25%'; tvm_swap.limits.mem_limit)."""
+    from ..limits.mem_limit import resolve_limit as resolve
 
     return resolve(graph, mem_limit, alignment)
 
@@ -221,7 +221,7 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
 
 
 def _no_swap_bytes(graph: DataflowGraph, alignment: int) -> int:
-    from ..limits import no_swap_bytes
+    from ..limits.mem_limit import no_swap_bytes
 
     return no_swap_bytes(graph, alignment)
 
@@ -289,8 +289,8 @@ def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: Devic
 def _predict_with_host(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: DeviceSpec, sim) -> dict:
     """predict() of a plan with host ops: the host-aware bound (host_bound.py, the optimizer's updates and the
     plan's host ops eligible) as both bounds, the host's busy seconds beside the streams'."""
-    from ..devices import get_host
-    from ..host_cost import host_times
+    from ..cost.devices import get_host
+    from ..cost.host import host_times
     from .bounds import ideal_time
     from .host_bound import host_lower_bound_detail
     from .host_split import optimizer_host_ops

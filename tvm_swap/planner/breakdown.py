@@ -125,8 +125,8 @@ def _bound(graph, plan, op_time, device) -> dict:
 
     if not plan.host_ops:
         return tight_lower_bound_detail(graph, op_time, device, plan.mem_limit, plan.pool.alignment)
-    from ..devices import get_host
-    from ..host_cost import host_times
+    from ..cost.devices import get_host
+    from ..cost.host import host_times
     from .host_bound import host_lower_bound_detail
     hb = host_lower_bound_detail(graph, op_time, host_times(graph, get_host(device)), device, plan.mem_limit,
                                  update_ops(graph) | set(plan.host_ops), plan.pool.alignment)

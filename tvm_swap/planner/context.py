@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..devices import DeviceSpec
+from ..cost.devices import DeviceSpec
 from ..graph import DataflowGraph
 from ..plan import DEFAULT_ALIGNMENT, aligned_bytes
 

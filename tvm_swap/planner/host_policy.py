@@ -48,8 +48,8 @@ def candidates(ctx: PlanningContext, choice) -> list[list[int]]:
     if choice == "optimizer":
         return [ups]
     if choice == "auto":
-        from ..devices import get_host
-        from ..host_cost import host_times
+        from ..cost.devices import get_host
+        from ..cost.host import host_times
 
         on_dev = np.ones(ctx.graph.num_ops, dtype=bool)
         on_dev[ups] = False

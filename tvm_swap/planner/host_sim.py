@@ -2,7 +2,7 @@
 
 Same model as `simulator.py` (FIFO streams in action-list order, an action starts when its stream is free
 and its deps have ended, a drop ends with its deps, the two copy directions share the link), plus the
-host-compute stream: an op in `host_ops` runs there for `host_time[op]` seconds (tvm_swap.host_cost), in
+host-compute stream: an op in `host_ops` runs there for `host_time[op]` seconds (tvm_swap.cost.host), in
 parallel with the device's compute stream and both copies. Plans without host ops go to `simulator.simulate`
 (the GA's fast loop, untouched); this loop is plain Python over the actions, fine for a plan at a time.
 
@@ -27,8 +27,8 @@ def simulate_plan(graph, plan, op_time, device, host_time=None) -> SimResult:
     if not host_ops:
         return simulate(graph, plan.actions, op_time, device)
     if host_time is None:
-        from ..devices import get_host
-        from ..host_cost import host_times
+        from ..cost.devices import get_host
+        from ..cost.host import host_times
 
         host_time = host_times(graph, get_host(device))
     p = pack_actions(graph, plan.actions, op_time)

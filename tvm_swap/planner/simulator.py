@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..devices import DeviceSpec
+from ..cost.devices import DeviceSpec
 from ..errors import PlanError
 
 COMPUTE, SWAP_OUT, SWAP_IN, DROP, RECOMPUTE = 0, 1, 2, 3, 4

@@ -10,7 +10,7 @@ from .data import plan_op_times
 
 def breakdown_of(graph, plan, op_time=None) -> dict:
     """plan_breakdown with the plan's own op times and device (the roofline of its device by default)."""
-    from ..devices import DeviceSpec
+    from ..cost.devices import DeviceSpec
     from ..planner.breakdown import plan_breakdown
 
     return plan_breakdown(graph, plan, plan_op_times(graph, plan, op_time), DeviceSpec.from_dict(plan.device))

@@ -69,8 +69,8 @@ def plan_op_times(graph, plan, op_time=None) -> np.ndarray:
         if t.shape != (graph.num_ops,):
             raise ValueError(f"op_time has {t.size} entries but the graph has {graph.num_ops} ops")
         return t
-    from ..cost import roofline_times
-    from ..devices import DeviceSpec
+    from ..cost.roofline import roofline_times
+    from ..cost.devices import DeviceSpec
 
     return np.asarray(roofline_times(graph, DeviceSpec.from_dict(plan.device)), dtype=np.float64)
 
@@ -140,7 +140,7 @@ def check_plan_graph(graph, plan) -> None:
 
 def build_report_data(graph, plan, op_time=None) -> ReportData:
     """Simulate `plan` with the op times and gather everything the pictures draw."""
-    from ..devices import DeviceSpec
+    from ..cost.devices import DeviceSpec
     from ..planner.simulator import simulate
 
     check_plan_graph(graph, plan)

@@ -48,7 +48,7 @@ def draw_layout(graph, plan, op_time=None):
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    from ..devices import DeviceSpec
+    from ..cost.devices import DeviceSpec
     from ..planner.simulator import simulate
 
     if getattr(plan.pool, "kind", "") != "arena":

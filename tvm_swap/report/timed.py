@@ -37,15 +37,15 @@ class TimedPlan:
 
 
 def _device_times(graph, plan) -> np.ndarray:
-    from ..cost import roofline_times
-    from ..devices import DeviceSpec
+    from ..cost.roofline import roofline_times
+    from ..cost.devices import DeviceSpec
 
     return np.asarray(roofline_times(graph, DeviceSpec.from_dict(plan.device)), dtype=np.float64)
 
 
 def predicted_timing(graph, plan, op_time=None) -> TimedPlan:
     """The simulator's timeline of `plan` (op_time: seconds per op; default the plan device's roofline)."""
-    from ..devices import DeviceSpec
+    from ..cost.devices import DeviceSpec
     from ..planner.simulator import simulate
     from .data import plan_op_times
 

@@ -4,7 +4,7 @@ import copy
 import numpy as np
 import pytest
 
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.errors import InfeasibleLimitError, PlanError, TvmSwapError
 from tvm_swap.plan import Arena, Plan, Pool
 from tvm_swap.planner.api import feasible_floor, plan_graph

@@ -3,7 +3,7 @@ the host is estimated done, where a clean range fits (arena.place_stays_clean, a
 import numpy as np
 import pytest
 
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.planner.api import plan_graph, resolve_op_time
 from tvm_swap.planner.graphindex import GraphIndex
 from tvm_swap.planner.swapadvisor import arena as arena_mod

@@ -3,7 +3,7 @@ the outputs' stays when cooling all of them overflows (arena._partly_cooled, the
 island), and the polish of the search's best memory genes on a grid (polish.py)."""
 import numpy as np
 
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.planner.api import plan_graph
 from tvm_swap.planner.bounds import noswap_peak
 from tvm_swap.planner.feasibility import min_feasible_limit

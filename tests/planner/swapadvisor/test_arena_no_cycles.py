@@ -6,7 +6,7 @@ import gc
 import numpy as np
 import pytest
 
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.errors import PlanError
 from tvm_swap.planner.api import resolve_op_time
 from tvm_swap.planner.bounds import noswap_peak

@@ -3,7 +3,7 @@ them does not fit (a pinned weight holds its bytes from the start, also at the e
 pinned, not none (which read every weight from the host each iteration)."""
 import numpy as np
 
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.planner.api import plan_graph
 from tvm_swap.planner.baselines.noswap import noswap_need
 from tvm_swap.zoo import load_zoo

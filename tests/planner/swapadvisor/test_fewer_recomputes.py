@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.planner.api import plan_graph
 from tvm_swap.planner.bounds import noswap_peak
 from tvm_swap.planner.feasibility import min_feasible_limit

@@ -5,7 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.planner import plan_graph
 from tvm_swap.planner.swapadvisor.ga import GASettings, GeneticSearch, Genome
 from tvm_swap.planner.feasibility import min_feasible_limit

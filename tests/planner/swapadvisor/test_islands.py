@@ -4,7 +4,7 @@ and a time budget still gives a verified plan."""
 import numpy as np
 import pytest
 
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.plan import Arena
 from tvm_swap.planner import plan_graph
 from tvm_swap.planner.swapadvisor.ga import Evaluator, GASettings, GeneticSearch, Genome, evolve

@@ -9,7 +9,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import fuzz  # noqa: E402
 
-from tvm_swap.devices import get_device  # noqa: E402
+from tvm_swap.cost.devices import get_device  # noqa: E402
 from tvm_swap.planner import plan_graph  # noqa: E402
 from tvm_swap.planner.swapadvisor.ga import Evaluator, GASettings, Genome  # noqa: E402
 from tvm_swap.planner.bounds import noswap_peak  # noqa: E402

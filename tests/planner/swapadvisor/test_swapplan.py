@@ -5,7 +5,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.graph import DataflowGraph, OpInfo, TensorInfo
 from tvm_swap.planner.bounds import lower_bound
 from tvm_swap.planner.swapadvisor.encoding import Allocation, AllocationSpace

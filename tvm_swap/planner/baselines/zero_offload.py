@@ -19,7 +19,7 @@ The optimizer step (zero_update="host", the default, as the tool does): the upda
 (Plan.host_ops; DeepSpeed's CPU Adam), on the host's copies of the fp32 master weights and moments, which never
 cross the link: each gradient is copied out when backward produces it, the host's update waits for that
 copy, and the new bf16 weights are fetched like every parameter at the next step. The host's time is the
-roofline of the device's host spec (tvm_swap.devices.HOSTS, tvm_swap.host_cost); the tool's one-step-delayed
+roofline of the device's host spec (tvm_swap.cost.devices.HOSTS, tvm_swap.cost.host); the tool's one-step-delayed
 update (which hides part of it behind the next step) is not modelled: each step waits for its own update.
 zero_update="device" runs the update kernels on the GPU (ZeRO-Infinity's GPU-update mode): the optimizer state
 then crosses the link in and out. Memory is the shared exact-size pool, not DeepSpeed's buffers.

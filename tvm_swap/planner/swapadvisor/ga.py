@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ...devices import DeviceSpec
+from ...cost.devices import DeviceSpec
 from ...errors import PlanError
 from ...graph import DataflowGraph
 from .arena import ArenaScorer, ArenaSpace

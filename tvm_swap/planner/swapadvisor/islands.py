@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...devices import DeviceSpec
+from ...cost.devices import DeviceSpec
 from ...graph import DataflowGraph
 from .arena import ArenaSpace
 from .ga import Evaluator, GASettings, GeneticSearch

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...devices import DeviceSpec
+from ...cost.devices import DeviceSpec
 from ...errors import PlanError
 from ...plan import Action, Plan, Pool
 from ..builder import ActionBuilder

@@ -12,10 +12,10 @@ the same way; an op that no split helps ends the search (the exact check refuses
 """
 from __future__ import annotations
 
-from .graph.dataflow import PERSISTENT_KINDS
+from ..graph.dataflow import PERSISTENT_KINDS
 from .floor_hint import slices_to_fit as _slices_to_fit
-from .limits import floor_op
-from .plan import aligned_bytes
+from .mem_limit import floor_op
+from ..plan import aligned_bytes
 
 MAX_ROUNDS = 12
 
@@ -66,7 +66,7 @@ def split_to_fit(mod, limit: int | None, lower_graph, func_name: str, pool: str,
     lower_graph(mod) -> (lowered, graph); first: that of `mod` when already lowered."""
     from relay_passes.split_dense import SplitDenseByOutputFeatures, splittable
 
-    from .planner.api import infeasible_floor
+    from ..planner.api import infeasible_floor
 
     base = mod
     lowered, graph = first if first is not None else lower_graph(mod)
@@ -90,8 +90,8 @@ def split_to_fit(mod, limit: int | None, lower_graph, func_name: str, pool: str,
 
 def _fits(graph, limit: int, pool: str, alignment: int, infeasible_floor) -> bool:
     """Whether `limit` is feasible; below the largest op's working set at once, without the floor's search."""
-    from .planner.graphindex import GraphIndex
-    from .planner.swapadvisor.arena import working_set_floor
+    from ..planner.graphindex import GraphIndex
+    from ..planner.swapadvisor.arena import working_set_floor
 
     gi = GraphIndex.of(graph, alignment, keep_updated=False)
     if limit < working_set_floor(gi) + gi.workspace:

@@ -6,7 +6,7 @@
     FloorMemo(key)                      # its smallest feasible limit per memory model, once found
 
 Why a cache beside the bounds: a percentage limit is a share of TVM's static plan of the *lowered* graph
-(tvm_swap.limits.no_swap_bytes). Before lowering, tvm_swap.early_floor bounds that plan from above and the
+(tvm_swap.limits.mem_limit.no_swap_bytes). Before lowering, tvm_swap.limits.early_floor bounds that plan from above and the
 floor from below, which proves limits far below the floor infeasible on the first compile; a limit between
 its bound and the exact floor needs the lowered graph. The exact check runs right after lowering, before
 any profiling (tvm_swap.pipeline.compile_model); with this cache it runs on the very graph lowering
@@ -15,7 +15,7 @@ a second compile). It never refuses what lowering would accept: the graph is exa
 
 A graph depends on the module (its structural hash), the target, the fusion cap, the function, TVM's version
 and the code that lowers and extracts it (relay_passes/*.py and tvm_swap/graph/*.py, by content; the planner's
-too, for the floors kept beside it), which key the file. The folder is tvm_swap.timing_cache.cache_dir()/graphs;
+too, for the floors kept beside it), which key the file. The folder is tvm_swap.cost.timing_cache.cache_dir()/graphs;
 an unreadable entry counts as missing.
 """
 from __future__ import annotations
@@ -26,9 +26,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from .timing_cache import cache_dir
+from ..cost.timing_cache import cache_dir
 
-_ROOT = Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[2]
 
 
 @functools.lru_cache(maxsize=1)
@@ -36,8 +36,8 @@ def _code_version() -> str:
     """SHA-256 of the sources that turn a module into a graph and a graph into its floor (FloorMemo): a change
     there invalidates every entry."""
     h = hashlib.sha256()
-    for pattern in ("relay_passes/*.py", "tvm_swap/graph/*.py", "tvm_swap/planner/**/*.py", "tvm_swap/limits.py",
-                    "tvm_swap/floor_hint.py", "tvm_swap/param_layouts.py"):
+    for pattern in ("relay_passes/*.py", "tvm_swap/graph/*.py", "tvm_swap/planner/**/*.py", "tvm_swap/limits/mem_limit.py",
+                    "tvm_swap/limits/floor_hint.py", "tvm_swap/param_layouts.py"):
         for f in sorted(_ROOT.glob(pattern)):
             h.update(str(f.relative_to(_ROOT)).encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:16]
@@ -60,7 +60,7 @@ def _path(key: str) -> Path:
 
 def cached_graph(key: str):
     """The DataflowGraph stored under `key`, or None (missing, truncated or unreadable: lower again)."""
-    from .graph import DataflowGraph
+    from ..graph import DataflowGraph
 
     path = _path(key)
     if not path.exists():

@@ -1,4 +1,4 @@
-"""Kernel timings kept on disk, so the second compile of a model skips profiling (tvm_swap.profile).
+"""Kernel timings kept on disk, so the second compile of a model skips profiling (tvm_swap.cost.profile).
 
     cache = kernel_timings_for("llvm")                       # a CostTable read from the cache folder
     profile_times(lowered, graph, target, cache=cache)       # fills in what is missing
@@ -20,7 +20,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .cost_table import CostTable
+from .table import CostTable
 
 CACHE_ENV = "TVM_SWAP_CACHE_DIR"
 

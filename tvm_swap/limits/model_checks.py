@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from .errors import InfeasibleLimitError, TvmSwapError
+from ..errors import InfeasibleLimitError, TvmSwapError
 
 SHOW_FIRST = 5
 
@@ -109,7 +109,7 @@ def largest_tensor(mod, func_name: str = "main") -> tuple[int, str]:
 def check_limit_before_lowering(mod, mem_limit, func_name: str = "main", alignment: int = 256) -> None:
     """Refuse an absolute limit below the largest tensor the model must hold (percent limits need the
     lowered graph; compile_model checks those, and every limit exactly, right after lowering)."""
-    from .limits import MemLimit
+    from .mem_limit import MemLimit
 
     limit = MemLimit.of(mem_limit)
     if limit is None or limit.absolute is None:    # a percentage needs the lowered graph; a bad limit is
@@ -141,8 +141,8 @@ def splittable_note(mod, what: str, func_name: str = "main") -> str:
 def refuse_below_tensor(mem_limit, need: int, what: str, alignment: int = 256, note: str = "") -> None:
     """InfeasibleLimitError when a byte limit is below `need` bytes (aligned) of one tensor `what` the model
     must hold (largest_tensor, or frontends.mxnet_early.largest_tensor from a symbol before importing)."""
-    from .limits import MemLimit
-    from .plan import aligned_bytes
+    from .mem_limit import MemLimit
+    from ..plan import aligned_bytes
 
     limit = MemLimit.of(mem_limit)
     limit = None if limit is None else limit.absolute

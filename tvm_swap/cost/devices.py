@@ -1,14 +1,14 @@
 """Device specs as data: compute peak, memory bandwidth, host link bandwidth per direction and both ways.
 
 Link figures are *measured* transfer rates, not the bus's nominal ones: that is what the simulator needs.
-`tensor_flops` is the dense bf16/fp16 tensor-core rate; the roofline (tvm_swap.cost) uses it for ops whose
+`tensor_flops` is the dense bf16/fp16 tensor-core rate; the roofline (tvm_swap.cost.roofline) uses it for ops whose
 tensors are bf16/fp16, and `peak_flops` (fp32) for the rest.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .errors import TvmSwapError
+from ..errors import TvmSwapError
 
 HALF_DTYPES = ("bfloat16", "float16")
 
@@ -55,7 +55,7 @@ _DEVICE_FIELDS = {f for f in DeviceSpec.__dataclass_fields__}
 class HostSpec:
     """The CPU and memory an op placed on the host runs on (a plan's host-compute stream).
 
-    An op there takes max(flops / peak_flops, bytes / mem_bandwidth) + launch_overhead_s (tvm_swap.host_cost):
+    An op there takes max(flops / peak_flops, bytes / mem_bandwidth) + launch_overhead_s (tvm_swap.cost.host):
     the memory-bound elementwise kernels a plan may place there (an optimizer update) are bandwidth-bound."""
     name: str
     cores: int

@@ -3,7 +3,7 @@
     b = floor_bounds(mod, "main", target)     # None where the bounds below cannot be proven for this module
     check_before_lowering(mod, "5%", "main", target)   # raises EarlyInfeasibleError when b proves it
 
-A percentage limit is a share of the *lowered* graph's no-swap need (tvm_swap.limits.no_swap_bytes), and the
+A percentage limit is a share of the *lowered* graph's no-swap need (tvm_swap.limits.mem_limit.no_swap_bytes), and the
 exact floor (planner.api.feasible_floor) is of the lowered graph too, so the exact check needs lowering (seconds
 for a training step). Two bounds known before lowering decide most limits far below the floor:
 
@@ -59,8 +59,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from .errors import InfeasibleLimitError
-from .units import format_bytes
+from ..errors import InfeasibleLimitError
+from ..units import format_bytes
 
 ALIGN = 256
 HINT = "a smaller batch lowers that; no fusion setting does (it is one op's own need)"
@@ -250,7 +250,7 @@ def _legalized_facts(mod_legal, name: str) -> _Legal:
     import tvm
     from tvm import relax
 
-    from .graph.extract import kernel_workspace
+    from ..graph.extract import kernel_workspace
 
     func = mod_legal[name]
     params = {p: i for i, p in enumerate(func.params)}
@@ -530,7 +530,7 @@ def check_before_lowering(mod, mem_limit, func_name: str = "main", target="llvm"
                           bounds: FloorBounds | None = None) -> FloorBounds | None:
     """Raise EarlyInfeasibleError when the bounds prove `mem_limit` below the floor; returns the bounds (None
     when not provable for this module, or nothing to check)."""
-    from .limits import MemLimit
+    from .mem_limit import MemLimit
 
     given = MemLimit.of(mem_limit)
     if given is None or given.error is not None:       # (a bad limit is worded by MemLimit.resolve)

@@ -1,4 +1,4 @@
-"""CostTable: measured kernel times kept between runs (tvm_swap.profile fills one, tvm_swap.timing_cache keeps
+"""CostTable: measured kernel times kept between runs (tvm_swap.cost.profile fills one, tvm_swap.cost.timing_cache keeps
 one per target and device on disk). Its own module so the disk cache and the profiler need not import each
 other."""
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .jsonio import check_versioned, read_json
+from ..jsonio import check_versioned, read_json
 
-COST_TABLE_FORMAT = "tvm_swap.cost_table"
+COST_TABLE_FORMAT = "tvm_swap.cost_table"  # a file format name (kept when the module moved)
 COST_TABLE_VERSION = 1
 
 

@@ -5,14 +5,14 @@
 time(op) = max(flops / (peak_flops * compute_efficiency), bytes / mem_bandwidth) + launch_overhead
 (peak_flops: the device's tensor_flops for an op with a bf16/fp16 output, where the device has them),
 where bytes = each distinct input and output once, plus the kernel's workspace written and read once.
-Measured times instead: tvm_swap.profile.
+Measured times instead: tvm_swap.cost.profile.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .devices import DeviceSpec, get_device
-from .graph import DataflowGraph
+from ..graph import DataflowGraph
 
 
 def op_bytes(graph: DataflowGraph) -> np.ndarray:

@@ -17,8 +17,8 @@ words depend on the limit. No TVM here.
 """
 from __future__ import annotations
 
-from .graph.dataflow import PERSISTENT_KINDS
-from .plan import aligned_bytes
+from ..graph.dataflow import PERSISTENT_KINDS
+from ..plan import aligned_bytes
 
 LAYOUT_KERNELS = ("transpose", "reshape", "layout_transform", "expand_dims", "squeeze")
 
@@ -79,7 +79,7 @@ def hint_facts(graph, alignment: int = 256, in_place: bool = True) -> dict:
 
 
 def _layout_copy_text(head: str, copy: dict, pool_knob: list) -> str:
-    from .units import format_bytes
+    from ..units import format_bytes
 
     why = ("it is updated by training (train_step(..., frozen=[...]) folds a frozen one)" if copy["updated"]
            else "not a layout change tvm_swap folds, nor read by a matmul that reads it in place")
@@ -91,7 +91,7 @@ def _layout_copy_text(head: str, copy: dict, pool_knob: list) -> str:
 
 def hint_text(f: dict, pool: str, limit: int | None = None) -> str:
     """The clause for facts `f` (hint_facts) and `limit` (bytes; None: the numbers that need it are left out)."""
-    from .units import format_bytes
+    from ..units import format_bytes
 
     ws = f" plus {format_bytes(f['workspace'])} of kernel workspace" if f["workspace"] else ""
     head = f"op {f['op']!r} needs {format_bytes(f['need'])} for its inputs and outputs at once{ws}"

@@ -1,16 +1,16 @@
-"""Seconds per op when a plan places it on the host (pure Python, like tvm_swap.cost for the device).
+"""Seconds per op when a plan places it on the host (pure Python, like tvm_swap.cost.roofline for the device).
 
 time(op) = max(flops / host.peak_flops, bytes / host.mem_bandwidth) + host.launch_overhead_s, bytes as in
-tvm_swap.cost.op_bytes (each distinct input and output once): the ops worth placing there (an optimizer
+tvm_swap.cost.roofline.op_bytes (each distinct input and output once): the ops worth placing there (an optimizer
 update, elementwise kernels) read and write every byte once and are bound by the host's memory bandwidth.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .cost import op_bytes
+from .roofline import op_bytes
 from .devices import HostSpec
-from .graph import DataflowGraph
+from ..graph import DataflowGraph
 
 
 def host_times(graph: DataflowGraph, host: HostSpec) -> np.ndarray:

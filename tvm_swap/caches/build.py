@@ -5,7 +5,7 @@
 `tvm-swap compile` exports the model built with TVM's own memory plan beside the swap-planned one (for
 `run --compare-unlimited`); that build is codegen of every kernel again, about half of a compile on llvm. It
 depends only on the module, the target, the fusion cap and TVM's version, which key the cached library
-(the module by its structural hash). The folder is tvm_swap.timing_cache.cache_dir()/unlimited; `refresh`
+(the module by its structural hash). The folder is tvm_swap.cost.timing_cache.cache_dir()/unlimited; `refresh`
 builds again and replaces the cached copy.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import shutil
 import tempfile
 
-from .timing_cache import cache_dir
+from ..cost.timing_cache import cache_dir
 
 
 def unlimited_key(mod, target, fuse_max_depth=None) -> str:

@@ -21,9 +21,9 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field, replace
 
-from .errors import TvmSwapError
-from .plan import DEFAULT_ALIGNMENT
-from .units import parse_bytes, parse_share, percent_at_least  # noqa: F401  (percent_at_least: re-exported)
+from ..errors import TvmSwapError
+from ..plan import DEFAULT_ALIGNMENT
+from ..units import parse_bytes, parse_share, percent_at_least  # noqa: F401  (percent_at_least: re-exported)
 
 NO_SWAP_NEED = "the no-swap need (TVM's static plan)"
 
@@ -108,14 +108,14 @@ class MemLimit:
 
 def no_swap_bytes(graph, alignment: int = DEFAULT_ALIGNMENT) -> int:
     """Device bytes the model needs without tvm_swap (TVM's static plan): what "100%" means."""
-    from .planner.baselines.noswap import noswap_need
+    from ..planner.baselines.noswap import noswap_need
 
     return int(noswap_need(graph, alignment))
 
 
 def liveness_peak_bytes(graph, alignment: int = DEFAULT_ALIGNMENT) -> int:
     """The idealised peak: every tensor exactly from its producer to its last reader, nothing fragmented."""
-    from .planner.bounds import noswap_peak
+    from ..planner.bounds import noswap_peak
 
     return int(noswap_peak(graph, alignment=alignment))
 
@@ -145,7 +145,7 @@ def floor_op(graph, alignment: int = DEFAULT_ALIGNMENT, in_place: bool = True) -
 
 def floor_hint(graph, pool: str, alignment: int = DEFAULT_ALIGNMENT, limit: int | None = None) -> str:
     """One clause for a refusal: which op sets the floor and what would move that op's floor, for `limit`
-    (tvm_swap.floor_hint: the facts come from the graph, the words from the facts and the limit)."""
+    (tvm_swap.limits.floor_hint: the facts come from the graph, the words from the facts and the limit)."""
     from .floor_hint import hint_facts, hint_text
 
     return hint_text(hint_facts(graph, alignment, in_place=pool == "arena"), pool, limit)

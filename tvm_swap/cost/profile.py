@@ -6,7 +6,7 @@
 profile_times times each distinct kernel (by name, argument shapes and structural hash) once with TVM's
 time_evaluator on initialised random arguments (garbage memory holds denormals that make CPU kernels
 2x slower, notes/tvm-0.27.md §7), and gives every op calling it that time. Ops that are not PrimFunc
-kernels (packed library calls) get the roofline time of `fallback_device` (tvm_swap.cost).
+kernels (packed library calls) get the roofline time of `fallback_device` (tvm_swap.cost.roofline).
 
 InSituProfiler runs a traced no-swap build of the lowered program on this runtime and reads each kernel's
 time from the traces: what the simulator must match when the plan runs here.
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cost import roofline_times
+from .roofline import roofline_times
 from .devices import DeviceSpec, get_device
-from .errors import TvmSwapError
-from .graph import DataflowGraph
-from .cost_table import CostTable  # noqa: F401  (re-exported: profile_times takes one)
+from ..errors import TvmSwapError
+from ..graph import DataflowGraph
+from .table import CostTable  # noqa: F401  (re-exported: profile_times takes one)
 
 
 def _default_fallback_device(target) -> DeviceSpec:
@@ -139,8 +139,8 @@ class InSituProfiler:
         from relay_passes.lower import as_target, build_lowered
         from runtime_ext.swap_module import SwapModule
 
-        from .planner.api import plan_graph
-        from .planner.baselines.noswap import noswap_need
+        from ..planner.api import plan_graph
+        from ..planner.baselines.noswap import noswap_need
 
         target = as_target(target)
         if target.kind.name != "llvm":
@@ -209,7 +209,7 @@ def per_op_times(lowered, graph, target, spec, profile, cost_cache, params=None,
     True (kernels timed alone, llvm only) or False (the roofline of `spec`).
 
     cost_cache: a CostTable to read and fill; None: the kernel timings cached on disk for this target
-    (tvm_swap.timing_cache; written back here), so a second compile of the same model times nothing."""
+    (tvm_swap.cost.timing_cache; written back here), so a second compile of the same model times nothing."""
     if profile == "insitu":
         return insitu_op_times(lowered, graph, target, params, inputs, func_name), "insitu"
     if profile and target.kind.name == "llvm":
