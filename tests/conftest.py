@@ -1,9 +1,11 @@
 """Tests mirror the package folders; the shared helpers (swap_models, cuda_fake, inplace_module) stay in
-tests/, so put that folder on the import path for every test module."""
+tests/, so put that folder on the import path for every test module (and the root, for bench/)."""
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the repository root too: tests read the benchmarks' own code (bench/) as `import bench.paper`
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 import pytest  # noqa: E402

@@ -31,7 +31,7 @@ def test_readme_python_section_runs_as_written(tmp_path, monkeypatch, capsys):
 
 def test_the_readme_starts_with_the_user_and_the_results_live_in_docs():
     """Issue 29: what it is, quick start, Python API, command line, CUDA, layout, in that order; the generated
-    results table (bench_paper.py --readme) is in docs/RESULTS.md, said to be measured once, not per row."""
+    results table (bench/paper.py --readme) is in docs/RESULTS.md, said to be measured once, not per row."""
     text = README.read_text()
     assert re.findall(r"^## (.+)$", text, re.M) == ["Quick start", "Python API", "Command line", "CUDA", "Layout"]
     assert "<!--" not in text

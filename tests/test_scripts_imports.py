@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = ("tvm_swap", "relay_passes", "runtime_ext")
-SCRIPTS = sorted((ROOT / "scripts").glob("*.py"))
+OURS = ("tvm_swap", "relay_passes", "runtime_ext", "bench")
+SCRIPTS = sorted((ROOT / "scripts").glob("*.py")) + sorted((ROOT / "bench").glob("*.py"))
 
 
 def project_imports(path: Path):
@@ -23,7 +23,7 @@ def project_imports(path: Path):
                 yield node.module, alias.name
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_script_imports_resolve(script):
     missing = []
     for module, name in project_imports(script):

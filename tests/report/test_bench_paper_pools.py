@@ -1,7 +1,6 @@
-"""scripts/bench_paper.py keeps both pools' cells: labels old ones, merges runs, writes the README table."""
+"""bench/paper.py keeps both pools' cells: labels old ones, merges runs, writes the README table."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -11,10 +10,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_paper_pools", ROOT / "scripts" / "bench_paper.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    import bench.paper
+
+    return bench.paper
 
 
 def _ok(v, pool=None, commit="abc"):

@@ -236,14 +236,9 @@ def test_a_plan_for_another_graph_is_refused(searched, tmp_path):
 
 
 def _bench_module():
-    import importlib.util
-    from pathlib import Path
+    import bench.paper
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_paper.py"
-    spec = importlib.util.spec_from_file_location("bench_paper", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench.paper
 
 
 def test_benchmark_table_shows_fractions_oom_and_paper_values():

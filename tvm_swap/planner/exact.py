@@ -100,7 +100,7 @@ class _Rows:
         self.sections: list[tuple[str, int, int]] = []   # (name, rows, nonzeros) at each mark
 
     def mark(self, name: str) -> None:
-        """Close a family of rows (for profiles: scripts/profile_exact.py reads the sizes per family)."""
+        """Close a family of rows (for profiles: bench/profile_exact.py reads the sizes per family)."""
         self.sections.append((name, len(self.lo), len(self.v)))
 
     def add(self, terms, lo=-np.inf, hi=np.inf) -> None:

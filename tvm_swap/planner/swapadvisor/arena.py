@@ -96,7 +96,7 @@ rebuild is sound and has room (see `_ArenaWalk.run`); the rebuilt tensor is a st
 placement and the verifier treat it like any other. The GA scores such genomes through the same packed fast
 path (pack_decisions packs the rebuilds too): 1.3x to 1.5x faster than building their actions, still 1.0x to
 1.7x a swap-only genome (rebuilds fragment the arena: often one more decide/place round), see
-benchmarks/recompute_speed.md. Measured (scripts/bench_recompute.py, 3 generations, same seed):
+benchmarks/recompute_speed.md. Measured (bench/recompute.py, 3 generations, same seed):
 BERT-large@32 on a V100 at 16 GB 0.47 -> 0.65 of ideal, at 8 GB 0.42 -> 0.63, on an H200 at 24 GB 0.62 -> 0.75.
 """
 from __future__ import annotations

@@ -96,7 +96,7 @@ class _RayEvaluator:
         return [self.ev.time_of(s, a) for s, a in tasks]
 
     def pid(self) -> int:
-        """The actor's process id (scripts/bench_scale.py reads its CPU time from /proc)."""
+        """The actor's process id (bench/scale.py reads its CPU time from /proc)."""
         import os
 
         return os.getpid()

@@ -28,7 +28,7 @@ for recomputing plans too; within SMALL_STOP_GAP on graphs of up to polish.POLIS
 timed first and the random genomes skipped when one is there). On those small graphs the hybrid island, the
 polish (of one genome) and the partly-cooled island (up to PARTLY_MAX_OPS ops) run only where the best genome is
 more than EXTRAS_MIN_GAP off the bound: they could win at most that. Side by side with 533543e over 300 fuzz graphs of 3-60 ops at 3 generations
-(scripts/bench_small_graphs.py, benchmarks/small_graphs.md): see there for the CPU per plan and plan times.
+(bench/small_graphs.py, benchmarks/small_graphs.md): see there for the CPU per plan and plan times.
 Under a time budget the first generation is timed in the order of what it is likely worth (seed_order.py) and the
 size-class island's keep-updated choice is made on the workers (islands.size_class_islands).
 
@@ -144,7 +144,7 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
     plain = [isl for isl in islands if isl.name != "hybrid"]
     if small:
         # the fastest genome the grid can move only (each island's best doubled to quadrupled the polish's
-        # evaluations; on 87 fuzz graphs the whole polish moved 5 plans: scripts/bench_small_graphs.py), which is
+        # evaluations; on 87 fuzz graphs the whole polish moved 5 plans: bench/small_graphs.py), which is
         # not the best where a size-class genome won (fuzz case 205: the grid took a swap-only genome 12% below it)
         # (off's start, and the hybrid's best where it is faster: on polishes what off polishes, and more)
         starts = []
@@ -194,7 +194,7 @@ def swap_only_falls_short(ctx: PlanningContext) -> bool:
 # small graphs: the hybrid island, the polish and the partly-cooled island run only where the best genome (the best
 # swap-only seed, for the islands) is more than this share slower than the lower bound: what they can win is at
 # most that gap, so a plan without them is at most this much slower than with them. Measured on 87 fuzz graphs of
-# 3-60 ops at 3 generations (scripts/bench_small_graphs.py, benchmarks/small_graphs.md, base 533543e): the polish
+# 3-60 ops at 3 generations (bench/small_graphs.py, benchmarks/small_graphs.md, base 533543e): the polish
 # moved 5 plans (by 0.03-0.8%), the partly-cooled island won 3 (0.05-0.3%), the hybrid 3 (0.3-1.9%), for most of
 # the CPU; the median gap is 0.6%. A gate on the hybrid's seeds instead (run it where a recompute seed beats the
 # swap-only seeds) missed wins of 2.8-7.2% far from the bound (fuzz cases 356, 363, 377)
@@ -202,7 +202,7 @@ EXTRAS_MIN_GAP = 0.03
 # ... and the partly-cooled island only on graphs of at most this many ops: its wins were measured on bench_gap's
 # dags of 8-20 ops (dag110@0.4: 5.51 -> 5.27-5.37 ms; dag96, dag100: 2-3%), on the fuzz graphs only near the bound
 # (0.05-0.3%), while its evaluations (up to arena.PARTLY_COOLED_TRIES placements each) were 40% of the CPU of the
-# fuzz's far-off graphs of 24-60 ops (scripts/bench_small_graphs.py)
+# fuzz's far-off graphs of 24-60 ops (bench/small_graphs.py)
 PARTLY_MAX_OPS = 24
 
 def _grid_moves(alloc) -> bool:

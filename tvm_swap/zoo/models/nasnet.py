@@ -15,7 +15,7 @@ the two-path factorized reduction; no auxiliary head, no drop-path, no dropout. 
 statistics, built from primitive ops (Net.batch_norm), as in the other zoo CNNs.
 
 Against the paper's NasNet-25 (193 GB, 5533 ops, 65 sizes at batch 64). Measured on this model at R = 1, 2
-and 3 (real sizes, llvm lowering: scripts/nasnet_scaling.py, benchmarks/nasnet_scaling.json), each extra R
+and 3 (real sizes, llvm lowering: bench/nasnet_scaling.py, benchmarks/nasnet_scaling.json), each extra R
 adds the same cells, so R = 25 is extrapolated from the R = 2 -> 3 step: about 19,900 ops (3320 at R = 3,
 +753 per R: about 250 fused kernels per normal cell, forward and backward) and a liveness peak of about
 222 GB at batch 64 (41.6 GB at R = 3, +8.2 GB per R), with 63-66 distinct tensor sizes. The op count is

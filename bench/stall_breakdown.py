@@ -10,7 +10,7 @@ default schedule, simulates each and prints:
 - bytes and copies each way by tensor kind (param, optimizer_state, activation, gradient, ...);
 - stalls per tenth of the schedule.
 
-    python scripts/stall_breakdown.py zoo:bert-large@batch=16 --mem-limit 16GB
+    python -m bench stall-breakdown zoo:bert-large@batch=16 --mem-limit 16GB
 """
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 
 def breakdown(graph, plan_actions, op_time, device) -> dict:

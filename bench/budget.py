@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """swapadvisor under a wall-clock budget, as a user runs it: fraction of ideal per run, and what the search reached.
 
-    python scripts/bench_budget.py --point zoo:nasnet-25@batch=16:16GB:60 --runs 3
-    python scripts/bench_budget.py --point zoo:inception-4@batch=32:16GB:15 --point zoo:bert-large@batch=32:16GB:60
+    python -m bench budget --point zoo:nasnet-25@batch=16:16GB:60 --runs 3
+    python -m bench budget --point zoo:inception-4@batch=32:16GB:15 --point zoo:bert-large@batch=32:16GB:60
 
 Each point (graph, limit, budget in seconds) is planned `--runs` times in a row with `tvm_swap.planner.plan_graph`
 (swapadvisor, the default options and workers, device `--device`, seed `--seed`), the way `tvm-swap plan ...
@@ -13,11 +13,12 @@ with the commit (tvm_swap.provenance.git_commit).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
+
+from bench import record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,7 +51,6 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "budget.json"))
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
     from tvm_swap.provenance import git_commit
 
     rows = []
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
                   flush=True)
     out = {"commit": git_commit(), "device": args.device, "seed": args.seed, "rows": rows}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(out, indent=1))
+    record.write(Path(args.json), out)
     print(f"wrote {args.json}")
     return 0
 

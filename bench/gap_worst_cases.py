@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Where does the GA lose on its worst gap instances: its schedule, or its swap planning?
 
-For each instance (graph index from bench_gap.instance_graph and a limit fraction), prints the GA's plan and
+For each instance (graph index from bench.gap.instance_graph and a limit fraction), prints the GA's plan and
 the exact stage model's best plan for the GA's own schedule (so the schedule is the same): simulated time,
 bytes copied in and out, the tensors resident at the start, and what a cheap local search on the GA's best
 memory genes (a keep x split grid, then a +-bias hill climb per tensor) would gain. A stage plan much faster
@@ -10,7 +10,7 @@ Then the schedule-free stage model's best plan, and the GA rerun (same seed and 
 schedule added to its first generation (every memory seed): if the seeded GA stays well above the stage plan,
 a better schedule alone does not close the gap.
 
-    python scripts/gap_worst_cases.py 17:0.4 59:0.4 31:0.4 23:0.4
+    python -m bench gap-worst-cases 17:0.4 59:0.4 31:0.4 23:0.4
 """
 from __future__ import annotations
 
@@ -20,10 +20,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from bench_gap import DEVICE, instance_graph  # noqa: E402
+from bench.gap import DEVICE, instance_graph  # noqa: E402
 from tvm_swap.cost.devices import get_device  # noqa: E402
 from tvm_swap.planner.bounds import noswap_peak  # noqa: E402
 from tvm_swap.planner.exact import solve_exact  # noqa: E402
@@ -67,7 +64,13 @@ class SeededSearch(GeneticSearch):
                                          for n, al in self.space.seeds()]
 
 
-def main(argv) -> int:
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("instances", nargs="*", default=["17:0.4", "59:0.4", "31:0.4", "23:0.4"],
+                    help="GRAPH:FRACTION pairs (bench.gap.instance_graph index, limit fraction)")
+    argv = ap.parse_args(argv).instances
     dev = get_device(DEVICE)
     for spec in argv:
         i, frac = spec.split(":")
@@ -104,4 +107,4 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:] or ["17:0.4", "59:0.4", "31:0.4", "23:0.4"]))
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """Second compile of the same model: kernel timings and the unlimited build from the disk cache.
 
-    python scripts/bench_second_compile.py [--models cnn-train resnet50-train] [--out bench_second_compile.json]
+    python -m bench second-compile [--models cnn-train resnet50-train] [--out bench_second_compile.json]
 
 Models: any MODEL `tvm-swap compile` takes, or resnet50-train: Gluon's ResNet-50 v1 as a symbol file alone
 (scripts/make_resnet50_symbol.py), batch 2, random weights, one SGD training step (`--init random --train`).
@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench import record
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,7 +73,7 @@ def main() -> None:
     for r in rows:
         for which in ("first", "second"):
             print(f"{r['model']:<16} {which:<7} " + " ".join(f"{str(r[which].get(k)):>14}" for k in keys))
-    Path(args.out).write_text(json.dumps({"commit": commit, "load_avg": os.getloadavg(), "rows": rows}, indent=1))
+    record.write(Path(args.out), {"commit": commit, "load_avg": os.getloadavg(), "rows": rows})
     print(f"wrote {args.out} (commit {commit[:10]}, load average {os.getloadavg()[0]:.1f})")
 
 

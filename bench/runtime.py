@@ -16,23 +16,23 @@ Overhead: the SwapModule at 100% with the link NOT throttled against the plain r
 kernels (lower_unlimited_build), both called with device tensors and returning numpy arrays, calls
 interleaved; overhead = swap / plain - 1 (target < 3%).
 
-    python scripts/bench_runtime.py [--bandwidth 100MB/s] [--repeat 30] [--json benchmarks/runtime.json]
+    python -m bench runtime [--bandwidth 100MB/s] [--repeat 30] [--json benchmarks/runtime.json]
 
 Prints a table, then writes the JSON (one record per model x limit, plus the settings and machine load).
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
+from bench import record
+
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))   # swap_models: the deep CNN builder shared with the tests
 
 
@@ -195,7 +195,7 @@ def main(argv=None) -> int:
            "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
            "wall_s": time.perf_counter() - t0, "summary": summary, "records": records}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(out, indent=1))
+    record.write(Path(args.json), out)
     print(f"wrote {args.json}")
     return 0
 

@@ -7,20 +7,21 @@ copied each way, the longest renaming cycle of the arena (2: ping-pong pairs onl
 planning time. `--tree PATH` plans with another checkout's tvm_swap (e.g. main), so two trees can be run
 side by side under the same load; the JSON records that tree's commit.
 
-    python scripts/bench_kept.py --generations 3                       # this tree, the default cases
-    python scripts/bench_kept.py --generations 3 --tree /work/main --out /tmp/main.json
-    python scripts/bench_kept.py --cases "example:mlp-train:100%:v100-16gb:arena"
+    python -m bench kept --generations 3                       # this tree, the default cases
+    python -m bench kept --generations 3 --tree /work/main --out /tmp/main.json
+    python -m bench kept --cases "example:mlp-train:100%:v100-16gb:arena"
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from bench import record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -136,7 +137,7 @@ def main(argv=None) -> int:
                "machine": platform.platform(), "cpus": os.cpu_count(), "load": os.getloadavg(), "rows": rows,
                "per_eval": evals}
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(doc, indent=1))
+        record.write(Path(args.out), doc)
         print(f"wrote {args.out}")
     return 0
 

@@ -4,7 +4,7 @@ beside an older one, median of N runs, the two trees' runs interleaved so both s
 Wall seconds, and the process's own CPU seconds (user + system): on a shared machine wall time counts the
 waits for a core, CPU time is close to what the command takes on an idle core.
 
-    python scripts/startup_times.py --before /tmp/base [--repeat 3] [--out benchmarks/startup_times.json]
+    python -m bench startup-times --before /tmp/base [--repeat 3] [--out benchmarks/startup_times.json]
 
 --before: a checkout of the commit to compare with (e.g. `git archive BASE | tar -x -C /tmp/base`). Each
 command runs with an empty kernel/graph cache of its own. Prints a markdown table; writes JSON with the
@@ -24,8 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import record
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from tvm_swap.testing import (write_conv_symbol, write_onnx_with_unconverted_ops,  # noqa: E402
                               write_onnx_without_its_data)
@@ -38,7 +39,7 @@ def _mx() -> Path:
 def _odd_symbol(tmp: Path) -> Path:
     """A symbol with two operators the MXNet importer lacks (as scripts/error_messages.py makes it)."""
     path = tmp / "odd-symbol.json"
-    path.write_text(json.dumps({
+    path.write_text(json.dumps({        # a model for the CLI to refuse: an input, not a result
         "nodes": [{"op": "null", "name": "data", "inputs": []},
                   {"op": "FancyOp", "name": "f1", "inputs": [[0, 0, 0]]},
                   {"op": "relu", "name": "r1", "inputs": [[1, 0, 0]]},
@@ -157,7 +158,7 @@ def main() -> None:
                   f"(exit {codes['before'][0]} / {codes['after'][0]})", flush=True)
     doc = {"commit": commit, "before": str(before), "repeat": args.repeat,
            "load_avg_start": load0, "load_avg_end": os.getloadavg(), "rows": rows}
-    Path(args.out).write_text(json.dumps(doc, indent=1))
+    record.write(Path(args.out), doc)
     print(f"\n| `tvm-swap ...` | before s (median of {args.repeat}) | after s | before CPU s | after CPU s | "
           f"runs before | runs after | exit before / after |")
     print("|---|---|---|---|---|---|---|---|")

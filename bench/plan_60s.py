@@ -9,7 +9,7 @@ side by side in one run, so their evaluations per second compare under the same 
 no-search planner's, whose default is off). Writes benchmarks/plan_60s.json (with the commit) and prints a
 table.
 
-    python scripts/bench_plan_60s.py [--pool arena] [--budget-s 60] [--recompute off,on]
+    python -m bench plan-60s [--pool arena] [--budget-s 60] [--recompute off,on]
 """
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ import sys
 import time
 from pathlib import Path
 
+from bench import record
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 MODELS = ["bert-large@batch=32", "brnn-4-8k@batch=128"]
 
@@ -66,9 +67,8 @@ def main(argv=None) -> int:
             r[f"final_recompute_{rc}"] = one(m, "swapadvisor", args, recompute=rc)
         rows.append(r)
         print(json.dumps(r), flush=True)
-    Path(args.out).write_text(json.dumps({"commit": commit, "pool": args.pool, "budget_s": args.budget_s,
-                                          "device": args.device, "mem_limit": args.mem_limit, "rows": rows},
-                                         indent=1))
+    record.write(Path(args.out), {"commit": commit, "pool": args.pool, "budget_s": args.budget_s,
+                                          "device": args.device, "mem_limit": args.mem_limit, "rows": rows})
     print(f"\n| model | recompute | first verified plan (no search) | final plan ({args.budget_s:g} s search) | "
           f"search: seeds done / generations / evaluations | evaluations / s | recomputes | "
           f"throughput no search / search |")

@@ -14,7 +14,7 @@ Two measurements per model, in one process, side by side:
 
 Writes benchmarks/eval_rate.json (with the commit) and prints both tables.
 
-    python scripts/bench_eval_rate.py [--generations 2] [--models bert-large@batch=32,brnn-4-8k@batch=128]
+    python -m bench eval-rate [--generations 2] [--models bert-large@batch=32,brnn-4-8k@batch=128]
 """
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ import sys
 import time
 from pathlib import Path
 
+from bench import record
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 MODELS = ["bert-large@batch=32", "brnn-4-8k@batch=128"]
 
@@ -102,8 +103,8 @@ def main(argv=None) -> int:
              "genomes": genome_costs(g, args)}
         rows.append(r)
         print(json.dumps(r), flush=True)
-    Path(args.out).write_text(json.dumps({"commit": git_commit(), "device": args.device, "mem_limit": args.mem_limit,
-                                          "generations": args.generations, "rows": rows}, indent=1))
+    record.write(Path(args.out), {"commit": git_commit(), "device": args.device, "mem_limit": args.mem_limit,
+                                          "generations": args.generations, "rows": rows})
     print(f"\n| model | recompute | evaluations ({args.generations} generations, 1 worker) | search s | "
           f"evaluations / s | recomputes in plan | throughput |")
     print("|---|---|---|---|---|---|---|")

@@ -6,7 +6,7 @@ rows in Python, to hand them to CP-SAT, and in CP-SAT's solve; the model's size 
 nonzeros, and rows left once the fixed-to-zero variables are dropped); the LP relaxation's value (HiGHS)
 against the sum of op times and the solver's final bound.
 
-    python scripts/profile_exact.py --graphs 20 12 --limit-s 30
+    python -m bench profile-exact --graphs 20 12 --limit-s 30
 """
 from __future__ import annotations
 
@@ -18,10 +18,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from bench_gap import DEVICE, instance_graph  # noqa: E402
+from bench.gap import DEVICE, instance_graph  # noqa: E402
 from tvm_swap.cost.devices import get_device  # noqa: E402
 from tvm_swap.planner import exact  # noqa: E402
 from tvm_swap.planner.bounds import noswap_peak  # noqa: E402

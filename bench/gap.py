@@ -14,9 +14,9 @@ random op times. Per instance:
 best = the fastest verified plan of all (exact-stage plan included) >= the true optimum >= tight bound.
 So for a planner p: gap_best = time_p / best - 1 <= true gap <= time_p / tight bound - 1 = gap_lb.
 
-    python scripts/bench_gap.py                         # 200 graphs x 3 limits, 60 s MILP limit (hours)
-    python scripts/bench_gap.py --graphs 20 --milp-s 20 # what fits in ~30 minutes on a shared machine
-    python scripts/bench_gap.py --instances 37:0.8,67:0.4 --exact-from before.json --out after
+    python -m bench gap                         # 200 graphs x 3 limits, 60 s MILP limit (hours)
+    python -m bench gap --graphs 20 --milp-s 20 # what fits in ~30 minutes on a shared machine
+    python -m bench gap --instances 37:0.8,67:0.4 --exact-from before.json --out after
                                                         # chosen instances; reuse an earlier run's free solve
 Writes benchmarks/gap.json (with the git commit) and benchmarks/gap.md.
 """
@@ -28,10 +28,11 @@ import sys
 import time
 from pathlib import Path
 
+from bench import record
+
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from tvm_swap.cost.devices import get_device  # noqa: E402
 from tvm_swap.errors import InfeasibleLimitError  # noqa: E402
@@ -234,7 +235,7 @@ def main(argv=None) -> int:
                     help="comma list of GRAPH:FRAC (graph index as in instance_graph, e.g. 37:0.8) to run instead "
                          "of --graphs x the three limits")
     ap.add_argument("--exact-from", nargs="+", default=[],
-                    help="bench_gap JSON(s) of an earlier run: reuse their schedule-free exact solve on the same "
+                    help="bench.gap JSON(s) of an earlier run: reuse their schedule-free exact solve on the same "
                          "instance (the exact model must be unchanged since; the GA-schedule solve is rerun)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "gap"))
     ap.add_argument("--render-only", action="store_true",
@@ -253,7 +254,7 @@ def main(argv=None) -> int:
         data["meta"]["graphs"] = len({r["graph"] for r in data["rows"]})
         refresh_bounds(data["rows"])
         data["summary"] = summarize(data["rows"])
-        out.with_suffix(".json").write_text(json.dumps(data, indent=1))
+        record.write(out.with_suffix(".json"), data)
         out.with_suffix(".md").write_text(render(data["summary"], data["meta"]))
         print(render(data["summary"], data["meta"]))
         return 0
@@ -286,7 +287,7 @@ def main(argv=None) -> int:
               f"{ex.get('time_s') or float('nan'):.6f} in {ex['solve_s']:.1f}s", flush=True)
         meta["instances"] = len(rows)
         summary = summarize(rows)
-        out.with_suffix(".json").write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=1))
+        record.write(out.with_suffix(".json"), {"meta": meta, "summary": summary, "rows": rows})
         out.with_suffix(".md").write_text(render(summary, meta))
     print(render(summarize(rows), meta))
     return 0

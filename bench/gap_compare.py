@@ -1,11 +1,11 @@
 #!/usr/bin/env python
-"""Two bench_gap.py runs on the same instances (before / after a planner change), side by side.
+"""Two bench/gap.py runs on the same instances (before / after a planner change), side by side.
 
-Prints (and writes as markdown) each run's summary table (bench_gap.render) and, per instance, the ratio of the
+Prints (and writes as markdown) each run's summary table (bench.gap.render) and, per instance, the ratio of the
 swapadvisor plan's simulated time after / before: the planner's own change, whatever the reference ("best")
 did meanwhile (the exact model can change between the runs too).
 
-    python scripts/gap_compare.py --before a.json b.json --after ab.json --out benchmarks/gap_subset
+    python -m bench gap-compare --before a.json b.json --after ab.json --out benchmarks/gap_subset
 """
 from __future__ import annotations
 
@@ -17,9 +17,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from bench_gap import render, summarize  # noqa: E402
+from bench.gap import render, summarize  # noqa: E402
 
 
 def load(paths: list[str]) -> tuple[list[dict], dict]:
@@ -80,8 +78,8 @@ def ratio_lines(before: list[dict], after: list[dict]) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--before", nargs="+", required=True, help="bench_gap JSON(s) of the first run")
-    ap.add_argument("--after", nargs="+", required=True, help="bench_gap JSON(s) of the second run")
+    ap.add_argument("--before", nargs="+", required=True, help="bench.gap JSON(s) of the first run")
+    ap.add_argument("--after", nargs="+", required=True, help="bench.gap JSON(s) of the second run")
     ap.add_argument("--before-commit", default=None, help="the commit the first run measured, if it recorded none")
     ap.add_argument("--out", default=None, help="write OUT.md")
     args = ap.parse_args(argv)
@@ -89,7 +87,7 @@ def main(argv=None) -> int:
     after, ma = load(args.after)
     if args.before_commit:
         mb["commit"] = args.before_commit
-    text = "\n".join(["# bench_gap before / after on the same instances", "",
+    text = "\n".join(["# bench.gap before / after on the same instances", "",
                       "## before", "", render(summarize(before), mb).replace("# Gap to optimal", "Gap to optimal"),
                       "## after", "", render(summarize(after), ma).replace("# Gap to optimal", "Gap to optimal"),
                       "## the planner's own change", ""] + ratio_lines(before, after) + [""])

@@ -1,11 +1,11 @@
 #!/usr/bin/env python
 """One swapadvisor point in both pools, for the size-class island's guarantee (issue 10): RNN-8-8K@128 at 56% of its
-no-swap need (bench_paper's sweep point, 59293301071 bytes, v100-16gb), 3 GA generations, seed 0, one process.
+no-swap need (bench.paper's sweep point, 59293301071 bytes, v100-16gb), 3 GA generations, seed 0, one process.
 Prints a row per pool (time, throughput vs ideal, updated params kept, renaming cycles, islands' best times) and
 writes JSON with the commit of the tvm_swap that planned (run it with PYTHONPATH set to the tree to measure).
 
-    PYTHONPATH=/work/main python scripts/bench_island_rnn.py --pools arena --out /tmp/main.json
-    python scripts/bench_island_rnn.py --pools size-classes,arena --out benchmarks/kept/island_rnn_arena8.json
+    PYTHONPATH=/work/main python -m bench island-rnn --pools arena --out /tmp/main.json
+    python -m bench island-rnn --pools size-classes,arena --out benchmarks/kept/island_rnn_arena8.json
 """
 from __future__ import annotations
 
@@ -50,8 +50,8 @@ def main(argv=None) -> int:
         print(json.dumps(row), flush=True)
         out["rows"].append(row)
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(out, f, indent=1)
+        from bench import record
+        record.write(args.out, out)
     return 0
 
 

@@ -13,8 +13,8 @@ param out when it evicts it (`OnDemandWalker.stale_host`). For each point this p
 - flattered: the same walker told that a kept param's host copy is always current (no copy-out on eviction),
   the plan the loophole let through: its simulated time, and what the verifier and the old runtime rule say.
 
-    python scripts/bench_baselines_charged.py
-    python scripts/bench_baselines_charged.py --points bert-large@batch=16 --mem-limit 16GB
+    python -m bench baselines-charged
+    python -m bench baselines-charged --points bert-large@batch=16 --mem-limit 16GB
 Writes benchmarks/baselines_charged.json (with the commit measured) and prints a markdown table.
 """
 from __future__ import annotations
@@ -26,8 +26,9 @@ import sys
 import time
 from pathlib import Path
 
+from bench import record
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 POINTS = ("wresnet-152-10@batch=32", "rnn-8-8k@batch=128", "bert-large@batch=16")
 PLANNERS = ("odswap", "vdnn")
@@ -132,7 +133,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--points", default=",".join(POINTS), help="comma list NAME@batch=B")
     ap.add_argument("--planners", default=",".join(PLANNERS))
-    ap.add_argument("--mem-limit", default=str(16 * 10**9), help="bytes or 16GB (default 16e9, as bench_paper)")
+    ap.add_argument("--mem-limit", default=str(16 * 10**9), help="bytes or 16GB (default 16e9, as bench.paper)")
     ap.add_argument("--device", default="v100-16gb")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "baselines_charged.json"))
@@ -145,8 +146,8 @@ def main(argv=None) -> int:
         for planner in args.planners.split(","):
             rows.append(bench_point(spec, planner, args))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    Path(args.json).write_text(json.dumps({"commit": commit, "mem_limit": args.mem_limit, "device": args.device,
-                                           "rows": rows}, indent=1) + "\n")
+    record.write(Path(args.json), {"commit": commit, "mem_limit": args.mem_limit, "device": args.device,
+                                           "rows": rows})
     print(render(rows, commit, args.mem_limit))
     bad = [r for r in rows if r["charged"]["stale_host_reads"] or r["charged"]["other_violations"]
            or r["charged"]["old_runtime_refresh_bytes"]]

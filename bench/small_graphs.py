@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """swapadvisor on small graphs, two checkouts side by side: CPU seconds per plan and plan times.
 
-    python scripts/bench_small_graphs.py --n 300                       # this checkout vs /work/base
-    python scripts/bench_small_graphs.py --n 60 --base /work/base --new-options '{"polish": "off"}'
+    python -m bench small-graphs --n 300                       # this checkout vs /work/base
+    python -m bench small-graphs --n 60 --base /work/base --new-options '{"polish": "off"}'
 
 The cases are scripts/fuzz.py's (its graph, op times, device, alignment and limit of fuzz seed k), keeping the
 graphs of 3-60 ops, the first `--n` of them; each is planned by `swapadvisor` with the default settings at a
@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -120,7 +121,6 @@ def main(argv=None) -> int:
     if args.child:
         child(args.child, json.loads(args.child_options), args.generations, args.seed)
         return 0
-    sys.path.insert(0, str(ROOT))
     from tvm_swap.provenance import git_commit
 
     if args.merge:
@@ -184,7 +184,8 @@ def summarize(rows: list, args, commit: str) -> int:
     out = {"commit": commit, "base": args.base, "new": args.new, "base_options": json.loads(args.base_options),
            "new_options": json.loads(args.new_options), "summary": summary, "cases": rows}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(out, indent=1))
+    from bench import record     # here, not at the top: the worker runs this file by path
+    record.write(Path(args.json), out)
     print(f"wrote {args.json}")
     return 0
 

@@ -13,8 +13,8 @@ and writes a table of time ratios (min, median, max; "slower" counts ratios abov
 (evaluations; wall seconds on a shared machine, indicative only), with the commits measured:
 benchmarks/never_slower.json and .md.
 
-    python scripts/bench_never_slower.py                       # everything (about 15 min on one loaded core)
-    python scripts/bench_never_slower.py --graphs 4 --generations 1 --no-bert
+    python -m bench never-slower                       # everything (about 15 min on one loaded core)
+    python -m bench never-slower --graphs 4 --generations 1 --no-bert
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
 
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = "45ad910"         # main before the islands
@@ -147,7 +148,7 @@ def summarize(rows: dict, todo: list[dict]) -> list[dict]:
 
 def render(summary: list[dict], meta: dict) -> str:
     lines = ["# Recompute on is never slower than off (issue 12)", "",
-             f"scripts/bench_never_slower.py; on = commit {meta['commit']} (two islands: "
+             f"bench/never_slower.py; on = commit {meta['commit']} (two islands: "
              "tvm_swap/planner/swapadvisor/islands.py), on-before = commit "
              f"{meta['before']} (one population), off = recompute off; same seed ({meta['seed']}) and "
              f"generations (or budget), workers={meta['workers']}. "
@@ -229,9 +230,9 @@ def main(argv=None) -> int:
 def _write(out: Path, rows: dict, todo: list[dict], meta: dict) -> int:
     summary = summarize(rows, todo)
     table = render(summary, meta)
-    out.with_suffix(".json").write_text(json.dumps({**meta, "summary": summary,
-                                                    "rows": [dict(r, name=k[1]) for k, r in rows.items()]},
-                                                   indent=1))
+    from bench import record     # here, not at the top: the worker runs this file by path
+    record.write(out.with_suffix(".json"), {**meta, "summary": summary,
+                                                    "rows": [dict(r, name=k[1]) for k, r in rows.items()]})
     out.with_suffix(".md").write_text(table)
     print(table)
     return 0

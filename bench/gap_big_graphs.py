@@ -1,21 +1,21 @@
 #!/usr/bin/env python
 """The big-graph check of a small-graph planner change: swapadvisor's predicted time on BERT-large@32 and
 WResNet-152-10@64 under 16 GB (v100-16gb) at a fixed number of GA generations (seed 0, one worker), so a change
-that helps bench_gap's 8-20-op graphs can be checked not to hurt these. Run it once per commit (before / after,
+that helps bench.gap's 8-20-op graphs can be checked not to hurt these. Run it once per commit (before / after,
 one shell) and compare the times; prints a table and writes JSON with the commit.
 
-    python scripts/gap_big_graphs.py --out /tmp/big_after.json
+    python -m bench gap-big-graphs --out /tmp/big_after.json
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
+from bench import record
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from tvm_swap.cost.devices import get_device  # noqa: E402
 from tvm_swap.planner.api import plan_graph  # noqa: E402
@@ -43,7 +43,7 @@ def main(argv=None) -> int:
              "verified": bool(p.verified), "wall_s": time.perf_counter() - t0}
         out["rows"].append(r)
         print(f"| {name} | {r['time_s']:.4f} | {r['vs_ideal']:.3f} | {r['verified']} | {r['wall_s']:.0f} |", flush=True)
-    Path(args.out).write_text(json.dumps(out, indent=1))
+    record.write(Path(args.out), out)
     return 0
 
 

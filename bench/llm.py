@@ -9,23 +9,23 @@ weights and optimizer state on the host, the optimizer run there, gradients out 
 swapadvisor (GA, --budget seconds, one process),
 each plan verified by plan_graph. Prints a table and writes benchmarks/llm.json with the git commit.
 
-    python scripts/bench_llm.py                      # ~10 minutes on 2 cores
-    python scripts/bench_llm.py --budget 30 --cases llama-7b@batch=4,seq=4096:80GB
-    python scripts/bench_llm.py --generations 2 --planners swapadvisor --pool arena   # a fixed search
-    python scripts/bench_llm.py --host-ops auto      # swapadvisor with the optimizer's updates on the host
+    python -m bench llm                      # ~10 minutes on 2 cores
+    python -m bench llm --budget 30 --cases llama-7b@batch=4,seq=4096:80GB
+    python -m bench llm --generations 2 --planners swapadvisor --pool arena   # a fixed search
+    python -m bench llm --host-ops auto      # swapadvisor with the optimizer's updates on the host
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
 import time
 from pathlib import Path
 
+from bench import record
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 DEFAULT_CASES = ["llama-7b@batch=4,seq=4096:141GB", "llama-7b@batch=4,seq=4096:80GB",
                  "llama-13b@batch=1,seq=4096:141GB"]
@@ -115,7 +115,7 @@ def main(argv=None) -> int:
            "device": args.device, "budget_s": args.budget, "generations": args.generations, "host_ops": args.host_ops,
            "host": dev.host or None, "rows": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=1))
+    record.write(Path(args.out), doc)
     print(f"wrote {args.out}")
     return 0
 

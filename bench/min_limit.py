@@ -6,10 +6,10 @@ no-swap peak, the arena's and the size-class pool's min feasible limit (bytes an
 largest op's own working set and the kernel workspace reserve. Needs TVM (lowering) but no profiling: both
 floors come from the graph alone. Prints a table and writes benchmarks/min_limit.{json,md} with the commit.
 
-    python scripts/bench_min_limit.py
-    python scripts/bench_min_limit.py --models small_cnn,resnet18_v1 --batches 1,128
-    python scripts/bench_min_limit.py --models small_cnn --micro-batches 2,4   # + inference in K slices
-    python scripts/bench_min_limit.py --models '' --examples '' --imagenet all       # ImageNet-size CNNs only
+    python -m bench min-limit
+    python -m bench min-limit --models small_cnn,resnet18_v1 --batches 1,128
+    python -m bench min-limit --models small_cnn --micro-batches 2,4   # + inference in K slices
+    python -m bench min-limit --models '' --examples '' --imagenet all       # ImageNet-size CNNs only
 
 ImageNet-size CNNs (--imagenet, default all): AlexNet-, VGG-16-, ResNet-50-, MobileNetV2- and DenseNet-121-shaped
 symbols written by scripts/make_cnn_symbols.py and scripts/make_resnet50_symbol.py (random weights, as
@@ -26,8 +26,9 @@ import json
 import sys
 from pathlib import Path
 
+from bench import record
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 FIXTURES = ROOT / "tests" / "data" / "mxnet"
 MXNET = ["small_cnn", "resnet18_v1", "mlp", "transformer_encoder"]
@@ -130,7 +131,7 @@ def render(rows: list[dict], commit: str) -> str:
 
     out = ["# Smallest feasible limit: arena vs size classes", "",
            f"No-swap peak (liveness, default schedule) and each pool's min feasible limit, from the graph alone "
-           f"(llvm lowering, no profiling). Commit {commit}. `scripts/bench_min_limit.py`.", "",
+           f"(llvm lowering, no profiling). Commit {commit}. `bench/min_limit.py`.", "",
            "| model | ops | no-swap peak | arena min | % of peak | size-classes min | % of peak | largest op | "
            "workspace |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -150,7 +151,7 @@ def render_compared(rows: list[dict], before: dict, commit: str) -> str:
     old = {r["model"]: r for r in before["rows"]}
     out = ["# Smallest feasible limit (arena), before and after", "",
            f"Before: commit {before.get('commit', 'unknown')}; after: commit {commit}. Each share is of that commit's "
-           f"own no-swap peak. `scripts/bench_min_limit.py --before FILE`.", "",
+           f"own no-swap peak. `bench/min_limit.py --before FILE`.", "",
            "| model | no-swap peak before | after | arena min before | after | % of peak before | after | "
            "after, with split_dense | largest op before | after |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -221,13 +222,12 @@ def main(argv=None) -> int:
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     commit = git_commit()
-    (out / "min_limit.json").write_text(json.dumps({"commit": commit, "rows": rows}, indent=1))
+    record.write((out / "min_limit.json"), {"commit": commit, "rows": rows})
     (out / "min_limit.md").write_text(render(rows, commit))
     print(render(rows, commit))
     if args.before:
         before = json.loads(Path(args.before).read_text())
-        (out / "min_limit_compared.json").write_text(json.dumps({"commit": commit, "before": before,
-                                                                 "rows": rows}, indent=1))
+        record.write(out / "min_limit_compared.json", {"commit": commit, "before": before, "rows": rows})
         (out / "min_limit_compared.md").write_text(render_compared(rows, before, commit))
         print(render_compared(rows, before, commit))
     return 0

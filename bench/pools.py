@@ -7,9 +7,9 @@ cross, from tvm_swap.planner.bounds when it provides it), with the paper's SwapA
 model under benchmarks/pools/ (so one model can be refreshed alone), then benchmarks/pools.md from all of
 them. Records the git commit measured.
 
-    python scripts/bench_pools.py                          # every paper point, 30 s searches
-    python scripts/bench_pools.py --only bert-large --budget-s 60
-    python scripts/bench_pools.py --render-only
+    python -m bench pools                          # every paper point, 30 s searches
+    python -m bench pools --only bert-large --budget-s 60
+    python -m bench pools --render-only
 
 """
 from __future__ import annotations
@@ -20,10 +20,11 @@ import sys
 import time
 from pathlib import Path
 
+from bench import record
+
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from tvm_swap.units import format_bytes  # noqa: E402
 
@@ -91,7 +92,7 @@ def render(rows: list[dict], planners, meta: dict) -> str:
     lines = [f"# Arena vs size classes ({meta.get('device')}, limit {format_bytes(meta.get('mem_limit', 0))})", "",
              f"Same planner, search ({_search(meta)}) and seed per cell; throughput as a fraction "
              f"of ideal; bytes moved each way; the activation floor is what must cross each way in every plan "
-             f"(see scripts/bench_pools.py). Commit {meta.get('commit')}.", ""]
+             f"(see bench/pools.py). Commit {meta.get('commit')}.", ""]
     head = ["model", "batch", "paper"]
     for pl in planners:
         head += [f"{pl} size-classes", f"{pl} arena"]
@@ -152,7 +153,7 @@ def main(argv=None) -> int:
             for b in batches:
                 print(f"{name}@batch={b}", flush=True)
                 rows.append(bench_point(name, b, args))
-            (per_model / f"{name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+            record.write((per_model / f"{name}.json"), {"meta": meta, "rows": rows})
     rows, metas = [], []
     for name, _ in WORKLOADS:
         f = per_model / f"{name}.json"

@@ -2,7 +2,7 @@
 """The tight lower bound on the paper's 13 points: its value, what it adds, how long it takes, and one cheap
 planner's (swapadvisor-nosearch, planned now on the current graph) time over it.
 
-    python scripts/bench_tight_bound.py            # about 3 minutes on 2 cores
+    python -m bench tight-bound            # about 3 minutes on 2 cores
 Writes benchmarks/tight_bound.{json,md} with the git commit.
 """
 from __future__ import annotations
@@ -12,8 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+from bench import record
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from tvm_swap.cost.devices import get_device  # noqa: E402
 from tvm_swap.planner.api import plan_graph, resolve_op_time  # noqa: E402
@@ -57,8 +58,7 @@ def main() -> int:
                      f"{r['nosearch_time_s'] / r['tight_lower_bound_s']:.2f}x |")
     md = "\n".join(lines) + "\n"
     out = ROOT / "benchmarks" / "tight_bound"
-    out.with_suffix(".json").write_text(json.dumps({"commit": commit, "device": DEVICE, "limit": LIMIT, "rows": rows},
-                                                   indent=1))
+    record.write(out.with_suffix(".json"), {"commit": commit, "device": DEVICE, "limit": LIMIT, "rows": rows})
     out.with_suffix(".md").write_text(md)
     print(md)
     return 0

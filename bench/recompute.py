@@ -13,9 +13,9 @@ swap-only, with the issue's two checks: hybrid never slower than swap-only, and 
 below 0.6 of ideal. One JSON per point under benchmarks/recompute/ (so a point can be refreshed alone, in
 pieces with --only), then benchmarks/recompute.md from all of them. Records the git commit measured.
 
-    python scripts/bench_recompute.py                               # every point, 60 s searches
-    python scripts/bench_recompute.py --only rnn-8-8k --generations 2
-    python scripts/bench_recompute.py --render-only
+    python -m bench recompute                               # every point, 60 s searches
+    python -m bench recompute --only rnn-8-8k --generations 2
+    python -m bench recompute --render-only
 """
 from __future__ import annotations
 
@@ -25,8 +25,9 @@ import sys
 import time
 from pathlib import Path
 
+from bench import record
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from tvm_swap.units import format_bytes, parse_bytes  # noqa: E402
 
@@ -105,7 +106,7 @@ def _cell(r, key, fmt) -> str:
 
 def render(rows: list[dict]) -> str:
     lines = ["# Swap-only vs hybrid vs recompute-only", "",
-             "Same limit, seed and search budget per row (scripts/bench_recompute.py); throughput as a fraction "
+             "Same limit, seed and search budget per row (bench/recompute.py); throughput as a fraction "
              "of ideal; extra compute = seconds of recomputed kernels per iteration; link = bytes copied each "
              "iteration (both ways); saved = swap-only's link bytes minus the variant's. Since the hybrid search runs "
              "swap-only's own search as one of its two islands (tvm_swap/planner/swapadvisor/islands.py), at the "
@@ -160,7 +161,7 @@ def main(argv=None) -> int:
         for p in wanted:
             print(f"{point_id(*p)}:", flush=True)
             row = bench_point(*p, args)
-            (OUT_DIR / f"{row['id']}.json").write_text(json.dumps(row, indent=1))
+            record.write((OUT_DIR / f"{row['id']}.json"), row)
     rows = []
     for p in POINTS:
         f = OUT_DIR / f"{point_id(*p)}.json"

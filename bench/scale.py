@@ -8,10 +8,10 @@ A candidate evaluation is what the genetic search does per genome: swap-plan + s
 allocation), measured on the search's seed genomes. Prints a table and writes benchmarks/scale.json with
 the git commit measured.
 
-    python scripts/bench_scale.py                    # ~5 minutes on 2 cores
-    python scripts/bench_scale.py --layers 24 256    # skip the 10^5 graph
-    python scripts/bench_scale.py --profile 2560     # cProfile of the first verified plan at 10^5 ops
-    python scripts/bench_scale.py --layers 24 --throughput   # + evaluations/s: 1/2 processes, 1/2 Ray workers
+    python -m bench scale                    # ~5 minutes on 2 cores
+    python -m bench scale --layers 24 256    # skip the 10^5 graph
+    python -m bench scale --profile 2560     # cProfile of the first verified plan at 10^5 ops
+    python -m bench scale --layers 24 --throughput   # + evaluations/s: 1/2 processes, 1/2 Ray workers
                                                      # (interleaved rounds, medians, CPU s per evaluation)
 """
 from __future__ import annotations
@@ -28,10 +28,10 @@ import sys
 import time
 from pathlib import Path
 
+
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 DEFAULT_LAYERS = [24, 256, 2560]
 LIMIT = "50%"
@@ -244,7 +244,8 @@ def main(argv=None) -> int:
            "graph": "zoo:gpt-deep@layers=L,batch=8,seq=1024", "rows": rows, "throughput": tput,
            "throughput_rounds": tput_rows, "throughput_pool": args.pool if args.throughput else None}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=1))
+    from bench import record     # here, not at the top: the worker runs this file by path
+    record.write(Path(args.out), doc)
     print(f"wrote {args.out}")
     return 0
 

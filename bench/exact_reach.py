@@ -2,14 +2,14 @@
 """How large a graph does the exact stage model close within a time limit? (issue 13: "the largest graph the
 exact solver closes within 60 s").
 
-Per graph (bench_gap.instance_graph, one limit fraction): the GA's plan (30 generations, seed 0), then the
+Per graph (bench.gap.instance_graph, one limit fraction): the GA's plan (30 generations, seed 0), then the
 stage model with the GA's schedule fixed (CP-SAT), then schedule free warm-started from it, each with the
 time limit. Prints ops, status, solve seconds, the solver's own gap, and the simulated times (the stage plan's
 simulated time is an upper bound on the true optimum; see tvm_swap/planner/exact.py).
 
-    python scripts/bench_exact_reach.py --graphs 20 22 24 5 11 --limit-s 60
+    python -m bench exact-reach --graphs 20 22 24 5 11 --limit-s 60
 Writes benchmarks/exact_reach.json (with the git commit) and prints a markdown table.
-    python scripts/bench_exact_reach.py --compare BEFORE.json AFTER.json [--note TEXT]
+    python -m bench exact-reach --compare BEFORE.json AFTER.json [--note TEXT]
 writes both runs, side by side per graph, to benchmarks/exact_reach.json and benchmarks/exact_reach.md.
 """
 from __future__ import annotations
@@ -19,11 +19,10 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+from bench import record
 
-from bench_gap import DEVICE, instance_graph  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+from bench.gap import DEVICE, instance_graph  # noqa: E402
 from tvm_swap.cost.devices import get_device  # noqa: E402
 from tvm_swap.planner.api import plan_graph  # noqa: E402
 from tvm_swap.planner.bounds import noswap_peak  # noqa: E402
@@ -50,7 +49,7 @@ def main(argv=None) -> int:
     if args.compare:
         runs = [json.loads(Path(f).read_text()) for f in args.compare]
         out = Path(args.out)
-        out.write_text(json.dumps({"note": args.note, "runs": runs}, indent=1))
+        record.write(out, {"note": args.note, "runs": runs})
         md = render_compare(runs, args.note)
         out.with_suffix(".md").write_text(md)
         print(md)
@@ -83,9 +82,9 @@ def main(argv=None) -> int:
         print(f"| {g.name} | {g.num_ops} | {ga.predicted['time_s'] * 1e3:.3f} | {fixed.status}, "
               f"{fixed.solve_s:.1f} | {free.status}, {free.solve_s:.1f}, {gap} | "
               f"{'-' if sim is None else f'{sim * 1e3:.3f}'} |", flush=True)
-        Path(args.out).write_text(json.dumps({"commit": commit, "limit_s": args.limit_s, "det_time": args.det_time,
+        record.write(Path(args.out), {"commit": commit, "limit_s": args.limit_s, "det_time": args.det_time,
                                               "frac": args.frac,
-                                              "workers": args.workers, "device": DEVICE, "rows": rows}, indent=1))
+                                              "workers": args.workers, "device": DEVICE, "rows": rows})
     closed = [r["ops"] for r in rows if r["free"]["status"] == "optimal"]
     within = f"deterministic time {args.det_time:g}" if args.det_time else f"{args.limit_s:.0f} s"
     print(f"\nlargest graph closed (schedule free) within {within}: {max(closed) if closed else None} ops")

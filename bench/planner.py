@@ -7,21 +7,21 @@ checkpoint, plus one search with a 60 s budget timed end to end (graph load to v
 non-search planners side by side with the ideal and the lower bound. Prints a table and writes
 benchmarks/planner.json and benchmarks/planner_convergence.png.
 
-    python scripts/bench_planner.py                          # about 15 minutes on 2 cores
-    python scripts/bench_planner.py --checkpoints 10,30,60 --models bert-large@batch=32
+    python -m bench planner                          # about 15 minutes on 2 cores
+    python -m bench planner --checkpoints 10,30,60 --models bert-large@batch=32
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
 import time
 from pathlib import Path
 
+from bench import record
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from tvm_swap.units import format_bytes  # noqa: E402
 
@@ -127,7 +127,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": args.device, "mem_limit": limit, "cpus": os.cpu_count(), "python": platform.python_version()}
-    (out / "planner.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    record.write((out / "planner.json"), {"meta": meta, "rows": rows})
     plot(rows, out / "planner_convergence.png")
     print(f"\nwrote {out / 'planner.json'} and {out / 'planner_convergence.png'}", file=sys.stderr)
     return 0

@@ -3,23 +3,23 @@
 weights, optimizer state, gradients, activations, other), the copies that are avoidable by construction, next
 to the tight bound's must-move bytes (tight_bound.tight_lower_bound_detail) and each stream's busy seconds.
 
-Plans each case (as scripts/bench_llm.py does: h200, one process) or reads saved plans (`tvm-swap plan ... -o`,
+Plans each case (as bench/llm.py does: h200, one process) or reads saved plans (`tvm-swap plan ... -o`,
 e.g. made with PYTHONPATH=/work/base for a "before"), prints one table per plan and writes
 benchmarks/llm_breakdown.json with the git commit.
 
-    python scripts/bench_llm_breakdown.py --budget 60                        # both steps, swapadvisor
-    python scripts/bench_llm_breakdown.py --saved before=plan13b.json before=plan7b.json
+    python -m bench llm-breakdown --budget 60                        # both steps, swapadvisor
+    python -m bench llm-breakdown --saved before=plan13b.json before=plan7b.json
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
+from bench import record
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 DEFAULT_CASES = ["llama-13b@batch=1,seq=4096:141GB", "llama-7b@batch=4,seq=4096:80GB"]
 
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     ap.add_argument("--generations", type=int, default=None)
     ap.add_argument("--device", default="h200")
     ap.add_argument("--host-ops", choices=("optimizer", "auto"), default=None,
-                    help="swapadvisor planners: the optimizer's updates on the host (see bench_llm.py)")
+                    help="swapadvisor planners: the optimizer's updates on the host (see bench/llm.py)")
     ap.add_argument("--saved", nargs="*", default=[], metavar="LABEL=PLAN.json",
                     help="saved plans to break down instead of (or besides) planning; give --cases with no value "
                          "to plan nothing")
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     doc = {"benchmark": "bench_llm_breakdown", "git_commit": git_commit(short=False), "device": args.device,
            "budget_s": args.budget, "generations": args.generations, "host_ops": args.host_ops, "rows": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=1))
+    record.write(Path(args.out), doc)
     print(f"wrote {args.out}")
     return 0
 
