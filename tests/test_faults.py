@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _cli_env():
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT)] + sys.path)}
+    # this checkout only: not the test process's sys.path, which other tests in the same worker extend
+    # (scripts/, tmp folders holding model factories) and which the CLI has no use for
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 # ---------------------------------------------------------------- Ctrl-C during a long search

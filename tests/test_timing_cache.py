@@ -113,3 +113,18 @@ def test_the_unlimited_build_is_reused_until_the_module_changes(lowered_mlp, mon
         export_unlimited_build(other, "llvm", tmp_path / "c.so")
     with pytest.raises(AssertionError, match="lower_unlimited_build ran"):
         export_unlimited_build(mod, "llvm", tmp_path / "d.so", fuse_max_depth=1)
+
+
+def test_the_unlimited_build_is_not_reused_after_our_lowering_changes(lowered_mlp, monkeypatch, tmp_path):
+    """A cached reference built by older passes (e.g. before weight transposes were folded) is not handed back
+    once relay_passes changes: the code version keys the cache (it did not: the module, target, fusion cap and
+    TVM's version alone)."""
+    import tvm_swap.caches.build as build
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    mod = lowered_mlp[0]
+    assert build.export_unlimited_build(mod, "llvm", tmp_path / "a.so") is False
+    monkeypatch.setattr(build, "code_version", lambda: "another-version-of-relay_passes")
+    _forbid(monkeypatch, _lower_module(), "lower_unlimited_build")
+    with pytest.raises(AssertionError, match="lower_unlimited_build ran"):
+        build.export_unlimited_build(mod, "llvm", tmp_path / "b.so")

@@ -4,8 +4,9 @@
 
 `tvm-swap compile` exports the model built with TVM's own memory plan beside the swap-planned one (for
 `run --compare-unlimited`); that build is codegen of every kernel again, about half of a compile on llvm. It
-depends only on the module, the target, the fusion cap and TVM's version, which key the cached library
-(the module by its structural hash). The folder is tvm_swap.cost.timing_cache.cache_dir()/unlimited; `refresh`
+depends only on the module, the target, the fusion cap, TVM's version and our lowering's code (a changed pass
+must not hand back a library the old passes built), which key the cached library (the module by its
+structural hash). The folder is tvm_swap.cost.timing_cache.cache_dir()/unlimited; `refresh`
 builds again and replaces the cached copy.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import shutil
 import tempfile
 
 from ..cost.timing_cache import cache_dir
+from .graph import code_version
 
 
 def unlimited_key(mod, target, fuse_max_depth=None) -> str:
@@ -25,7 +27,7 @@ def unlimited_key(mod, target, fuse_max_depth=None) -> str:
     from relay_passes.lower import as_target
 
     h = tvm_ffi.structural_hash(mod) & 0xFFFFFFFFFFFFFFFF
-    text = f"{h:016x}|{as_target(target)}|{fuse_max_depth}|{tvm.__version__}"
+    text = f"{h:016x}|{as_target(target)}|{fuse_max_depth}|{tvm.__version__}|{code_version()}"
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 

@@ -32,7 +32,7 @@ _ROOT = Path(__file__).resolve().parents[2]
 
 
 @functools.lru_cache(maxsize=1)
-def _code_version() -> str:
+def code_version() -> str:
     """SHA-256 of the sources that turn a module into a graph and a graph into its floor (FloorMemo): a change
     there invalidates every entry."""
     h = hashlib.sha256()
@@ -50,7 +50,7 @@ def graph_key(mod, target, fuse_max_depth=None, func_name: str = "main") -> str:
     from relay_passes.lower import as_target
 
     h = tvm_ffi.structural_hash(mod) & 0xFFFFFFFFFFFFFFFF
-    text = f"{h:016x}|{as_target(target)}|{fuse_max_depth}|{func_name}|{tvm.__version__}|{_code_version()}"
+    text = f"{h:016x}|{as_target(target)}|{fuse_max_depth}|{func_name}|{tvm.__version__}|{code_version()}"
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 

@@ -42,7 +42,7 @@ def versions() -> dict:
     import hashlib
     import importlib.metadata
 
-    from ..caches.graph import _code_version
+    from ..caches.graph import code_version
 
     try:
         tvm = importlib.metadata.version("apache-tvm")
@@ -52,7 +52,7 @@ def versions() -> dict:
     for pattern in _EXAMPLE_SOURCES:
         for f in sorted(_PACKAGE.glob(pattern)):
             h.update(str(f.relative_to(_PACKAGE)).encode() + b"\0" + f.read_bytes())
-    return {"code_version": _code_version(), "examples_version": h.hexdigest()[:16], "tvm": tvm}
+    return {"code_version": code_version(), "examples_version": h.hexdigest()[:16], "tvm": tvm}
 
 
 @functools.lru_cache(maxsize=1)
