@@ -64,9 +64,7 @@ def main(argv=None) -> int:
                   f"{row['generations']} | {row['evaluations']} | {row['wall_s']} | {row['load_avg_before']} |",
                   flush=True)
     out = {"commit": git_commit(), "device": args.device, "seed": args.seed, "rows": rows}
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     record.write(Path(args.json), out)
-    print(f"wrote {args.json}")
     return 0
 
 

@@ -136,9 +136,7 @@ def main(argv=None) -> int:
         doc = {"benchmark": "bench_kept", "tree": tree, "git_commit": commit, "generations": args.generations,
                "machine": platform.platform(), "cpus": os.cpu_count(), "load": os.getloadavg(), "rows": rows,
                "per_eval": evals}
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         record.write(Path(args.out), doc)
-        print(f"wrote {args.out}")
     return 0
 
 

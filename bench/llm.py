@@ -114,9 +114,7 @@ def main(argv=None) -> int:
     doc = {"benchmark": "bench_llm", "git_commit": commit, "machine": platform.platform(), "cpus": os.cpu_count(),
            "device": args.device, "budget_s": args.budget, "generations": args.generations, "host_ops": args.host_ops,
            "host": dev.host or None, "rows": rows}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     record.write(Path(args.out), doc)
-    print(f"wrote {args.out}")
     return 0
 
 

@@ -78,9 +78,7 @@ def main(argv=None) -> int:
             print(f"[planned, {secs:.0f} s] " + format_breakdown(rows[-1]) + "\n", flush=True)
     doc = {"benchmark": "bench_llm_breakdown", "git_commit": git_commit(short=False), "device": args.device,
            "budget_s": args.budget, "generations": args.generations, "host_ops": args.host_ops, "rows": rows}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     record.write(Path(args.out), doc)
-    print(f"wrote {args.out}")
     return 0
 
 

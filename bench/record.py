@@ -18,17 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tvm_swap.cost.timing_cache import cpu_name
 from tvm_swap.provenance import git_commit
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def load_average() -> float:
@@ -47,7 +38,7 @@ class Run:
     argv: list = field(default_factory=lambda: list(sys.argv))
 
     def provenance(self) -> dict:
-        return {"commit": git_commit(), "machine": platform.platform(), "cpu": _cpu_name(),
+        return {"commit": git_commit(), "machine": platform.platform(), "cpu": cpu_name(),
                 "cpus": os.cpu_count(), "python": platform.python_version(), "argv": self.argv,
                 "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
                 "wall_s": round(time.time() - self.started, 1),
@@ -70,23 +61,24 @@ def stamp(doc: dict, run: Run | None = None) -> dict:
     return out
 
 
-def write(path, doc: dict, run: Run | None = None) -> Path:
-    """Write `doc` stamped (see stamp) as JSON to `path`, atomically: a run cut short leaves the old file."""
+def write(path, doc: dict, run: Run | None = None, quiet: bool = False) -> Path:
+    """Write `doc` stamped (see stamp) as JSON to `path`, atomically (a run cut short leaves the old file), and
+    say so on stdout with the commit and the load (unless quiet: a benchmark rewriting its file after each piece)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
+        stamped = stamp(doc, run)
         with os.fdopen(fd, "w") as f:
-            json.dump(stamp(doc, run), f, indent=1)
+            json.dump(stamped, f, indent=1)
             f.write("\n")
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if not quiet:
+        prov = stamped["provenance"]
+        print(f"wrote {path} (commit {prov['commit']}, load {prov['load_before']:.1f} -> {prov['load_after']:.1f})",
+              flush=True)
     return path
 
-
-def machine_line(run: Run | None = None) -> str:
-    """One line for a printed table: commit, CPUs, load before/after."""
-    p = (run or Run()).provenance()
-    return f"commit {p['commit']}, {p['cpus']} CPUs ({p['cpu']}), load {p['load_before']:.1f} -> {p['load_after']:.1f}"

@@ -194,9 +194,7 @@ def main(argv=None) -> int:
     out = {"benchmark": "runtime", "commit": commit, "settings": vars(args), "machine": {"cpus": os.cpu_count(),
            "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
            "wall_s": time.perf_counter() - t0, "summary": summary, "records": records}
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     record.write(Path(args.json), out)
-    print(f"wrote {args.json}")
     return 0
 
 

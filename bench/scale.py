@@ -246,7 +246,6 @@ def main(argv=None) -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     from bench import record     # here, not at the top: the worker runs this file by path
     record.write(Path(args.out), doc)
-    print(f"wrote {args.out}")
     return 0
 
 

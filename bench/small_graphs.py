@@ -186,7 +186,6 @@ def summarize(rows: list, args, commit: str) -> int:
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     from bench import record     # here, not at the top: the worker runs this file by path
     record.write(Path(args.json), out)
-    print(f"wrote {args.json}")
     return 0
 
 

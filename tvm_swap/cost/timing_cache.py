@@ -33,7 +33,7 @@ def cache_dir() -> Path:
     return Path(base) / "tvm_swap"
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -48,7 +48,7 @@ def _cpu_name() -> str:
 def device_identity(target_text: str, device_text: str) -> str:
     """What a timing is only valid on: the target string and the device (for CPUs: model and core count)."""
     if device_text.startswith("cpu"):
-        device_text = f"{device_text} {_cpu_name()} x{os.cpu_count()}"
+        device_text = f"{device_text} {cpu_name()} x{os.cpu_count()}"
     return f"{target_text} | {device_text}"
 
 
