@@ -56,3 +56,18 @@ def _check_done(st, d) -> None:
     # a rebuild is a stay that starts at its slot, like a compute output
     for slot, _, sids in d.recomputes:
         assert all(d.stay_first[s] == slot for s in sids)
+
+
+def test_importing_the_planner_loads_no_numba():
+    """The arena's compiled parts (slot_usage, placement) load numba when a walk or a placement runs, not at
+    import: the command line's early refusals import the planner and answer in well under a second
+    (tests/frontends/test_mxnet_early.py times one; under load that timing is noisy, this is not)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    code = "import sys; import tvm_swap.planner.api, tvm_swap.planner.swapadvisor.arena; print('numba' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert r.stdout.split() == ["False"], r.stdout + r.stderr[-2000:]

@@ -51,6 +51,9 @@ class RebuildCheck:
     def __init__(self, facts: RebuildFacts, rc: list, sched: list, size: list, produced: list, nxt: list,
                  depth: int, room: int):
         self.f = facts
+        # the facts the recursions read, one attribute lookup away (they run per eviction)
+        self.producer, self.op_inputs, self.op_sec = facts.producer, facts.op_inputs, facts.op_sec
+        self.persistent, self.last_touch = facts.persistent, facts.last_touch
         self.rc, self.sched, self.n = rc, sched, len(sched)
         self.size, self.produced = size, produced
         self.nxt = nxt                  # the walk's next use per tensor (shared, read only here)
@@ -65,14 +68,13 @@ class RebuildCheck:
     def rebuilt(self, x: int, extra: int, at: int) -> bool:
         """Whether a rebuild at slot `at` rebuilds input x too: x is pending (or `extra`, about to be),
         or dead by then (produced, no touch left at `at`: dropped after its last use)."""
-        f = self.f
-        return x == extra or x in self.pending or (self.produced[x] and not f.persistent[x]
-                                                   and f.last_touch[x] < at)
+        return x == extra or x in self.pending or (self.produced[x] and not self.persistent[x]
+                                                   and self.last_touch[x] < at)
 
     def within(self, t: int, extra: int, at: int) -> bool:
         """Whether rebuilding t at slot `at` takes at most `depth` recomputes deep (`extra` counts as
         pending). Memoised per (tensor, level) and cut at `depth`: linear in the tensors that close."""
-        reads_at = self.f.op_inputs[self.sched[at]] if at < self.n else ()
+        reads_at = self.op_inputs[self.sched[at]] if at < self.n else ()
         return self._within(t, 1, extra, at, reads_at, {})
 
     def _within(self, u: int, lvl: int, extra: int, at: int, reads_at, memo: dict) -> bool:
@@ -80,12 +82,11 @@ class RebuildCheck:
             return False
         r = memo.get((u, lvl))
         if r is None:
-            f = self.f
-            p = f.producer[u]
+            p = self.producer[u]
             # a secondary the op at `at` reads is in use there: the rebuild could not place it anew
-            r = not any(o in reads_at for o in f.op_sec[p]) \
+            r = not any(o in reads_at for o in self.op_sec[p]) \
                 and all(self._within(x, lvl + 1, extra, at, reads_at, memo)
-                        for x in f.op_inputs[p] if self.rebuilt(x, extra, at))
+                        for x in self.op_inputs[p] if self.rebuilt(x, extra, at))
             memo[(u, lvl)] = r
         return r
 
@@ -94,9 +95,9 @@ class RebuildCheck:
         included (a shared input counted once per reader: an upper bound). Call after `within`."""
         hit = memo.get(t)
         if hit is None:
-            f, size = self.f, self.size
-            hit = size[t] + sum(size[o] for o in f.op_sec[f.producer[t]])
-            for x in f.op_inputs[f.producer[t]]:
+            size, p = self.size, self.producer[t]
+            hit = size[t] + sum(size[o] for o in self.op_sec[p])
+            for x in self.op_inputs[p]:
                 hit += self.chain_bytes(x, extra, at, memo) if self.rebuilt(x, extra, at) else size[x]
             memo[t] = hit
         return hit
@@ -110,13 +111,13 @@ class RebuildCheck:
         input's producer read a param updated in between). Collects every tensor the rebuild reads,
         through dead inputs, in `reads`."""
         f = self.f
-        for x in f.op_inputs[f.producer[t]]:
+        for x in self.op_inputs[self.producer[t]]:
             reads.add(x)
-            if f.persistent[x]:
+            if self.persistent[x]:
                 u = f.upd_slot.get(x)
                 if u is not None and u < at:
                     return False
-            elif self.produced[x] and f.last_touch[x] < at:
+            elif self.produced[x] and self.last_touch[x] < at:
                 if (x, lvl) in ok:
                     continue
                 if lvl >= self.depth or not f.rebuildable[x] or not self.sound(x, at, reads, lvl + 1, ok):

@@ -17,7 +17,6 @@ import numpy as np
 
 from ...graphindex import NEVER, ROLE_KEEP, ROLE_TEMP, ROLE_TO_HOST, GraphIndex
 from ...recompute import MAX_CHAIN_DEPTH
-from ..slot_usage import usage_set
 from . import tuning
 from .decisions import Decisions
 from .soundness import rebuild_facts
@@ -111,6 +110,8 @@ def _walk_slots(walk: ArenaWalk, st: WalkState) -> None:
     """Every slot of the schedule in order: bring the op's inputs in (or rebuild them), make room for its
     outputs (or run it in place), then release or requeue what it touched. The planner's innermost loop:
     everything it reads is bound to a local."""
+    from ..slot_usage import usage_set      # (numba: see WalkState.__init__)
+
     sched, touch_t, touch_next, op_ptr, op_nin = walk.sched, walk.touch_t, walk.touch_next, walk.op_ptr, walk.op_nin
     role, size, group, inplace_ops, in_place = walk.role, walk.size, walk.group, walk.inplace, walk.in_place
     loc, nxt, last, prod_slot, host_ready = st.loc, st.nxt, st.last, st.prod_slot, st.host_ready

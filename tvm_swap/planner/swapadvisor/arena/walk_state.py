@@ -15,7 +15,6 @@ import numpy as np
 
 from ....errors import PlanError
 from ...graphindex import NEVER
-from ..slot_usage import new_usage, prefetch_slot, usage_add
 from .soundness import RebuildCheck
 
 
@@ -27,6 +26,11 @@ class WalkState:
 
     def __init__(self, walk, capacity: int, bias: list, pinned_tensors, pairs, split: float, recompute,
                  depth: int, window: int):
+        # (numba: imported when a walk runs, so what imports the planner without walking, such as the
+        # command line's early refusals, does not load it)
+        from ..slot_usage import new_usage, prefetch_slot, usage_add
+
+        self._prefetch_slot, self._usage_add = prefetch_slot, usage_add
         n, n_t = walk.n, walk.gi.n_tensors
         self.n, self.capacity, self.bias, self.window, self.split = n, capacity, bias, window, split
         self.size, self.group, self.produced = walk.size, walk.group, walk.produced
@@ -150,7 +154,7 @@ class WalkState:
         self.resident -= size[v]
         self.group_res[self.group[v]] -= size[v]
         if d + 1 < i:
-            usage_add(self.ub, self.ul, self.um, d + 1, i, -size[v])
+            self._usage_add(self.ub, self.ul, self.um, d + 1, i, -size[v])
         self.evicted += 1
 
     def make_room(self, need: int, i: int, g: int) -> None:
@@ -177,7 +181,7 @@ class WalkState:
         self.make_room(need, i, self.group[t])
         lo = max(hr, i - self.window)           # the copy may be issued after slot lo at the earliest
         # after the last slot before i without room for it; the slots it then spans hold it
-        q = prefetch_slot(self.ub, self.ul, self.um, lo, i, self.capacity - need, need) if lo + 1 < i else lo
+        q = self._prefetch_slot(self.ub, self.ul, self.um, lo, i, self.capacity - need, need) if lo + 1 < i else lo
         sid = self._open(t, q + 1, -2)
         self.loc[t] = sid
         self.nxt[t] = i
@@ -250,4 +254,4 @@ class WalkState:
         self.resident -= self.size[o]
         self.group_res[self.group[o]] -= self.size[o]
         if d + 1 < i:
-            usage_add(self.ub, self.ul, self.um, d + 1, i, -self.size[o])
+            self._usage_add(self.ub, self.ul, self.um, d + 1, i, -self.size[o])
