@@ -73,7 +73,7 @@ def test_baselines_reading_kept_params_back_match_the_unlimited_build(planner):
 
 
 def test_a_kept_size_class_plan_laid_out_in_the_arena_matches_the_unlimited_build():
-    """The arena's size-class island keeping updated params (encoding.KeptAllocation, arena._plan_with_classes):
+    """The arena's size-class island keeping updated params (encoding.KeptAllocation, arena.arena_plan._plan_with_classes):
     the size-class plan with its objects side by side in the arena and its per-class renaming as the arena's
     cycles (DevicePool.rename follows them); 3 chained steps are bitwise those of the unlimited build."""
     from relay_passes.lower import lower

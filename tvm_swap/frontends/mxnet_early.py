@@ -222,6 +222,48 @@ def _op_names():
 _SCALAR_OPS, _BINARY_OPS = _op_names()
 
 
+def _infer_conv(a, x, op: str, weight) -> tuple:
+    """_infer of a Convolution (N-d, NC* layout, groups): its output shape; its weight (and bias) shapes
+    through `weight`."""
+    k = a.tuple("kernel")
+    nd = len(k)
+    if len(x) != nd + 2 or a.str("layout") not in (None, {1: "NCW", 2: "NCHW", 3: "NCDHW"}.get(nd)):
+        raise ValueError(op)
+    st, di, pa = (tuple(a.tuple(key, (dflt,) * nd)) for key, dflt in (("stride", 1), ("dilate", 1), ("pad", 0)))
+    if not all(len(t) == nd for t in (st, di, pa)):
+        raise ValueError(op)
+    f, g = a.int("num_filter"), a.int("num_group", 1)
+    if x[1] % g or f % g:
+        raise ValueError(op)
+    weight(1, (f, x[1] // g) + tuple(k))
+    if not a.bool("no_bias", False):
+        weight(2, (f,))
+    return (x[0], f) + tuple(_conv_out(x[2 + i], k[i], st[i], pa[i], di[i]) for i in range(nd))
+
+
+def _infer_pool(a, x, op: str) -> tuple:
+    """_infer of a Pooling (max, avg or sum; valid or full convention; global): its output shape."""
+    pool_type = a.str("pool_type", "max")
+    if pool_type not in ("max", "avg", "sum") or a.str("layout") not in (
+            None, {1: "NCW", 2: "NCHW", 3: "NCDHW"}.get(len(x) - 2)):
+        raise ValueError(op)           # (mxnet_ops.pooling refuses these)
+    if a.bool("global_pool", False):
+        return tuple(x[:2]) + (1,) * (len(x) - 2)
+    k = a.tuple("kernel")
+    nd = len(k)
+    convention = a.str("pooling_convention", "valid")
+    if len(x) != nd + 2 or convention not in ("valid", "full") or (convention == "full" and pool_type == "sum"):
+        raise ValueError(op)
+    st, pa = a.tuple("stride", ()) or (1,) * nd, a.tuple("pad", ()) or (0,) * nd
+    if len(st) != nd or len(pa) != nd:
+        raise ValueError(op)
+    size = _pool_out if convention == "full" else _conv_out
+    out = tuple(x[:2]) + tuple(size(x[2 + i], k[i], st[i], pa[i], 1) for i in range(nd))
+    if min(out) < 1:
+        raise ValueError(op)
+    return out
+
+
 def _infer(node, ins: list, params: dict) -> tuple:
     """The output shape of `node` from its inputs' shapes (float32 data), recording the shapes of the weights
     it reads in `params`; raises for anything not covered (the caller then says nothing)."""
@@ -232,40 +274,9 @@ def _infer(node, ins: list, params: dict) -> tuple:
         params[slot] = tuple(int(d) for d in shape)
 
     if op == "Convolution":
-        k = a.tuple("kernel")
-        nd = len(k)
-        if len(x) != nd + 2 or a.str("layout") not in (None, {1: "NCW", 2: "NCHW", 3: "NCDHW"}.get(nd)):
-            raise ValueError(op)
-        st, di, pa = (tuple(a.tuple(key, (dflt,) * nd)) for key, dflt in (("stride", 1), ("dilate", 1), ("pad", 0)))
-        if not all(len(t) == nd for t in (st, di, pa)):
-            raise ValueError(op)
-        f, g = a.int("num_filter"), a.int("num_group", 1)
-        if x[1] % g or f % g:
-            raise ValueError(op)
-        weight(1, (f, x[1] // g) + tuple(k))
-        if not a.bool("no_bias", False):
-            weight(2, (f,))
-        return (x[0], f) + tuple(_conv_out(x[2 + i], k[i], st[i], pa[i], di[i]) for i in range(nd))
+        return _infer_conv(a, x, op, weight)
     if op == "Pooling":
-        pool_type = a.str("pool_type", "max")
-        if pool_type not in ("max", "avg", "sum") or a.str("layout") not in (
-                None, {1: "NCW", 2: "NCHW", 3: "NCDHW"}.get(len(x) - 2)):
-            raise ValueError(op)           # (mxnet_ops.pooling refuses these)
-        if a.bool("global_pool", False):
-            return tuple(x[:2]) + (1,) * (len(x) - 2)
-        k = a.tuple("kernel")
-        nd = len(k)
-        convention = a.str("pooling_convention", "valid")
-        if len(x) != nd + 2 or convention not in ("valid", "full") or (convention == "full" and pool_type == "sum"):
-            raise ValueError(op)
-        st, pa = a.tuple("stride", ()) or (1,) * nd, a.tuple("pad", ()) or (0,) * nd
-        if len(st) != nd or len(pa) != nd:
-            raise ValueError(op)
-        size = _pool_out if convention == "full" else _conv_out
-        out = tuple(x[:2]) + tuple(size(x[2 + i], k[i], st[i], pa[i], 1) for i in range(nd))
-        if min(out) < 1:
-            raise ValueError(op)
-        return out
+        return _infer_pool(a, x, op)
     if op == "FullyConnected":
         h = a.int("num_hidden")
         flat = a.bool("flatten", True)

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -248,6 +249,78 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
     solved (same graph, limit and class_choice), used the same way. `live_cuts` adds valid inequalities that
     tighten the relaxation (_add_live_cuts); they remove no integer solution. `det_limit` (CP-SAT only): also stop
     at this much deterministic time (CP-SAT's work units: the same result whatever the machine's load)."""
+    backend = _check_backend(backend, warm_schedule, warm_start)
+    n = graph.num_ops
+    if n > MAX_OPS:
+        raise TvmSwapError(f"the exact solver takes graphs of up to {MAX_OPS} ops; this one has {n}")
+    op_time = np.asarray(op_time, dtype=np.float64)
+    f = _Facts.of(graph)
+    used, T, S = f.used, len(f.used), n + 2
+    sizes = sorted({_aligned(graph.tensors[t].nbytes, alignment) for t in used})
+    cls_of = [sizes.index(_aligned(graph.tensors[t].nbytes, alignment)) for t in used]
+    max_ws = max((op.workspace for op in graph.ops), default=0)
+    ws_bytes = _aligned(max_ws, alignment) if max_ws else 0
+    V, m = _columns(n, T, S, len(sizes))
+    hi = np.array(V.hi)
+    lo = np.array(V.lo)
+    preds = _fix_bounds(graph, f, m, lo, hi, schedule, class_choice, cls_of)
+    C = _Rows()
+    x, r, xin, xout, init = m.x, m.r, m.xin, m.xout, m.init
+
+    def P(i: int, k: int):
+        """terms for 'tensor i is produced in stage k'."""
+        t = used[i]
+        if f.prod[t] < 0 or not 1 <= k <= n:
+            return []
+        return [(x[f.prod[t], k - 1], 1.0)]
+
+    _add_order_rows(C, graph, x)
+    _add_residency_rows(C, f, m, hi, P)
+    if live_cuts:
+        _add_live_cuts(C, graph, used, f.tid, x, r, xin, xout, hi, preds)
+    C.mark("live cuts")
+    if dominance:
+        _add_dominance_rows(C, graph, used, x, r, xin, xout, hi, P, f.persistent)
+    C.mark("dominance")
+    if copy_cuts:
+        _add_first_copy_cuts(C, graph, used, f.tid, x, xin, xout, init, hi, f.persistent)
+    C.mark("first-copy cuts")
+    _add_memory_rows(C, f, m, hi, sizes, cls_of, float(mem_limit - ws_bytes))
+    _add_stage_rows(C, graph, f, m, op_time, device)
+
+    if backend == "cpsat":
+        warm, warm_s = warm_start, 0.0
+        if warm is None and warm_schedule is not None and schedule is None:
+            warm = solve_exact(graph, op_time, device, mem_limit, alignment, time_limit_s * WARM_SHARE,
+                               planner_name, schedule=warm_schedule, class_choice=class_choice,
+                               backend="cpsat", workers=workers)
+            warm_s = warm.solve_s
+        hint = None if warm is None else warm.solution
+        if hint is not None and len(hint) != V.n:
+            raise TvmSwapError("warm_start is a solution of another model (graph, limit or class_choice differ)")
+        stage_cols = np.zeros(V.n, dtype=bool)
+        stage_cols[m.s] = True
+        copy_cols = np.zeros(V.n, dtype=bool)
+        copy_cols[xin.ravel()] = copy_cols[xout.ravel()] = True
+        status, sol, objective_s, gap, solve_s = _solve_cpsat(
+            V, C, lo, hi, stage_cols, copy_cols, float(op_time.sum()), max(1e-3, time_limit_s - warm_s), workers,
+            hint, det_limit)
+        solve_s += warm_s
+        if hint is not None and (sol is None or objective_s > warm.objective_s):   # the hint was not taken up
+            status, sol, objective_s, gap = "time_limit", hint, warm.objective_s, None
+    else:
+        status, sol, objective_s, gap, solve_s = _solve_highs(V, C, lo, hi, m.s, xin, xout, float(op_time.sum()),
+                                                              time_limit_s)
+    if sol is None:
+        return ExactResult(None, status, None, None, solve_s, V.n)
+    cls_of = [int(np.argmax(sol[m.y[i]])) for i in range(T)]
+    plan = _build_plan(graph, device, mem_limit, alignment, planner_name, used, sizes, cls_of, ws_bytes,
+                       sol[x], sol[r], sol[xin], sol[xout], sol[init], sol[m.cnt])
+    return ExactResult(plan, status, objective_s, gap, solve_s, V.n, backend, sol)
+
+
+def _check_backend(backend: str, warm_schedule, warm_start) -> str:
+    """The backend "auto" stands for, after checking the choice is one there is."""
     if backend == "auto":
         backend = "cpsat" if _have_cpsat() else "highs"
     if backend not in ("cpsat", "highs"):
@@ -256,47 +329,66 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
         raise TvmSwapError("warm_schedule needs the CP-SAT backend (pip install 'tvm_swap[exact]')")
     if backend == "cpsat" and not _have_cpsat():
         raise TvmSwapError("the CP-SAT backend needs OR-Tools: pip install 'tvm_swap[exact]' (or backend='highs')")
+    return backend
 
-    n = graph.num_ops
-    if n > MAX_OPS:
-        raise TvmSwapError(f"the exact solver takes graphs of up to {MAX_OPS} ops; this one has {n}")
-    op_time = np.asarray(op_time, dtype=np.float64)
-    d_solo, h_solo, d_both, h_both = _link_rates(device)
-    link = max(d_solo, h_solo, d_both + h_both)
-    nb = graph.tensor_bytes().astype(np.float64)
-    prod = graph.producer()
-    cons = graph.consumers()
-    used = graph.used_tensors()
-    T = len(used)
-    tid = {t: i for i, t in enumerate(used)}
-    persistent = [graph.is_persistent(t) for t in used]
-    updates = graph.updates                                  # new -> old
-    new_of = {old: new for new, old in updates.items()}
-    outputs = set(graph.outputs)
-    sizes = sorted({_aligned(graph.tensors[t].nbytes, alignment) for t in used})
-    cls_of = [sizes.index(_aligned(graph.tensors[t].nbytes, alignment)) for t in used]
-    max_ws = max((op.workspace for op in graph.ops), default=0)
-    ws_bytes = _aligned(max_ws, alignment) if max_ws else 0
-    S = n + 2
 
+class _Facts(NamedTuple):
+    """What the rows read of the graph: the used tensors (the model's tensor index i is their position)."""
+    used: list
+    tid: dict                  # tensor -> its index i
+    prod: np.ndarray           # tensor -> producing op (-1: none)
+    cons: list                 # tensor -> consuming ops
+    persistent: list           # per index i
+    updates: dict              # new -> old
+    new_of: dict               # old -> new
+    outputs: set
+
+    @staticmethod
+    def of(graph: DataflowGraph) -> "_Facts":
+        used = graph.used_tensors()
+        updates = graph.updates
+        return _Facts(used, {t: i for i, t in enumerate(used)}, graph.producer(), graph.consumers(),
+                      [graph.is_persistent(t) for t in used], updates, {old: new for new, old in updates.items()},
+                      set(graph.outputs))
+
+
+class _Model(NamedTuple):
+    """The model's columns (index arrays into the MILP's variables)."""
+    x: np.ndarray              # x[o, k-1]: op o runs in compute stage k = 1..n
+    r: np.ndarray              # r[i, k]: tensor i resident in stage k
+    xin: np.ndarray            # copied in during stage k
+    xout: np.ndarray           # copied out during stage k
+    init: np.ndarray           # resident at the start
+    y: np.ndarray              # y[i, c]: tensor i lives in objects of class c (>= its size)
+    z: np.ndarray              # z[i, k, c] >= r[i, k] AND y[i, c]
+    w: np.ndarray              # w[i, c] >= init[i] AND y[i, c]
+    cnt: np.ndarray            # objects per class
+    s: np.ndarray              # stage seconds
+
+
+def _columns(n: int, T: int, S: int, nc: int) -> tuple[_Vars, _Model]:
     V = _Vars()
-    x = V.add(n * n).reshape(n, n)                 # x[o, k-1] for compute stage k = 1..n
+    x = V.add(n * n).reshape(n, n)
     r = V.add(T * S).reshape(T, S)
     xin = V.add(T * S).reshape(T, S)
     xout = V.add(T * S).reshape(T, S)
     init = V.add(T)
-    nc = len(sizes)
-    y = V.add(T * nc).reshape(T, nc)               # y[t, c]: t lives in objects of class c (>= its size)
-    z = V.add(T * S * nc, 0.0, 1.0, 0).reshape(T, S, nc)   # >= r[t,k] AND y[t,c]
-    w = V.add(T * nc, 0.0, 1.0, 0).reshape(T, nc)          # >= init[t] AND y[t,c]
+    y = V.add(T * nc).reshape(T, nc)
+    z = V.add(T * S * nc, 0.0, 1.0, 0).reshape(T, S, nc)
+    w = V.add(T * nc, 0.0, 1.0, 0).reshape(T, nc)
     cnt = V.add(nc, 0.0, float(T), 1)
     s = V.add(S, 0.0, np.inf, 0)
-    hi = np.array(V.hi)
-    lo = np.array(V.lo)
+    return V, _Model(x, r, xin, xout, init, y, z, w, cnt, s)
+
+
+def _fix_bounds(graph: DataflowGraph, f: _Facts, m: _Model, lo, hi, schedule, class_choice: bool, cls_of):
+    """Fixings in the column bounds: a given schedule; an op runs no earlier than its ancestors allow and no
+    later than its descendants allow; nothing of a tensor before its producer's earliest stage; a fixed class
+    without class choice; what cannot happen. Returns the ops' predecessor lists."""
+    n, x = graph.num_ops, m.x
     if schedule is not None:
         for k, o in enumerate(schedule):
             lo[x[int(o), k]] = 1.0
-    # an op runs no earlier than its ancestors allow and no later than its descendants allow
     preds, succs = graph.op_preds(), graph.op_succs()
     anc_n = _relatives_count(preds)
     desc_n = _relatives_count([[n - 1 - v for v in succs[n - 1 - j]] for j in range(n)])[::-1]
@@ -306,28 +398,25 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
         hi[x[o, n - desc_n[o]:]] = 0.0
         for t in graph.ops[o].outputs:
             first_stage[t] = anc_n[o] + 1
-    for i, t in enumerate(used):
-        if prod[t] >= 0:           # nothing of t exists before its producer's earliest stage
-            hi[r[i, :first_stage[t]]] = 0.0
-            hi[xin[i, :first_stage[t] + 1]] = 0.0
-            hi[xout[i, :first_stage[t] + 1]] = 0.0
+    for i, t in enumerate(f.used):
+        if f.prod[t] >= 0:         # nothing of t exists before its producer's earliest stage
+            hi[m.r[i, :first_stage[t]]] = 0.0
+            hi[m.xin[i, :first_stage[t] + 1]] = 0.0
+            hi[m.xout[i, :first_stage[t] + 1]] = 0.0
     if not class_choice:
-        for i in range(T):
-            lo[y[i, cls_of[i]]] = 1.0
-    for i, t in enumerate(used):                   # fixings: what cannot happen
-        if not persistent[i]:
-            hi[init[i]] = 0.0
-        if prod[t] < 0:
-            hi[xout[i]] = 0.0                      # host already has params and inputs
-    C = _Rows()
+        for i in range(len(f.used)):
+            lo[m.y[i, cls_of[i]]] = 1.0
+    for i, t in enumerate(f.used):                 # fixings: what cannot happen
+        if not f.persistent[i]:
+            hi[m.init[i]] = 0.0
+        if f.prod[t] < 0:
+            hi[m.xout[i]] = 0.0                    # host already has params and inputs
+    return preds
 
-    def P(i: int, k: int):
-        """terms for 'tensor i is produced in stage k'."""
-        t = used[i]
-        if prod[t] < 0 or not 1 <= k <= n:
-            return []
-        return [(x[prod[t], k - 1], 1.0)]
 
+def _add_order_rows(C: _Rows, graph: DataflowGraph, x) -> None:
+    """One op per stage, one stage per op, and precedence."""
+    n = graph.num_ops
     for o in range(n):
         C.add([(x[o, k], 1.0) for k in range(n)], 1, 1)
     for k in range(n):
@@ -338,7 +427,15 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
             for k in range(n):
                 C.add([(x[o, j], 1.0) for j in range(k + 1)] + [(x[p, j], -1.0) for j in range(k)], hi=0)
     C.mark("precedence")
-    for i, t in enumerate(used):
+
+
+def _add_residency_rows(C: _Rows, f: _Facts, m: _Model, hi, P) -> None:
+    """Residency follows copies and production, a consumer's inputs are resident (or copied in) at its
+    stage, the end state repeats the start, and results and updates reach the host."""
+    x, r, xin, xout, init = m.x, m.r, m.xin, m.xout, m.init
+    n, S = x.shape[0], r.shape[1]
+    prod, tid, updates = f.prod, f.tid, f.updates
+    for i, t in enumerate(f.used):
         for k in range(S):
             prev = [(r[i, k - 1], -1.0)] if k else [(init[i], -1.0)]
             C.add([(r[i, k], 1.0), (xin[i, k], -1.0)] + prev + [(c, -v) for c, v in P(i, k)], hi=0)
@@ -355,15 +452,15 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
         if prod[t] >= 0:           # t exists only once its producer has run
             for k in range(S):
                 C.add([(r[i, k], 1.0)] + [(x[prod[t], j - 1], -1.0) for j in range(1, min(k, n) + 1)], hi=0)
-        for o in cons[t]:
+        for o in f.cons[t]:
             for k in range(1, n + 1):
                 C.add([(r[i, k], 1.0), (xin[i, k], -1.0), (x[o, k - 1], -1.0)], lo=0)
         # the end state repeats the start (everything else is dropped after the last stage)
-        if persistent[i] and t not in new_of:
+        if f.persistent[i] and t not in f.new_of:
             C.add([(r[i, S - 1], 1.0), (init[i], -1.0)], lo=0)
         elif t in updates and updates[t] in tid:
             C.add([(r[i, S - 1], 1.0), (init[tid[updates[t]]], -1.0)], lo=0)
-        if prod[t] >= 0 and (t in outputs or t in updates) and not (t in updates and updates[t] in tid):
+        if prod[t] >= 0 and (t in f.outputs or t in updates) and not (t in updates and updates[t] in tid):
             C.add([(xout[i, k], 1.0) for k in range(S)], lo=1)
         if t in updates and updates[t] in tid:
             C.add([(xout[i, k], 1.0) for k in range(S)] + [(init[tid[updates[t]]], 1.0)], lo=1)
@@ -374,17 +471,15 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
                 if hi[xin[j, k]] > 0:
                     C.add([(xout[i, q], 1.0) for q in range(S)] + [(xin[j, k], -1.0), (init[j], -1.0)], lo=-1)
     C.mark("residency and copies")
-    if live_cuts:
-        _add_live_cuts(C, graph, used, tid, x, r, xin, xout, hi, preds)
-    C.mark("live cuts")
-    if dominance:
-        _add_dominance_rows(C, graph, used, x, r, xin, xout, hi, P, persistent)
-    C.mark("dominance")
-    if copy_cuts:
-        _add_first_copy_cuts(C, graph, used, tid, x, xin, xout, init, hi, persistent)
-    C.mark("first-copy cuts")
-    # memory: each tensor picks one class at least its size (an update the class of its param)
-    for i, t in enumerate(used):
+
+
+def _add_memory_rows(C: _Rows, f: _Facts, m: _Model, hi, sizes, cls_of, room: float) -> None:
+    """Memory: each tensor picks one class at least its size (an update the class of its param); the objects
+    per class cover every stage; the classes fit `room` (the limit less the workspace)."""
+    y, z, w, r, init, cnt = m.y, m.z, m.w, m.r, m.init, m.cnt
+    nc, S, T = len(sizes), r.shape[1], len(f.used)
+    updates, tid = f.updates, f.tid
+    for i, t in enumerate(f.used):
         for c in range(nc):
             if c < cls_of[i]:
                 hi[y[i, c]] = 0.0
@@ -399,9 +494,18 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
         for k in range(S):
             C.add([(cnt[c], 1.0)] + [(z[i, k, c], -1.0) for i in range(T)], lo=0)
         C.add([(cnt[c], 1.0)] + [(w[i, c], -1.0) for i in range(T)], lo=0)
-    C.add([(cnt[c], float(sizes[c])) for c in range(len(sizes))], hi=float(mem_limit - ws_bytes))
+    C.add([(cnt[c], float(sizes[c])) for c in range(len(sizes))], hi=room)
     C.mark("memory classes")
-    # stage times
+
+
+def _add_stage_rows(C: _Rows, graph: DataflowGraph, f: _Facts, m: _Model, op_time, device) -> None:
+    """Stage times: a stage lasts at least its compute and what its copies take on the link (each way alone,
+    both at the shared rates, and the link's total)."""
+    d_solo, h_solo, d_both, h_both = _link_rates(device)
+    link = max(d_solo, h_solo, d_both + h_both)
+    nb = graph.tensor_bytes().astype(np.float64)
+    x, s, xin, xout, used = m.x, m.s, m.xin, m.xout, f.used
+    n, S, T = graph.num_ops, m.r.shape[1], len(used)
     a1 = (1.0 - h_both / h_solo) / d_both        # out first at the shared rate, then in alone
     a2 = (1.0 - d_both / d_solo) / h_both
     for k in range(S):
@@ -415,36 +519,6 @@ def solve_exact(graph: DataflowGraph, op_time, device, mem_limit: int, alignment
         C.add([(s[k], 1.0)] + [(c, -v * a1) for c, v in outs] + [(c, -v / h_solo) for c, v in ins], lo=0)
         C.add([(s[k], 1.0)] + [(c, -v * a2) for c, v in ins] + [(c, -v / d_solo) for c, v in outs], lo=0)
     C.mark("stage times")
-
-    if backend == "cpsat":
-        warm, warm_s = warm_start, 0.0
-        if warm is None and warm_schedule is not None and schedule is None:
-            warm = solve_exact(graph, op_time, device, mem_limit, alignment, time_limit_s * WARM_SHARE,
-                               planner_name, schedule=warm_schedule, class_choice=class_choice,
-                               backend="cpsat", workers=workers)
-            warm_s = warm.solve_s
-        hint = None if warm is None else warm.solution
-        if hint is not None and len(hint) != V.n:
-            raise TvmSwapError("warm_start is a solution of another model (graph, limit or class_choice differ)")
-        stage_cols = np.zeros(V.n, dtype=bool)
-        stage_cols[s] = True
-        copy_cols = np.zeros(V.n, dtype=bool)
-        copy_cols[xin.ravel()] = copy_cols[xout.ravel()] = True
-        status, sol, objective_s, gap, solve_s = _solve_cpsat(
-            V, C, lo, hi, stage_cols, copy_cols, float(op_time.sum()), max(1e-3, time_limit_s - warm_s), workers,
-            hint, det_limit)
-        solve_s += warm_s
-        if hint is not None and (sol is None or objective_s > warm.objective_s):   # the hint was not taken up
-            status, sol, objective_s, gap = "time_limit", hint, warm.objective_s, None
-    else:
-        status, sol, objective_s, gap, solve_s = _solve_highs(V, C, lo, hi, s, xin, xout, float(op_time.sum()),
-                                                              time_limit_s)
-    if sol is None:
-        return ExactResult(None, status, None, None, solve_s, V.n)
-    cls_of = [int(np.argmax(sol[y[i]])) for i in range(T)]
-    plan = _build_plan(graph, device, mem_limit, alignment, planner_name, used, sizes, cls_of, ws_bytes,
-                       sol[x], sol[r], sol[xin], sol[xout], sol[init], sol[cnt])
-    return ExactResult(plan, status, objective_s, gap, solve_s, V.n, backend, sol)
 
 
 WARM_SHARE = 0.25      # of the time limit, for the fixed-schedule solve that warms the free one

@@ -187,29 +187,26 @@ def _need_table(p: PackedActions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 # ---------------------------------------------------------------- the simulation
+def _per_stream(p: PackedActions, need, stream):
+    """Per stream (compute, d2h, h2d): the indices of its actions, and as Python lists (scalar access to lists
+    is much faster than to numpy arrays) each action's work and, per other stream, the index in that stream
+    of the last action it needs (the need table's columns)."""
+    work = p.work
+    idx = [np.flatnonzero(stream == s) for s in range(3)]
+    c, d, h = idx
+    return idx, (work[c].tolist(), need[c, 1].tolist(), need[c, 2].tolist(),
+                 work[d].tolist(), need[d, 0].tolist(), need[d, 2].tolist(),
+                 work[h].tolist(), need[h, 0].tolist(), need[h, 1].tolist())
+
+
 def _run_streams(p: PackedActions, device):
     """The event loop. Returns (stream, idx per stream, compute ends, d2h starts, d2h ends, h2d starts, h2d ends,
     need table)."""
     d_solo, h_solo, d_both, h_both = _link_rates(device)
     need, stream, pos = _need_table(p)
-    work = p.work
-    idx = [np.flatnonzero(stream == s) for s in range(3)]
-    # Python lists: scalar access to lists is much faster than to numpy arrays.
-    c_dur = work[idx[0]].tolist()
-    c_nd = need[idx[0], 1].tolist()
-    c_nh = need[idx[0], 2].tolist()
-    d_bytes = work[idx[1]].tolist()
-    d_nc = need[idx[1], 0].tolist()
-    d_nh = need[idx[1], 2].tolist()
-    h_bytes = work[idx[2]].tolist()
-    h_nc = need[idx[2], 0].tolist()
-    h_nd = need[idx[2], 1].tolist()
+    idx, (c_dur, c_nd, c_nh, d_bytes, d_nc, d_nh, h_bytes, h_nc, h_nd) = _per_stream(p, need, stream)
     nc, nd, nh = len(c_dur), len(d_bytes), len(h_bytes)
-    c_end: list[float] = []
-    d_end: list[float] = []
-    h_end: list[float] = []
-    d_start: list[float] = []
-    h_start: list[float] = []
+    c_end, d_end, h_end, d_start, h_start = [], [], [], [], []   # per stream: end (start) times, in order
     c_app, d_app, h_app = c_end.append, d_end.append, h_end.append
     ci = di = hi = 0
     c_free = d_free = h_free = 0.0

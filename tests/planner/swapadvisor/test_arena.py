@@ -8,8 +8,9 @@ from tvm_swap.cost.devices import get_device
 from tvm_swap.errors import InfeasibleLimitError, PlanError, TvmSwapError
 from tvm_swap.plan import Arena, Plan, Pool
 from tvm_swap.planner.api import feasible_floor, plan_graph
-from tvm_swap.planner.swapadvisor.arena import (ArenaGenes, SegmentPaint, arena_min_limit, place_by_size, place_stays,
-                                    place_stays_zoned, plan_arena, working_set_floor)
+from tvm_swap.planner.swapadvisor.arena import ArenaGenes, arena_min_limit, plan_arena, working_set_floor
+from tvm_swap.planner.swapadvisor.arena.actions import SegmentPaint
+from tvm_swap.planner.swapadvisor.placement import place_by_size, place_stays, place_stays_zoned
 from tvm_swap.planner.bounds import noswap_peak
 from tvm_swap.planner.graphindex import GraphIndex
 from tvm_swap.testing import random_dag, random_training_graph
@@ -596,10 +597,13 @@ def test_a_rebuild_reading_a_kept_param_after_its_last_read_copies_its_update_ou
 
 @pytest.mark.parametrize("seed", range(8))
 def test_plan_actions_are_those_arena_action_builder_builds(seed):
-    """plan_arena makes its actions with the packed deps (arena._actions); ArenaActionBuilder (arena._emit)
+    """plan_arena makes its actions with the packed deps (arena.actions.plan_actions); ArenaActionBuilder
+    (arena.actions.emit_actions)
     is the reference: the same actions, field by field, for random swap and recompute genomes and schedules
     from the min limit up (kept pairs, splits and rebuilds included)."""
-    from tvm_swap.planner.swapadvisor.arena import ArenaSpace, _actions, _decide_arena, _emit
+    from tvm_swap.planner.swapadvisor.arena import ArenaSpace
+    from tvm_swap.planner.swapadvisor.arena.actions import emit_actions, plan_actions
+    from tvm_swap.planner.swapadvisor.arena.decide import decide_arena
     from tvm_swap.testing import random_op_times, random_topological_order
 
     g = random_training_graph(seed, n_layers=4 + seed % 4, momentum=bool(seed % 3)) if seed % 4 else \
@@ -618,14 +622,14 @@ def test_plan_actions_are_those_arena_action_builder_builds(seed):
             if k == 4:
                 genes.split = 0.4
             try:
-                walk, d, offsets, sizes, _, _ = _decide_arena(gi, sched, lim, genes, ot, DEV)
+                walk, d, offsets, sizes, _, _ = decide_arena(gi, sched, lim, genes, ot, DEV)
             except PlanError:
                 continue
             obj_of: dict = {}
             stay_obj = [obj_of.setdefault(key, len(obj_of)) for key in zip(offsets, sizes)]
             objs = sorted(obj_of, key=obj_of.get)
             arena = Arena(1 << 62, [o for o, _ in objs], [s for _, s in objs], 256, gi.workspace, [])
-            assert _actions(walk, d, stay_obj, offsets, sizes) == _emit(walk, d, arena, stay_obj).actions
+            assert plan_actions(walk, d, stay_obj, offsets, sizes) == emit_actions(walk, d, arena, stay_obj).actions
             compared += 1
     assert compared >= 8
 
@@ -668,9 +672,9 @@ def test_kept_updates_of_one_size_rotate_through_one_spare_slot(rotate, monkeypa
     7-cycle (each slot played next iteration by the slot its param's update was written into); as ping-pong
     pairs (ROTATE_KEPT off, the old behaviour) they held 12 zones. Both verify; the rotation's arena holds
     the kept params in 5 zones' worth less."""
-    from tvm_swap.planner.swapadvisor import arena as arena_mod
+    from tvm_swap.planner.swapadvisor.arena import tuning
 
-    monkeypatch.setattr(arena_mod, "ROTATE_KEPT", rotate)
+    monkeypatch.setattr(tuning, "ROTATE_KEPT", rotate)
     g = _chained_updates_graph(6)
     gi = GraphIndex.build(g, 256, keep_updated=False)
     lim = 3 * noswap_peak(g)
@@ -693,9 +697,9 @@ def test_kept_updates_of_one_size_rotate_through_one_spare_slot(rotate, monkeypa
 # ---------------------------------------------------------------- size-class plans that keep updated params
 @pytest.mark.parametrize("seed,frac", [(5, 0.9), (15, 0.7), (21, 3.0)])
 def test_a_kept_size_class_plan_carries_over_to_the_arena_with_its_renaming(seed, frac):
-    """The size-class island's KeptAllocation genome (arena._plan_with_classes): the size-class plan keeping updated
-    params, its objects side by side in the arena and its per-class renaming as the arena's cycles, verified, with
-    the size-class plan's actions and simulated time."""
+    """The size-class island's KeptAllocation genome (arena.arena_plan._plan_with_classes): the size-class plan
+    keeping updated params, its objects side by side in the arena and its per-class renaming as the arena's
+    cycles, verified, with the size-class plan's actions and simulated time."""
     from tvm_swap.planner.simulator import simulate
     from tvm_swap.planner.swapadvisor.arena import ArenaScorer
     from tvm_swap.planner.swapadvisor.encoding import AllocationSpace, KeptAllocation, KeptAllocationSpace

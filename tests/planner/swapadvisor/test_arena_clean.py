@@ -1,12 +1,12 @@
 """Clean-first placement in the arena: a swapped-out stay's bytes stay free of new tenants until its copy to
-the host is estimated done, where a clean range fits (arena.place_stays_clean, arena._clean_first)."""
+the host is estimated done, where a clean range fits (placement.place_stays_clean, arena.cooling.clean_first)."""
 import numpy as np
 import pytest
 
 from tvm_swap.cost.devices import get_device
 from tvm_swap.planner.api import plan_graph, resolve_op_time
 from tvm_swap.planner.graphindex import GraphIndex
-from tvm_swap.planner.swapadvisor import arena as arena_mod
+from tvm_swap.planner.swapadvisor.arena import tuning
 from tvm_swap.planner.swapadvisor.arena import ArenaGenes, ArenaScorer
 from tvm_swap.planner.swapadvisor.placement import place_stays, place_stays_clean
 from tvm_swap.verify import verify_plan
@@ -73,7 +73,7 @@ def test_clean_first_is_judged_never_slower_and_wins_where_the_d2h_link_is_busy(
     sched, genes = gi.default_schedule(), ArenaGenes(0.0, np.zeros(gi.n_tensors, dtype=np.int64))
     ideal = float(times.sum())
     with_clean = ideal / ArenaScorer(gi, 16 * 10**9, times, DEV).time_of(sched, genes)
-    monkeypatch.setattr(arena_mod, "CLEAN_FIRST", False)
+    monkeypatch.setattr(tuning, "CLEAN_FIRST", False)
     plain = ideal / ArenaScorer(gi, 16 * 10**9, times, DEV).time_of(sched, genes)
     assert with_clean >= plain
     assert with_clean > 0.9 > plain + 0.1

@@ -1,5 +1,5 @@
 """The arena search on bench_gap's DAGs whose 8 MB outputs saturate the d2h link: a placement that cools some of
-the outputs' stays when cooling all of them overflows (arena._partly_cooled, the partly gene of the partly-cooled
+the outputs' stays when cooling all of them overflows (arena.cooling.partly_cooled, the partly gene of the partly-cooled
 island), and the polish of the search's best memory genes on a grid (polish.py)."""
 import numpy as np
 

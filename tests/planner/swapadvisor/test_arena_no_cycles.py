@@ -11,8 +11,9 @@ from tvm_swap.errors import PlanError
 from tvm_swap.planner.api import resolve_op_time
 from tvm_swap.planner.bounds import noswap_peak
 from tvm_swap.planner.graphindex import GraphIndex
-from tvm_swap.planner.swapadvisor.arena import (ArenaGenes, _ArenaWalk, arena_min_limit, plan_arena,
-                                                recompute_candidates, working_set_floor)
+from tvm_swap.planner.swapadvisor.arena import (ArenaGenes, arena_min_limit, plan_arena, recompute_candidates,
+                                                working_set_floor)
+from tvm_swap.planner.swapadvisor.arena.walk import ArenaWalk
 from tvm_swap.testing import random_training_graph
 
 DEV = get_device("v100-16gb")
@@ -55,7 +56,7 @@ def test_an_arena_plan_leaves_no_cycles(seed, recompute):
 def test_a_walk_that_fails_leaves_no_cycles():
     g = random_training_graph(3)
     gi = GraphIndex.build(g, 256, keep_updated=False)
-    walk = _ArenaWalk(gi, gi.default_schedule())
+    walk = ArenaWalk(gi, gi.default_schedule())
     bias = [0] * gi.n_tensors
     capacity = working_set_floor(gi) // 2
 

@@ -8,7 +8,8 @@ from tvm_swap.planner.bounds import noswap_peak
 from tvm_swap.planner.feasibility import min_feasible_limit
 from tvm_swap.planner.graphindex import GraphIndex
 from tvm_swap.planner.simulator import simulate
-from tvm_swap.planner.swapadvisor.arena import (ArenaSpace, _pairs_last, arena_bytes_for, plan_arena)
+from tvm_swap.planner.swapadvisor.arena import ArenaSpace, arena_bytes_for, plan_arena
+from tvm_swap.planner.swapadvisor.arena.pairs import pairs_last
 from tvm_swap.planner.swapadvisor.placement_orders import place_by_size_orders
 from tvm_swap.testing import random_op_times, random_training_graph
 from tvm_swap.verify import verify_plan
@@ -73,8 +74,8 @@ def test_activations_may_span_the_zones_of_several_away_pairs():
 
 def test_pairs_last_breaks_ties_only():
     bias = [0, 2, -1, 0]
-    assert _pairs_last(bias, [(1, 3)]) == [0, 1.5, -1, 0]
-    assert _pairs_last(bias, []) is bias
+    assert pairs_last(bias, [(1, 3)]) == [0, 1.5, -1, 0]
+    assert pairs_last(bias, []) is bias
     assert bias == [0, 2, -1, 0]
 
 

@@ -108,7 +108,7 @@ def test_compiled_placement_places_exactly_as_the_python_loop(place, ref):
 
 
 def test_compiled_greedy_by_size_around_fixed_stays_and_bounds_places_as_the_python_loop():
-    # kept pairs' own stays (fixed) and their zone edges (bounds), as arena._place_with_pairs passes them
+    # kept pairs' own stays (fixed) and their zone edges (bounds), as arena.layout.place_with_pairs passes them
     rng = np.random.default_rng(3)
     for first, last, size in _instances(150):
         nf = int(rng.integers(0, 4))

@@ -1,6 +1,6 @@
 """Small graphs cheap again (issue 28): the search stops at the lower bound, and the hybrid island, the polish
 and the partly-cooled island run only where they have something to win (planners.py);
-a plain genome's time does not depend on which genome was timed before it (arena._rounds_memo)."""
+a plain genome's time does not depend on which genome was timed before it (arena.rounds.rounds_memo)."""
 import sys
 from pathlib import Path
 

@@ -102,121 +102,139 @@ def locality_schedule(gi: GraphIndex, parent: np.ndarray, hot_bytes: float, net:
     parent = np.asarray(parent, dtype=np.int64)
     if n == 0:
         return parent.copy()
-    rank = np.empty(n, dtype=np.int64)
-    rank[parent] = np.arange(n)
-    rank_l = rank.tolist()
-    size = gi.size.tolist()
-    op_ptr, op_t, op_nin = gi.op_ptr.tolist(), gi.op_tensors.tolist(), gi.op_nin.tolist()
-    succ_ptr, succ = gi.succ_ptr.tolist(), gi.succ.tolist()
-    prod = gi.graph.producer().tolist()
-    rptr, readers = gi.reader_ptr.tolist(), gi.readers.tolist()
-    remaining = np.diff(gi.reader_ptr).tolist()   # readers not yet scheduled
-    keeps = (gi.role == ROLE_KEEP).tolist()
-    deg = gi.indeg.tolist()
-    stamp = [-1e300] * gi.n_tensors            # running touched-bytes counter at each tensor's last touch
-    clock = [0.0]
-    done = [False] * n
-    ready = [False] * n
-    heap: list = []
-    out: list[int] = []
+    return np.asarray(_LocalityScheduler(gi, parent, hot_bytes, net).schedule(), dtype=np.int64)
 
-    def hot(t):
-        return clock[0] - stamp[t] <= hot_bytes
 
-    def out_bytes(o):
-        return sum(size[op_t[k]] for k in range(op_ptr[o] + op_nin[o], op_ptr[o + 1]))
+class _LocalityScheduler:
+    """locality_schedule's state: per tensor, the touched-bytes clock at its last touch and its readers still
+    to run; per op, done, ready and its unfinished in-degree; the heap of ready ops by score."""
 
-    def score(o):
+    def __init__(self, gi: GraphIndex, parent: np.ndarray, hot_bytes: float, net: bool):
+        n = gi.n_ops
+        self.n, self.hot_bytes, self.net = n, hot_bytes, net
+        rank = np.empty(n, dtype=np.int64)
+        rank[parent] = np.arange(n)
+        self.rank_l = rank.tolist()
+        self.size = gi.size.tolist()
+        self.op_ptr, self.op_t, self.op_nin = gi.op_ptr.tolist(), gi.op_tensors.tolist(), gi.op_nin.tolist()
+        self.succ_ptr, self.succ = gi.succ_ptr.tolist(), gi.succ.tolist()
+        self.prod = gi.graph.producer().tolist()
+        self.rptr, self.readers = gi.reader_ptr.tolist(), gi.readers.tolist()
+        self.remaining = np.diff(gi.reader_ptr).tolist()   # readers not yet scheduled
+        self.keeps = (gi.role == ROLE_KEEP).tolist()
+        self.deg = gi.indeg.tolist()
+        self.stamp = [-1e300] * gi.n_tensors            # running touched-bytes counter at each tensor's last touch
+        self.clock = 0.0
+        self.done = [False] * n
+        self.ready = [False] * n
+        self.heap: list = []
+        self.out: list[int] = []
+
+    def hot(self, t: int) -> bool:
+        return self.clock - self.stamp[t] <= self.hot_bytes
+
+    def out_bytes(self, o: int):
+        op_ptr, op_t, size = self.op_ptr, self.op_t, self.size
+        return sum(size[op_t[k]] for k in range(op_ptr[o] + self.op_nin[o], op_ptr[o + 1]))
+
+    def score(self, o: int) -> float:
+        op_ptr, op_t, size, net = self.op_ptr, self.op_t, self.size, self.net
         freed = 0.0                        # net: a hot input with r readers left is 1/r freed by each
-        for k in range(op_ptr[o], op_ptr[o] + op_nin[o]):
+        for k in range(op_ptr[o], op_ptr[o] + self.op_nin[o]):
             t = op_t[k]
-            if hot(t):
+            if self.hot(t):
                 if not net:
                     freed += size[t]
-                elif not keeps[t]:
-                    freed += size[t] / remaining[t]
-        s = freed - out_bytes(o) if net else freed
+                elif not self.keeps[t]:
+                    freed += size[t] / self.remaining[t]
+        s = freed - self.out_bytes(o) if net else freed
         return s if s > 0 else 0.0
 
-    def push(o):
-        heapq.heappush(heap, (-score(o), rank_l[o], o))
+    def push(self, o: int) -> None:
+        heapq.heappush(self.heap, (-self.score(o), self.rank_l[o], o))
 
-    def run(o):
-        done[o] = True
-        out.append(o)
-        c = clock[0]
+    def run(self, o: int) -> None:
+        op_ptr, op_t, size, stamp = self.op_ptr, self.op_t, self.size, self.stamp
+        self.done[o] = True
+        self.out.append(o)
+        c = self.clock
         for k in range(op_ptr[o], op_ptr[o + 1]):
             t = op_t[k]
             c += size[t]
             stamp[t] = c
-        clock[0] = c
-        for k in range(op_ptr[o], op_ptr[o] + op_nin[o]):
+        self.clock = c
+        for k in range(op_ptr[o], op_ptr[o] + self.op_nin[o]):
             t = op_t[k]
-            remaining[t] -= 1
-        for k in range(succ_ptr[o], succ_ptr[o + 1]):
-            q = succ[k]
+            self.remaining[t] -= 1
+        deg = self.deg
+        for k in range(self.succ_ptr[o], self.succ_ptr[o + 1]):
+            q = self.succ[k]
             deg[q] -= 1
             if deg[q] == 0:
-                ready[q] = True
-                push(q)
+                self.ready[q] = True
+                self.push(q)
 
-    def pull_gain(q):
+    def pull_gain(self, q: int):
         """Net bytes freed by running q now with its unfinished (all ready) producers (any positive
         number when not `net`), or None when some producer is not ready."""
+        op_ptr, op_t, op_nin = self.op_ptr, self.op_t, self.op_nin
         preds = set()
         for k in range(op_ptr[q], op_ptr[q] + op_nin[q]):
-            p = prod[op_t[k]]
-            if p >= 0 and not done[p]:
-                if not ready[p]:
+            p = self.prod[op_t[k]]
+            if p >= 0 and not self.done[p]:
+                if not self.ready[p]:
                     return None, ()
                 preds.add(p)
-        if not net:
+        if not self.net:
             return 1.0, preds
         made = set()
         cost = 0
         for p in preds:
-            cost += out_bytes(p)
+            cost += self.out_bytes(p)
             for k in range(op_ptr[p] + op_nin[p], op_ptr[p + 1]):
                 made.add(op_t[k])
         freed = 0.0
         for k in range(op_ptr[q], op_ptr[q] + op_nin[q]):
             t = op_t[k]
-            if not keeps[t] and (t in made or hot(t)):
-                freed += size[t] / remaining[t]
-        return freed - cost - out_bytes(q), preds
+            if not self.keeps[t] and (t in made or self.hot(t)):
+                freed += self.size[t] / self.remaining[t]
+        return freed - cost - self.out_bytes(q), preds
 
-    for o in range(n):
-        if deg[o] == 0:
-            ready[o] = True
-            heap.append((-score(o), rank_l[o], o))
-    heapq.heapify(heap)
-    while heap:
-        neg, r, o = heapq.heappop(heap)
-        if done[o]:
-            continue
-        s = score(o)
-        if s < -neg:                       # inputs cooled down (or gained readers) since it was queued
-            heapq.heappush(heap, (-s, r, o))
-            continue
-        run(o)
-        for k in range(op_ptr[o], op_ptr[o + 1]):
-            t = op_t[k]
-            if rptr[t + 1] - rptr[t] > MAX_PULL_READERS:
-                continue                   # widely read (weights): every reader is close to none
-            for j in range(rptr[t], rptr[t + 1]):   # readers of what was just touched
-                q = readers[j]
-                if done[q]:
-                    continue
-                if ready[q]:
-                    push(q)
-                else:
-                    gain, preds = pull_gain(q)
-                    if gain is not None and gain > 0:
-                        for p in sorted(preds, key=rank_l.__getitem__):
-                            if not done[p]:
-                                run(p)
-                        run(q)
-    return np.asarray(out, dtype=np.int64)
+    def schedule(self) -> list[int]:
+        heap, done, ready, rank_l = self.heap, self.done, self.ready, self.rank_l
+        op_ptr, op_t, rptr, readers = self.op_ptr, self.op_t, self.rptr, self.readers
+        for o in range(self.n):
+            if self.deg[o] == 0:
+                ready[o] = True
+                heap.append((-self.score(o), rank_l[o], o))
+        heapq.heapify(heap)
+        while heap:
+            neg, r, o = heapq.heappop(heap)
+            if done[o]:
+                continue
+            s = self.score(o)
+            if s < -neg:                       # inputs cooled down (or gained readers) since it was queued
+                heapq.heappush(heap, (-s, r, o))
+                continue
+            self.run(o)
+            for k in range(op_ptr[o], op_ptr[o + 1]):
+                t = op_t[k]
+                if rptr[t + 1] - rptr[t] > MAX_PULL_READERS:
+                    continue                   # widely read (weights): every reader is close to none
+                for j in range(rptr[t], rptr[t + 1]):   # readers of what was just touched
+                    q = readers[j]
+                    if done[q]:
+                        continue
+                    if ready[q]:
+                        self.push(q)
+                    else:
+                        gain, preds = self.pull_gain(q)
+                        if gain is not None and gain > 0:
+                            for p in sorted(preds, key=rank_l.__getitem__):
+                                if not done[p]:
+                                    self.run(p)
+                            self.run(q)
+        return self.out
 
 
 # ============================================================== allocation genome
@@ -239,7 +257,7 @@ class Allocation:
 class KeptAllocation(Allocation):
     """A size-class Allocation planned with updated params kept on the device (a GraphIndex built with
     keep_updated=True: what pool="size-classes" plans where keeping pays): the arena scores and plans it so, with
-    the size-class pool's renaming between iterations as the arena's renaming cycles (arena._plan_with_classes).
+    the size-class pool's renaming between iterations as the arena's renaming cycles (arena.arena_plan).
     Keyed apart from a plain Allocation of the same classes and counts, whose plan reads updated params from the
     host."""
 

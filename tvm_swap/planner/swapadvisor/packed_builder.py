@@ -68,11 +68,11 @@ def pack_decisions(n_slots: int, sched: np.ndarray, out_objs: list, swap_outs: l
     sched[i] = op computed at slot i; out_objs[i] = its output objects; swap_outs = [(slot, t)];
     drops = [(slot, t, obj)]; swap_ins = [(earliest slot, t, obj)] in issue order (each issued no
     earlier than the one before it); recomputes = [(slot, op, objs)]: op run again into objs (one per
-    output, in the op's output order) right before the compute at slot, in this order (arena._emit).
+    output, in the op's output order) right before the compute at slot, in this order (arena.actions.emit_actions).
 
     ranges=(offset, size) arrays indexed by the ids in out_objs/drops/swap_ins: arena mode, those ids are
     stays (byte ranges that may overlap over time) and an arrival waits for the drops that last freed any
-    of its bytes (ArenaActionBuilder) instead of its object's latest drop (arena._emit mirrors this)."""
+    of its bytes (ArenaActionBuilder) instead of its object's latest drop (arena.actions.emit_actions mirrors this)."""
     n = int(n_slots)
     rc = np.array([(s, op) for s, op, _ in recomputes], dtype=np.int64).reshape(-1, 2)
     so = np.asarray(swap_outs, dtype=np.int64).reshape(-1, 2)

@@ -2,7 +2,7 @@
 verifies and predicts):
 
     plan_swapadvisor           genetic search over schedule and memory genome (ga.py), then the swap plan
-                               of the best genome (arena.py for pool "arena", swapplan.py for "size-classes")
+                               of the best genome (arena/ for pool "arena", swapplan.py for "size-classes")
     plan_swapadvisor_nosearch  the swap planner on the default schedule (arena: Belady, no headroom;
                                size classes: a single-class pool); with recompute on, every eviction
                                that may be recomputed is

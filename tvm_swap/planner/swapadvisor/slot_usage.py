@@ -1,4 +1,4 @@
-"""The arena walk's per-slot byte usage (arena._ArenaWalk.run), kept in blocks of BLOCK slots, compiled.
+"""The arena walk's per-slot byte usage (arena/walk.py), kept in blocks of BLOCK slots, compiled.
 
 The walk asks one thing of it per swap-in: the last slot before the use whose usage leaves no room for the
 tensor (the prefetch starts after it), then adds the tensor's bytes to every slot from there to the use.
