@@ -45,64 +45,125 @@ HEADROOMS = tuple(ArenaSpace.MAX_HEADROOM * k / 6 for k in range(7))
 SPLITS = (-1.0, 0.3, 0.5, 0.7)
 
 
-def polish_memory(ev, schedule, genes: ArenaGenes, time_s: float,
-                  max_evals: int | None = None, deadline: float | None = None) -> tuple[ArenaGenes, float, int]:
+def polish_memory(ev, schedule, genes: ArenaGenes, time_s: float, max_evals: int | None = None,
+                  deadline: float | None = None, times=None) -> tuple[ArenaGenes, float, int]:
     """The fastest of `genes` (simulated `time_s` on `schedule`) and its grid neighbours by `ev.time_of`:
     keep x headroom (keep only where the graph has updated params to keep), then split at the best of those,
-    at most `max_evals` evaluations (None: the whole grid), none started after `deadline` (time.perf_counter()
-    seconds; None: no deadline). Returns (genes, their time, evaluations made).
-    Size-class genomes (the size-class island's Allocation, or ArenaGenes.classes) are returned as they are."""
+    at most `max_evals` evaluations (None: the whole grid), none started that would end after `deadline`
+    (time.perf_counter() seconds; None: no deadline). `times`: a PolishTimes (where the evaluations run: on the
+    search's workers, a batch at a time); None: one at a time in this process. Returns (genes, their time,
+    evaluations made). Size-class genomes (the size-class island's Allocation, or ArenaGenes.classes) are
+    returned as they are."""
     if not isinstance(genes, ArenaGenes) or genes.classes is not None:
         return genes, time_s, 0
-    best, best_t, n = genes, time_s, 0
+    times = times or PolishTimes(ev)
 
-    def consider(keep: float, headroom: float, split: float) -> None:
-        nonlocal best, best_t, n
-        g = best.copy()
+    def point(base: ArenaGenes, keep: float, headroom: float, split: float) -> ArenaGenes:
+        g = base.copy()
         g.keep, g.headroom, g.split = float(keep), float(headroom), float(split)
-        if g.key() == best.key() or (max_evals is not None and n >= max_evals) or past(deadline):
-            return
-        n += 1
-        t = ev.remembered_time(Genome(schedule, g))     # (kept with the graph, as the search's own times)
-        if t < best_t:
-            best, best_t = g, t
+        return g
 
     keeps = KEEPS if ev.space.has_pairs else (genes.keep,)
-    split = genes.split
-    for keep in keeps:
-        for headroom in HEADROOMS:
-            consider(keep, headroom, split)
-    keep, headroom = best.keep, best.headroom
-    for split in SPLITS:
-        consider(keep, headroom, split)
+    grid = [point(genes, keep, headroom, genes.split) for keep in keeps for headroom in HEADROOMS]
+    best, best_t, n = climb(times, schedule, grid, genes, time_s, 0, max_evals, deadline)
+    splits = [point(best, best.keep, best.headroom, split) for split in SPLITS]
+    return climb(times, schedule, splits, best, best_t, n, max_evals, deadline)
+
+
+def climb(times, schedule, cands: list, best, best_t: float, n: int, max_evals: int | None,
+          deadline: float | None):
+    """The grid's walk: each candidate, in order, replaces `best` when faster; one equal to the best so far (by
+    key) is skipped; at most `max_evals` evaluations in all (`n` made before). The candidates do not depend on
+    the best, so a batch of the next ones is timed at once (on the workers), and the walk then goes through
+    the batch as one at a time would: the same result and count as timing them one by one."""
+    known = {best.key(): best_t}
+    i = 0
+    while i < len(cands) and (max_evals is None or n < max_evals) and times.may_start(deadline):
+        room = times.width if max_evals is None else min(times.width, max_evals - n)
+        want, j = {}, i
+        while j < len(cands) and len(want) < room:
+            k = cands[j].key()
+            if k not in known and k not in want:
+                want[k] = cands[j]
+            j += 1
+        known.update(zip(want, times(schedule, list(want.values()))))
+        for g in cands[i:j]:
+            if g.key() == best.key() or (max_evals is not None and n >= max_evals):
+                continue
+            n += 1
+            t = known[g.key()]
+            if t < best_t:
+                best, best_t = g, t
+        i = j
     return best, best_t, n
 
 
 def fewer_recomputes(ev, schedule, genes: ArenaGenes, time_s: float, max_evals: int,
-                     deadline: float | None = None) -> tuple[ArenaGenes, float, int]:
+                     deadline: float | None = None, times=None) -> tuple[ArenaGenes, float, int]:
     """`genes` (simulated `time_s` on `schedule`) with recompute genes turned off one at a time: each tensor
     the plan rebuilds, the one whose producer takes longest first (ties: lower tensor id), becomes a swap
-    again when the evaluator finds the plan faster so; at most `max_evals` evaluations, none started after
-    `deadline` (as polish_memory's). Returns (genes, their
-    time, evaluations made). Genomes without recomputes are returned as they are."""
+    again when the evaluator finds the plan faster so; at most `max_evals` evaluations, none started that would
+    end after `deadline` (as polish_memory's). Each flip starts from the best so far, so on workers the next
+    flips are timed together from it, and those after the first that wins are dropped (timed again from the
+    new best): the same result and count as one at a time (the dropped ones are not counted). Returns (genes,
+    their time, evaluations made). Genomes without recomputes are returned as they are."""
     if not isinstance(genes, ArenaGenes) or genes.classes is not None or not genes.recomputes():
         return genes, time_s, 0
+    times = times or PolishTimes(ev)
     rebuilt = ev.scorer.rebuilt(schedule, genes)
     prod = ev.graph.producer()
     rebuilt.sort(key=lambda t: (-float(ev.op_time[prod[t]]), t))
-    best, best_t, n = genes, time_s, 0
-    for t in rebuilt:
-        if n >= max_evals or past(deadline):
-            break
-        if not best.recompute[t]:
-            continue
-        g = best.copy()
-        g.recompute[t] = False
-        n += 1
-        tt = ev.remembered_time(Genome(schedule, g))
-        if tt < best_t:
-            best, best_t = g, tt
+    best, best_t, n, i = genes, time_s, 0, 0
+    while i < len(rebuilt) and n < max_evals and times.may_start(deadline):
+        batch, after = [], []
+        while i < len(rebuilt) and len(batch) < min(times.width, max_evals - n):
+            t = rebuilt[i]
+            i += 1
+            if best.recompute[t]:
+                g = best.copy()
+                g.recompute[t] = False
+                batch.append(g)
+                after.append(i)
+        for g, nxt, tt in zip(batch, after, times(schedule, batch)):
+            n += 1
+            if tt < best_t:
+                best, best_t = g, tt
+                i = nxt             # the flips after it go again, from the new best
+                break
     return best, best_t, n
+
+
+class PolishTimes:
+    """Times of a polish's genomes, remembered with the graph (ev.memo, as the search's own times): in this
+    process one at a time (pool None), or on the search's workers a batch of `width` at a time (the pool
+    ga.evolve keeps open for it). may_start: whether a batch started now would end by the deadline, by the
+    last batch's duration (no evaluation that cannot finish within the budget)."""
+
+    def __init__(self, ev, pool=None):
+        self.ev, self.pool = ev, pool
+        self.width = max(1, getattr(pool, "workers", 1)) if pool is not None else 1
+        self.last_s = 0.0
+
+    def __call__(self, schedule, genes: list) -> list[float]:
+        t0 = time.perf_counter()
+        gs = [Genome(schedule, g) for g in genes]
+        todo = {}
+        for g in gs:
+            k = g.key()
+            if k not in self.ev.memo and k not in todo:
+                todo[k] = g
+        if self.pool is None:
+            for k, g in todo.items():
+                self.ev.memo[k] = self.ev.time_of(g.schedule, g.alloc)
+        else:
+            for k, f in zip(todo, self.pool.submit_many(list(todo.values()))):
+                self.ev.memo[k] = f.result()
+        if todo:
+            self.last_s = time.perf_counter() - t0
+        return [self.ev.memo[g.key()] for g in gs]
+
+    def may_start(self, deadline: float | None) -> bool:
+        return deadline is None or time.perf_counter() + self.last_s <= deadline
 
 
 def past(deadline: float | None) -> bool:
