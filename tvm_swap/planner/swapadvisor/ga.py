@@ -355,6 +355,16 @@ def _time_first_generation(islands: list[GeneticSearch], evaluate, seeded_rest, 
         isl.pop = [g for i, g in done_first if i is isl]
 
 
+def _seed_times(seeds: list) -> dict:
+    """Seed name -> time of the first island's seed of that name that was timed (and fits)."""
+    out: dict = {}
+    for named in seeds:
+        for name, g in named:
+            if math.isfinite(g.time_s):
+                out.setdefault(name, g.time_s)
+    return out
+
+
 def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: int | None = None,
            workers: int | None = None, progress: bool = False, executor: str = "processes",
            ray_address: str | None = None, stop_at_s: float | None = None,
@@ -404,11 +414,7 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
         # every island's seeds before any random genome, the likeliest first (seed_order.py)
         _time_first_generation(islands, evaluate, first_generation(islands, seeds, recompute_first),
                                (t0, budget_s) if generations is None else None, n_workers, at_floor)
-        seed_times: dict = {}
-        for named in seeds:
-            for name, g in named:
-                if math.isfinite(g.time_s):
-                    seed_times.setdefault(name, g.time_s)
+        seed_times = _seed_times(seeds)
         for isl in islands:
             isl.pop = isl.select(isl.pop, isl.s.population)
         _settle_rivals(islands)

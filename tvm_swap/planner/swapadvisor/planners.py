@@ -112,7 +112,9 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
                          default=math.inf)
         # (decided on the islands recompute off runs too, as off decides, so on stays never slower than off)
         if polish and not res.interrupted and plain_best > floor_s * (1 + (EXTRAS_MIN_GAP if small else 0)):
-            polished.update(_polish(ev, islands, res, small, deadline, PolishTimes(ev, pool)))
+            # (a batch of the workers' width takes about one evaluation's wall time of the search)
+            per_eval = res.search_s * getattr(pool, "workers", 1) / max(1, res.evaluations)
+            polished.update(_polish(ev, islands, res, small, deadline, PolishTimes(ev, pool, per_eval)))
 
     res = evolve(islands, budget_s=budget, generations=ctx.generations, workers=ctx.workers,
                  progress=ctx.progress, executor=ctx.options.get("executor", "processes"),

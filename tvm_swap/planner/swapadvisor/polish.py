@@ -137,12 +137,13 @@ class PolishTimes:
     """Times of a polish's genomes, remembered with the graph (ev.memo, as the search's own times): in this
     process one at a time (pool None), or on the search's workers a batch of `width` at a time (the pool
     ga.evolve keeps open for it). may_start: whether a batch started now would end by the deadline, by the
-    last batch's duration (no evaluation that cannot finish within the budget)."""
+    last batch's duration (no evaluation that cannot finish within the budget); before the first, `first_s`
+    (the caller's estimate: the search's wall seconds per evaluation, as the workers ran them)."""
 
-    def __init__(self, ev, pool=None):
+    def __init__(self, ev, pool=None, first_s: float = 0.0):
         self.ev, self.pool = ev, pool
         self.width = max(1, getattr(pool, "workers", 1)) if pool is not None else 1
-        self.last_s = 0.0
+        self.last_s = first_s
 
     def __call__(self, schedule, genes: list) -> list[float]:
         t0 = time.perf_counter()
