@@ -29,6 +29,13 @@ evaluation costs up to seconds at 10^4 ops); on small graphs the grid is whole (
 the flips get the share for themselves. Under a wall-clock budget (no fixed generations) the budget holds for
 search and polish together: the search stops at 1 - POLISH_TIME_SHARE of it and no polish evaluation starts
 after it ends (so `budget_s` stays what a plan costs; with fixed generations the counts above alone apply).
+
+Where it evaluates: on the search's workers (ga.evolve keeps its pool open for the polish, planners.py), a batch
+of as many genomes as there are workers at a time (PolishTimes): the grid's points do not depend on the best so
+far, so a batch is the next points; the flips do, so a batch is the next flips from the best so far, and those
+after a flip that wins are timed again from it. Both walk their batches as one at a time would, so the polish
+finds the same genes at any number of workers; with one worker it is what it was. No batch starts that would
+end after the deadline, by the last batch's duration (before the first, the search's per evaluation).
 """
 from __future__ import annotations
 
