@@ -118,3 +118,16 @@ def test_no_polish_batch_starts_that_would_end_after_the_deadline():
     assert polish_memory(ev, schedule, genes, t0, None, time.perf_counter() + 10, times) == (genes, t0, 0)
     times.last_s = 0.0
     assert polish_memory(ev, schedule, genes, t0, None, time.perf_counter() + 600, times)[2] > 0
+
+
+def test_coarse_grid_first_takes_about_half_the_evaluations():
+    # small graphs polish every other keep and headroom first, then the whole grid next to the best of those
+    ev = evaluator(3, 0.2)
+    schedule = np.asarray(ev.gi.default_schedule())
+    genes = ev.space.zero()
+    t0 = ev.time_of(schedule, genes)
+    whole = polish_memory(ev, schedule, genes, t0)
+    coarse = polish_memory(ev, schedule, genes, t0, coarse=True)
+    grid = (len(KEEPS) if ev.space.has_pairs else 1) * len(HEADROOMS) + len(SPLITS)
+    assert whole[2] >= grid - 2 and coarse[2] <= grid // 2 + 4
+    assert coarse[1] <= t0 and whole[1] <= coarse[1] * 1.03

@@ -53,14 +53,15 @@ SPLITS = (-1.0, 0.3, 0.5, 0.7)
 
 
 def polish_memory(ev, schedule, genes: ArenaGenes, time_s: float, max_evals: int | None = None,
-                  deadline: float | None = None, times=None) -> tuple[ArenaGenes, float, int]:
+                  deadline: float | None = None, times=None, coarse: bool = False) -> tuple[ArenaGenes, float, int]:
     """The fastest of `genes` (simulated `time_s` on `schedule`) and its grid neighbours by `ev.time_of`:
     keep x headroom (keep only where the graph has updated params to keep), then split at the best of those,
     at most `max_evals` evaluations (None: the whole grid), none started that would end after `deadline`
     (time.perf_counter() seconds; None: no deadline). `times`: a PolishTimes (where the evaluations run: on the
     search's workers, a batch at a time); None: one at a time in this process. Returns (genes, their time,
-    evaluations made). Size-class genomes (the size-class island's Allocation, or ArenaGenes.classes) are
-    returned as they are."""
+    evaluations made). `coarse`: every other keep and headroom first, then the whole grid's neighbours of the
+    best of those (COARSE: about half the evaluations). Size-class genomes (the size-class island's Allocation,
+    or ArenaGenes.classes) are returned as they are."""
     if not isinstance(genes, ArenaGenes) or genes.classes is not None:
         return genes, time_s, 0
     times = times or PolishTimes(ev)
@@ -71,10 +72,27 @@ def polish_memory(ev, schedule, genes: ArenaGenes, time_s: float, max_evals: int
         return g
 
     keeps = KEEPS if ev.space.has_pairs else (genes.keep,)
-    grid = [point(genes, keep, headroom, genes.split) for keep in keeps for headroom in HEADROOMS]
-    best, best_t, n = climb(times, schedule, grid, genes, time_s, 0, max_evals, deadline)
+    if coarse:
+        ki = sorted({*range(0, len(keeps), 2), len(keeps) - 1})      # (the largest keep too)
+        grid = [point(genes, keeps[k], HEADROOMS[h], genes.split) for k in ki for h in range(0, len(HEADROOMS), 2)]
+        best, best_t, n = climb(times, schedule, grid, genes, time_s, 0, max_evals, deadline)
+        grid = [point(genes, keeps[k], HEADROOMS[h], genes.split) for k, h in _neighbours(best, keeps)]
+    else:
+        best, best_t, n = genes, time_s, 0
+        grid = [point(genes, keep, headroom, genes.split) for keep in keeps for headroom in HEADROOMS]
+    best, best_t, n = climb(times, schedule, grid, best, best_t, n, max_evals, deadline)
     splits = [point(best, best.keep, best.headroom, split) for split in SPLITS]
     return climb(times, schedule, splits, best, best_t, n, max_evals, deadline)
+
+
+def _neighbours(best: ArenaGenes, keeps) -> list[tuple[int, int]]:
+    """The whole grid's (keep, headroom) indices next to the best of the coarse grid (where its genes are on the
+    grid; none where they are not: the coarse grid did not move them)."""
+    if best.keep not in keeps or best.headroom not in HEADROOMS:
+        return []
+    k0, h0 = keeps.index(best.keep), HEADROOMS.index(best.headroom)
+    return [(k, h) for k in range(k0 - 1, k0 + 2) for h in range(h0 - 1, h0 + 2)
+            if 0 <= k < len(keeps) and 0 <= h < len(HEADROOMS) and (k, h) != (k0, h0)]
 
 
 def climb(times, schedule, cands: list, best, best_t: float, n: int, max_evals: int | None,
