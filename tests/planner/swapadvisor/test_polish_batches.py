@@ -131,3 +131,22 @@ def test_coarse_grid_first_takes_about_half_the_evaluations():
     grid = (len(KEEPS) if ev.space.has_pairs else 1) * len(HEADROOMS) + len(SPLITS)
     assert whole[2] >= grid - 2 and coarse[2] <= grid // 2 + 4
     assert coarse[1] <= t0 and whole[1] <= coarse[1] * 1.03
+
+
+def test_a_small_graphs_polish_costs_at_most_a_share_of_a_small_search():
+    # a search of a few genomes (the fuzz's: population 4, no generation) once paid for the whole grid, ~60
+    # evaluations, several times its own; the grid now gets POLISH_SHARE of the search's evaluations (the flips
+    # their own share)
+    from tvm_swap.planner.api import plan_graph
+    from tvm_swap.planner.swapadvisor.polish import POLISH_SHARE
+
+    polished = 0
+    for seed in (1, 3):                 # (one start each: the grid's share and the flips' share)
+        ev = evaluator(seed, 0.1)
+        p = plan_graph(ev.graph, ev.space.mem_limit, device=DEV, op_time=ev.op_time, planner="swapadvisor", seed=0,
+                       generations=0, population=4, workers=1)
+        pol = p.search.get("polish")
+        if pol:
+            polished += 1
+            assert pol["evaluations"] <= 2 * int(POLISH_SHARE * p.search["evaluations"])
+    assert polished

@@ -143,8 +143,8 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
     """Polish the search's best genome in place (res.best; polish.py) and say what it did.
 
     Recompute on runs the islands recompute off runs (all but the hybrid one, unchanged) and polishes what off
-    would, as off would, so recompute on stays never slower than off. Small graphs: each of those islands' own
-    best and the overall best, grid whole. Larger ones (a budget of POLISH_SHARE of the evaluations): the best
+    would, as off would, so recompute on stays never slower than off. Small graphs: the fastest genome the grid can
+    move of those islands and of all, the grid coarse first, within POLISH_SHARE of all evaluations. Larger ones (a budget of POLISH_SHARE of the evaluations): the best
     of those islands within the share of their evaluations (what off polishes), and the overall best, when the
     hybrid island found it, within the share of all evaluations. Under a wall-clock budget (`deadline`, the
     search having run for 1 - POLISH_TIME_SHARE of it) no evaluation starts that would end after the deadline.
@@ -169,11 +169,14 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
         if res.best is not own:
             starts.append((res.best, int(POLISH_SHARE * res.evaluations)))
     from_s, n, flips = res.best.time_s, 0, 0
+    share = int(POLISH_SHARE * res.evaluations)
     for g, budget in starts:
-        # (small graphs: the grid coarse first, COARSE_SMALL)
-        alloc, t, k = polish_memory(ev, g.schedule, g.alloc, g.time_s, budget, deadline, times, small and COARSE_SMALL)
-        # (a small graph's grid is whole and cheap: its flips get the share for themselves)
-        left = int(POLISH_SHARE * res.evaluations) if budget is None else max(0, budget - k)
+        # (small graphs: the grid coarse first, COARSE_SMALL, within the share of the search's evaluations: the
+        # whole grid once cost a search of a few genomes (the fuzz's) several times its own evaluations)
+        alloc, t, k = polish_memory(ev, g.schedule, g.alloc, g.time_s, share if budget is None else budget,
+                                    deadline, times, small and COARSE_SMALL)
+        # (a small graph's grid is cheap: its flips get the share for themselves)
+        left = share if budget is None else max(0, budget - k)
         alloc, t, f = fewer_recomputes(ev, g.schedule, alloc, t, left, deadline, times)
         n, flips = n + k + f, flips + f
         if t < res.best.time_s:

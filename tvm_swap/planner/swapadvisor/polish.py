@@ -25,8 +25,8 @@ On graphs above POLISH_MAX_OPS the grid and the flips of one genome share a budg
 search's evaluations, the grid first (planners._polish: with recompute on, the swap-only islands' best gets
 the share of their evaluations, as recompute off polishes it, and the hybrid's best, when it is the best, the
 share of all), so the polish adds at most about POLISH_SHARE to twice that of the search's evaluations (an
-evaluation costs up to seconds at 10^4 ops); on small graphs the grid is whole (a few ms an evaluation) and
-the flips get the share for themselves. Under a wall-clock budget (no fixed generations) the budget holds for
+evaluation costs up to seconds at 10^4 ops); on small graphs the grid (coarse first: polish_memory's `coarse`)
+gets the share of all evaluations and the flips get the share for themselves. Under a wall-clock budget (no fixed generations) the budget holds for
 search and polish together: the search stops at 1 - POLISH_TIME_SHARE of it and no polish evaluation starts
 after it ends (so `budget_s` stays what a plan costs; with fixed generations the counts above alone apply).
 
