@@ -57,6 +57,10 @@ def winner(plan) -> tuple[str | None, str | None]:
     best = min(isl, key=lambda i: i["best_s"]) if isl else None
     t = best["best_s"] if best else t
     seed = next((name for name, st in (s.get("seed_times") or {}).items() if t is not None and st == t), None)
+    if seed is None and not s.get("generations"):
+        # (no generation ran, so a seed won; seed_times keeps the first island's time of each name, and the
+        # hybrid island's seeds share names with the swap-only island's)
+        seed = "a seed of that island"
     return (best["name"] if best else None), seed
 
 
