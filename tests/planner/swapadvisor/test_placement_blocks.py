@@ -8,6 +8,7 @@ import pytest
 
 from tvm_swap.planner.swapadvisor import placement
 from tvm_swap.planner.swapadvisor.placement import _Blocks, place_stays_clean, place_stays_zoned
+from tests.planner.swapadvisor.test_placement_zoned_jit import ref_place_stays_zoned
 
 
 class _ScanBlocks:
@@ -119,8 +120,7 @@ def test_clean_and_zoned_placements_are_those_of_the_scanning_block_set(seed, mo
         cases.append(("clean", (first, last, cool, size, limit)))
         zones, base, zf, zl, zs = _random_zoned(rng, n=40, m=int(rng.integers(1, 200)))
         cases.append(("zoned", (zf, zl, zs, zones, base)))
-    fn = {"clean": place_stays_clean, "zoned": place_stays_zoned}
-    fast = [fn[k](*args) for k, args in cases]
-    monkeypatch.setattr(placement, "_Blocks", _ScanBlocks)
-    ref = [fn[k](*args) for k, args in cases]
+    fast = [{"clean": place_stays_clean, "zoned": place_stays_zoned}[k](*args) for k, args in cases]
+    monkeypatch.setattr(placement, "_Blocks", _ScanBlocks)      # the zoned sweep's Python reference uses it
+    ref = [{"clean": place_stays_clean, "zoned": ref_place_stays_zoned}[k](*args) for k, args in cases]
     assert fast == ref

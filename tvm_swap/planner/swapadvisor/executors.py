@@ -2,6 +2,7 @@
 
     pool = make_pool(evaluator, "ray", workers=2, ray_address=None)   # local 2-CPU Ray if none is running
     futures = pool.submit_many(genomes)                               # each .result() -> simulated seconds
+    pool.workers                                                      # genomes it evaluates at once
     pool.close()
 
 Evaluation is a pure function of (schedule, allocation) given the Evaluator, and every random draw of the
@@ -127,6 +128,7 @@ class RayPool:
         ref = ray.put(evaluator)                          # once; each actor fetches it once
         actor = ray.remote(num_cpus=1)(_RayEvaluator)
         self.actors = [actor.remote(ref) for _ in range(workers)]
+        self.workers = workers
         self.next_actor = 0
         self.cache: dict = {}
 

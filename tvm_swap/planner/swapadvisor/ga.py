@@ -355,10 +355,20 @@ def _time_first_generation(islands: list[GeneticSearch], evaluate, seeded_rest, 
         isl.pop = [g for i, g in done_first if i is isl]
 
 
+def _seed_times(seeds: list) -> dict:
+    """Seed name -> time of the first island's seed of that name that was timed (and fits)."""
+    out: dict = {}
+    for named in seeds:
+        for name, g in named:
+            if math.isfinite(g.time_s):
+                out.setdefault(name, g.time_s)
+    return out
+
+
 def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: int | None = None,
            workers: int | None = None, progress: bool = False, executor: str = "processes",
            ray_address: str | None = None, stop_at_s: float | None = None,
-           recompute_first: bool = False) -> SearchResult:
+           recompute_first: bool = False, then=None) -> SearchResult:
     """Evolve one or more islands that share an evaluator (and its time cache) side by side; each island
     draws only from its own rng, in the same order as alone, and nothing passes between islands but genome
     times (the same for the same key), so each island's search is its search alone at the same generations.
@@ -366,7 +376,8 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
     island. The result is the fastest island's best genome (the first island's on a tie).
     stop_at_s: the search ends (before `generations`, or the budget) once the best genome is at most this
     fast: the caller passes the lower bound (no genome can beat it), so what is left could not win.
-    recompute_first: the first generation times the recompute seeds before the others (seed_order.py)."""
+    recompute_first: the first generation times the recompute seeds before the others (seed_order.py).
+    then(result, pool): run after the search, before its workers stop (the polish evaluates on them)."""
     ev = islands[0].ev
     assert all(isl.ev is ev for isl in islands), "islands share one evaluator"
     t0 = time.perf_counter()
@@ -403,11 +414,7 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
         # every island's seeds before any random genome, the likeliest first (seed_order.py)
         _time_first_generation(islands, evaluate, first_generation(islands, seeds, recompute_first),
                                (t0, budget_s) if generations is None else None, n_workers, at_floor)
-        seed_times: dict = {}
-        for named in seeds:
-            for name, g in named:
-                if math.isfinite(g.time_s):
-                    seed_times.setdefault(name, g.time_s)
+        seed_times = _seed_times(seeds)
         for isl in islands:
             isl.pop = isl.select(isl.pop, isl.s.population)
         _settle_rivals(islands)
@@ -469,14 +476,17 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
                 done = gen
         except KeyboardInterrupt:      # Ctrl-C: the islands hold their last whole generation; the caller says it was cut
             interrupted = True
+        res = SearchResult(best_genome(islands), done, sum(isl.evaluations for isl in islands),
+                           time.perf_counter() - t0, history, seed_times, interrupted)
+        if then is not None:
+            then(res, pool)
     finally:
         if gc_was:
             gc.enable()
         pool.close()
         if bar is not None:
             bar.close()
-    return SearchResult(best_genome(islands), done, sum(isl.evaluations for isl in islands), time.perf_counter() - t0,
-                        history, seed_times, interrupted)
+    return res
 
 
 def progress_postfix(best_s: float, evaluations: int, elapsed_s: float) -> dict:

@@ -5,7 +5,6 @@ packs tighter near the floor (and is quadratic). See arena.py for how the planne
 """
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_left, bisect_right, insort
 
 import numpy as np
@@ -34,85 +33,18 @@ def place_stays_zoned(first: list[int], last: list[int], size: list[int], zones:
     stay [f, l] may use when after < f and l < before (a kept pair's bytes while its tenant is away). A stay
     takes the best-fitting open zone block first, else a block of the region above `base` (as place_stays).
     Zone blocks merge only within their zone, so no stay straddles two zones or a zone and the region.
-    Returns absolute offsets and the bytes needed (base included)."""
+    Returns absolute offsets and the bytes needed (base included). Compiled: placement_zoned_jit.zoned_sweep
+    (the Python loop is the reference in tests/planner/swapadvisor/test_placement_zoned_jit.py)."""
+    from .placement_zoned_jit import zoned_sweep
+
     m = len(first)
-    order = np.lexsort((-np.asarray(size, dtype=np.int64), np.asarray(first, dtype=np.int64))).tolist() \
-        if m else []
-    offsets = [0] * m
-    in_zone = [-1] * m
-    ends: list = [(z[2], -1 - j) for j, z in enumerate(zones)]   # a zone opens after its `after` slot
-    heapq.heapify(ends)
-    before = [z[3] for z in zones]
-    zfree: list = []                # open zone blocks (length, start, zone), sorted
-    zs = [dict() for _ in zones]    # zone -> {block start: end}
-    ze = [dict() for _ in zones]    # zone -> {block end: start}
-
-    def zadd(z: int, a: int, b: int) -> None:
-        e = ze[z].pop(a, None)
-        if e is not None:                                  # merge with the free block below
-            del zs[z][e]
-            del zfree[bisect_left(zfree, (a - e, e, z))]
-            a = e
-        nb = zs[z].pop(b, None)
-        if nb is not None:                                 # and the one above
-            del ze[z][nb]
-            del zfree[bisect_left(zfree, (nb - b, b, z))]
-            b = nb
-        zs[z][a] = b
-        ze[z][b] = a
-        insort(zfree, (b - a, a, z))
-
-    region = _Blocks()              # free blocks of the region above base (relative to it), below `top`
-    top = peak = 0
-    for s in order:
-        f, l_, need = first[s], last[s], size[s]
-        while ends and ends[0][0] < f:
-            _, r = heapq.heappop(ends)
-            if r < 0:
-                z = -1 - r
-                zadd(z, zones[z][0], zones[z][1])
-                continue
-            if in_zone[r] >= 0:
-                zadd(in_zone[r], offsets[r], offsets[r] + size[r])
-                continue
-            a = offsets[r] - base
-            region.add(a, a + size[r])
-            if region.starts and region.end[region.starts[-1]] == top:   # free space at the top: lower it
-                top = region.pop_last()
-        k = bisect_left(zfree, (need, -1, -1))
-        while k < len(zfree):
-            ln, a, z = zfree[k]
-            if f >= before[z]:                 # the zone's tenant has arrived: closed for good
-                del zfree[k]
-                del zs[z][a]
-                del ze[z][a + ln]
-                continue
-            if l_ < before[z]:
-                break
-            k += 1
-        if k < len(zfree):
-            ln, a, z = zfree.pop(k)
-            del zs[z][a]
-            del ze[z][a + ln]
-            offsets[s] = a
-            in_zone[s] = z
-            if ln > need:
-                zs[z][a + need] = a + ln
-                ze[z][a + ln] = a + need
-                insort(zfree, (ln - need, a + need, z))
-            heapq.heappush(ends, (l_, s))
-            continue
-        best = region.best_fit(need)
-        if best >= 0:
-            offsets[s] = base + best
-            region.remove(best, best + need)
-        else:
-            offsets[s] = base + top
-            top += need
-        heapq.heappush(ends, (l_, s))
-        if top > peak:
-            peak = top
-    return offsets, base + peak
+    if not m:
+        return [], base
+    F = np.asarray(first, dtype=np.int64)
+    S = np.asarray(size, dtype=np.int64)
+    order = np.lexsort((-S, F))         # by start, largest first, then index (lexsort is stable)
+    offsets, need = zoned_sweep(F, np.asarray(last, dtype=np.int64), S, order, zones, base)
+    return offsets.tolist(), int(need)
 
 
 class _Blocks:

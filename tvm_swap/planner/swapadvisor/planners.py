@@ -55,7 +55,8 @@ from .encoding import AllocationSpace
 from .ga import Evaluator, GASettings, Genome, GeneticSearch, best_genome, best_seed_time, evolve
 from ..bounds import lower_bound
 from .islands import hybrid_islands, island_summary, partly_cooled_island, size_class_islands
-from .polish import POLISH_MAX_OPS, POLISH_TIME_SHARE, POLISH_SHARE, fewer_recomputes, polish_memory
+from .polish import (POLISH_MAX_OPS, POLISH_SHARE, POLISH_TIME_SHARE, PolishTimes, fewer_recomputes,
+                     polish_memory)
 from .swapplan import plan_swaps
 
 
@@ -104,15 +105,21 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
         # a wall-clock budget holds for search and polish together: the polish gets what the search leaves
         deadline = t0 + (1 - FINAL_PLAN_SHARE) * ctx.budget_s
         budget *= 1 - POLISH_TIME_SHARE
+    polished = {}
+
+    def then(res, pool) -> None:        # the polish, on the search's workers
+        plain_best = min((isl.pop[0].time_s for isl in islands if isl.pop and isl.name != "hybrid"),
+                         default=math.inf)
+        # (decided on the islands recompute off runs too, as off decides, so on stays never slower than off)
+        if polish and not res.interrupted and plain_best > floor_s * (1 + (EXTRAS_MIN_GAP if small else 0)):
+            # (a batch of the workers' width takes about one evaluation's wall time of the search)
+            per_eval = res.search_s * getattr(pool, "workers", 1) / max(1, res.evaluations)
+            polished.update(_polish(ev, islands, res, small, deadline, PolishTimes(ev, pool, per_eval)))
+
     res = evolve(islands, budget_s=budget, generations=ctx.generations, workers=ctx.workers,
                  progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
                  ray_address=ctx.options.get("ray_address"), stop_at_s=at_floor_s,
-                 recompute_first=recompute and ctx.generations is None and swap_only_falls_short(ctx))
-    polished = None
-    plain_best = min((isl.pop[0].time_s for isl in islands if isl.pop and isl.name != "hybrid"), default=math.inf)
-    # (decided on the islands recompute off runs too, as off decides, so on stays never slower than off)
-    if polish and not res.interrupted and plain_best > floor_s * (1 + (EXTRAS_MIN_GAP if small else 0)):
-        polished = _polish(ev, islands, res, small, deadline)
+                 recompute_first=recompute and ctx.generations is None and swap_only_falls_short(ctx), then=then)
     if ctx.pool == "arena":
         sp = plan_arena(search.gi, res.best.schedule, ctx.mem_limit, res.best.alloc, ctx.op_time, ctx.device)
     else:
@@ -125,22 +132,23 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
     }
     if len(islands) > 1:
         plan.search["islands"] = island_summary(islands)
-    if polished is not None:
+    if polished:
         plan.search["polish"] = polished
     if res.interrupted:         # Ctrl-C: the best plan so far, still verified and predicted by plan_graph
         plan.search["interrupted"] = True
     return plan
 
 
-def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | None = None) -> dict:
+def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | None = None, times=None) -> dict:
     """Polish the search's best genome in place (res.best; polish.py) and say what it did.
 
     Recompute on runs the islands recompute off runs (all but the hybrid one, unchanged) and polishes what off
-    would, as off would, so recompute on stays never slower than off. Small graphs: each of those islands' own
-    best and the overall best, grid whole. Larger ones (a budget of POLISH_SHARE of the evaluations): the best
+    would, as off would, so recompute on stays never slower than off. Small graphs: the fastest genome the grid can
+    move of those islands and of all, the grid coarse first, within POLISH_SHARE of all evaluations. Larger ones (a budget of POLISH_SHARE of the evaluations): the best
     of those islands within the share of their evaluations (what off polishes), and the overall best, when the
     hybrid island found it, within the share of all evaluations. Under a wall-clock budget (`deadline`, the
-    search having run for 1 - POLISH_TIME_SHARE of it) no evaluation starts after the deadline."""
+    search having run for 1 - POLISH_TIME_SHARE of it) no evaluation starts that would end after the deadline.
+    `times`: where the polish evaluates (polish.PolishTimes: on the search's workers)."""
     plain = [isl for isl in islands if isl.name != "hybrid"]
     if small:
         # the fastest genome the grid can move only (each island's best doubled to quadrupled the polish's
@@ -161,16 +169,25 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
         if res.best is not own:
             starts.append((res.best, int(POLISH_SHARE * res.evaluations)))
     from_s, n, flips = res.best.time_s, 0, 0
+    share = int(POLISH_SHARE * res.evaluations)
     for g, budget in starts:
-        alloc, t, k = polish_memory(ev, g.schedule, g.alloc, g.time_s, budget, deadline)
-        # (a small graph's grid is whole and cheap: its flips get the share for themselves)
-        left = int(POLISH_SHARE * res.evaluations) if budget is None else max(0, budget - k)
-        alloc, t, f = fewer_recomputes(ev, g.schedule, alloc, t, left, deadline)
+        # (small graphs: the grid coarse first, COARSE_SMALL, within the share of the search's evaluations: the
+        # whole grid once cost a search of a few genomes (the fuzz's) several times its own evaluations)
+        alloc, t, k = polish_memory(ev, g.schedule, g.alloc, g.time_s, share if budget is None else budget,
+                                    deadline, times, small and COARSE_SMALL)
+        # (a small graph's grid is cheap: its flips get the share for themselves)
+        left = share if budget is None else max(0, budget - k)
+        alloc, t, f = fewer_recomputes(ev, g.schedule, alloc, t, left, deadline, times)
         n, flips = n + k + f, flips + f
         if t < res.best.time_s:
             res.best = Genome(g.schedule, alloc, t)
     return {"evaluations": n, "from_s": from_s, "to_s": res.best.time_s, "recompute_flips": flips}
 
+
+# small graphs: the polish's grid coarse first, then the whole grid around the best of it (polish_memory): on the
+# fuzz's graphs of 3-60 ops far from the bound the whole grid was 58-118 of the ~200-300 evaluations of a plan and
+# moved none of 16 plans (scripts/bench_small_graphs.py, 76 cases); on main it moved 5 of 87 by 0.03-0.8%
+COARSE_SMALL = True
 
 # small graphs (POLISH_MAX_OPS): the search also stops within this share of the lower bound, where the rest of
 # it could win at most that much (an evaluation costs milliseconds there, and a plan should too)

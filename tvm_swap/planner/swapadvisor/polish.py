@@ -25,10 +25,17 @@ On graphs above POLISH_MAX_OPS the grid and the flips of one genome share a budg
 search's evaluations, the grid first (planners._polish: with recompute on, the swap-only islands' best gets
 the share of their evaluations, as recompute off polishes it, and the hybrid's best, when it is the best, the
 share of all), so the polish adds at most about POLISH_SHARE to twice that of the search's evaluations (an
-evaluation costs up to seconds at 10^4 ops); on small graphs the grid is whole (a few ms an evaluation) and
-the flips get the share for themselves. Under a wall-clock budget (no fixed generations) the budget holds for
+evaluation costs up to seconds at 10^4 ops); on small graphs the grid (coarse first: polish_memory's `coarse`)
+gets the share of all evaluations and the flips get the share for themselves. Under a wall-clock budget (no fixed generations) the budget holds for
 search and polish together: the search stops at 1 - POLISH_TIME_SHARE of it and no polish evaluation starts
 after it ends (so `budget_s` stays what a plan costs; with fixed generations the counts above alone apply).
+
+Where it evaluates: on the search's workers (ga.evolve keeps its pool open for the polish, planners.py), a batch
+of as many genomes as there are workers at a time (PolishTimes): the grid's points do not depend on the best so
+far, so a batch is the next points; the flips do, so a batch is the next flips from the best so far, and those
+after a flip that wins are timed again from it. Both walk their batches as one at a time would, so the polish
+finds the same genes at any number of workers; with one worker it is what it was. No batch starts that would
+end after the deadline, by the last batch's duration (before the first, the search's per evaluation).
 """
 from __future__ import annotations
 
@@ -45,64 +52,144 @@ HEADROOMS = tuple(ArenaSpace.MAX_HEADROOM * k / 6 for k in range(7))
 SPLITS = (-1.0, 0.3, 0.5, 0.7)
 
 
-def polish_memory(ev, schedule, genes: ArenaGenes, time_s: float,
-                  max_evals: int | None = None, deadline: float | None = None) -> tuple[ArenaGenes, float, int]:
+def polish_memory(ev, schedule, genes: ArenaGenes, time_s: float, max_evals: int | None = None,
+                  deadline: float | None = None, times=None, coarse: bool = False) -> tuple[ArenaGenes, float, int]:
     """The fastest of `genes` (simulated `time_s` on `schedule`) and its grid neighbours by `ev.time_of`:
     keep x headroom (keep only where the graph has updated params to keep), then split at the best of those,
-    at most `max_evals` evaluations (None: the whole grid), none started after `deadline` (time.perf_counter()
-    seconds; None: no deadline). Returns (genes, their time, evaluations made).
-    Size-class genomes (the size-class island's Allocation, or ArenaGenes.classes) are returned as they are."""
+    at most `max_evals` evaluations (None: the whole grid), none started that would end after `deadline`
+    (time.perf_counter() seconds; None: no deadline). `times`: a PolishTimes (where the evaluations run: on the
+    search's workers, a batch at a time); None: one at a time in this process. Returns (genes, their time,
+    evaluations made). `coarse`: every other keep and headroom first, then the whole grid's neighbours of the
+    best of those (COARSE: about half the evaluations). Size-class genomes (the size-class island's Allocation,
+    or ArenaGenes.classes) are returned as they are."""
     if not isinstance(genes, ArenaGenes) or genes.classes is not None:
         return genes, time_s, 0
-    best, best_t, n = genes, time_s, 0
+    times = times or PolishTimes(ev)
 
-    def consider(keep: float, headroom: float, split: float) -> None:
-        nonlocal best, best_t, n
-        g = best.copy()
+    def point(base: ArenaGenes, keep: float, headroom: float, split: float) -> ArenaGenes:
+        g = base.copy()
         g.keep, g.headroom, g.split = float(keep), float(headroom), float(split)
-        if g.key() == best.key() or (max_evals is not None and n >= max_evals) or past(deadline):
-            return
-        n += 1
-        t = ev.remembered_time(Genome(schedule, g))     # (kept with the graph, as the search's own times)
-        if t < best_t:
-            best, best_t = g, t
+        return g
 
     keeps = KEEPS if ev.space.has_pairs else (genes.keep,)
-    split = genes.split
-    for keep in keeps:
-        for headroom in HEADROOMS:
-            consider(keep, headroom, split)
-    keep, headroom = best.keep, best.headroom
-    for split in SPLITS:
-        consider(keep, headroom, split)
+    if coarse:
+        ki = sorted({*range(0, len(keeps), 2), len(keeps) - 1})      # (the largest keep too)
+        grid = [point(genes, keeps[k], HEADROOMS[h], genes.split) for k in ki for h in range(0, len(HEADROOMS), 2)]
+        best, best_t, n = climb(times, schedule, grid, genes, time_s, 0, max_evals, deadline)
+        grid = [point(genes, keeps[k], HEADROOMS[h], genes.split) for k, h in _neighbours(best, keeps)]
+    else:
+        best, best_t, n = genes, time_s, 0
+        grid = [point(genes, keep, headroom, genes.split) for keep in keeps for headroom in HEADROOMS]
+    best, best_t, n = climb(times, schedule, grid, best, best_t, n, max_evals, deadline)
+    splits = [point(best, best.keep, best.headroom, split) for split in SPLITS]
+    return climb(times, schedule, splits, best, best_t, n, max_evals, deadline)
+
+
+def _neighbours(best: ArenaGenes, keeps) -> list[tuple[int, int]]:
+    """The whole grid's (keep, headroom) indices next to the best of the coarse grid (where its genes are on the
+    grid; none where they are not: the coarse grid did not move them)."""
+    if best.keep not in keeps or best.headroom not in HEADROOMS:
+        return []
+    k0, h0 = keeps.index(best.keep), HEADROOMS.index(best.headroom)
+    return [(k, h) for k in range(k0 - 1, k0 + 2) for h in range(h0 - 1, h0 + 2)
+            if 0 <= k < len(keeps) and 0 <= h < len(HEADROOMS) and (k, h) != (k0, h0)]
+
+
+def climb(times, schedule, cands: list, best, best_t: float, n: int, max_evals: int | None,
+          deadline: float | None):
+    """The grid's walk: each candidate, in order, replaces `best` when faster; one equal to the best so far (by
+    key) is skipped; at most `max_evals` evaluations in all (`n` made before). The candidates do not depend on
+    the best, so a batch of the next ones is timed at once (on the workers), and the walk then goes through
+    the batch as one at a time would: the same result and count as timing them one by one."""
+    known = {best.key(): best_t}
+    i = 0
+    while i < len(cands) and (max_evals is None or n < max_evals) and times.may_start(deadline):
+        room = times.width if max_evals is None else min(times.width, max_evals - n)
+        want, j = {}, i
+        while j < len(cands) and len(want) < room:
+            k = cands[j].key()
+            if k not in known and k not in want:
+                want[k] = cands[j]
+            j += 1
+        known.update(zip(want, times(schedule, list(want.values()))))
+        for g in cands[i:j]:
+            if g.key() == best.key() or (max_evals is not None and n >= max_evals):
+                continue
+            n += 1
+            t = known[g.key()]
+            if t < best_t:
+                best, best_t = g, t
+        i = j
     return best, best_t, n
 
 
 def fewer_recomputes(ev, schedule, genes: ArenaGenes, time_s: float, max_evals: int,
-                     deadline: float | None = None) -> tuple[ArenaGenes, float, int]:
+                     deadline: float | None = None, times=None) -> tuple[ArenaGenes, float, int]:
     """`genes` (simulated `time_s` on `schedule`) with recompute genes turned off one at a time: each tensor
     the plan rebuilds, the one whose producer takes longest first (ties: lower tensor id), becomes a swap
-    again when the evaluator finds the plan faster so; at most `max_evals` evaluations, none started after
-    `deadline` (as polish_memory's). Returns (genes, their
-    time, evaluations made). Genomes without recomputes are returned as they are."""
+    again when the evaluator finds the plan faster so; at most `max_evals` evaluations, none started that would
+    end after `deadline` (as polish_memory's). Each flip starts from the best so far, so on workers the next
+    flips are timed together from it, and those after the first that wins are dropped (timed again from the
+    new best): the same result and count as one at a time (the dropped ones are not counted). Returns (genes,
+    their time, evaluations made). Genomes without recomputes are returned as they are."""
     if not isinstance(genes, ArenaGenes) or genes.classes is not None or not genes.recomputes():
         return genes, time_s, 0
+    times = times or PolishTimes(ev)
     rebuilt = ev.scorer.rebuilt(schedule, genes)
     prod = ev.graph.producer()
     rebuilt.sort(key=lambda t: (-float(ev.op_time[prod[t]]), t))
-    best, best_t, n = genes, time_s, 0
-    for t in rebuilt:
-        if n >= max_evals or past(deadline):
-            break
-        if not best.recompute[t]:
-            continue
-        g = best.copy()
-        g.recompute[t] = False
-        n += 1
-        tt = ev.remembered_time(Genome(schedule, g))
-        if tt < best_t:
-            best, best_t = g, tt
+    best, best_t, n, i = genes, time_s, 0, 0
+    while i < len(rebuilt) and n < max_evals and times.may_start(deadline):
+        batch, after = [], []
+        while i < len(rebuilt) and len(batch) < min(times.width, max_evals - n):
+            t = rebuilt[i]
+            i += 1
+            if best.recompute[t]:
+                g = best.copy()
+                g.recompute[t] = False
+                batch.append(g)
+                after.append(i)
+        for g, nxt, tt in zip(batch, after, times(schedule, batch)):
+            n += 1
+            if tt < best_t:
+                best, best_t = g, tt
+                i = nxt             # the flips after it go again, from the new best
+                break
     return best, best_t, n
+
+
+class PolishTimes:
+    """Times of a polish's genomes, remembered with the graph (ev.memo, as the search's own times): in this
+    process one at a time (pool None), or on the search's workers a batch of `width` at a time (the pool
+    ga.evolve keeps open for it). may_start: whether a batch started now would end by the deadline, by the
+    last batch's duration (no evaluation that cannot finish within the budget); before the first, `first_s`
+    (the caller's estimate: the search's wall seconds per evaluation, as the workers ran them)."""
+
+    def __init__(self, ev, pool=None, first_s: float = 0.0):
+        self.ev, self.pool = ev, pool
+        self.width = max(1, getattr(pool, "workers", 1)) if pool is not None else 1
+        self.last_s = first_s
+
+    def __call__(self, schedule, genes: list) -> list[float]:
+        t0 = time.perf_counter()
+        gs = [Genome(schedule, g) for g in genes]
+        todo = {}
+        for g in gs:
+            k = g.key()
+            if k not in self.ev.memo and k not in todo:
+                todo[k] = g
+        if self.pool is None:
+            for k, g in todo.items():
+                self.ev.memo[k] = self.ev.time_of(g.schedule, g.alloc)
+        else:
+            for k, f in zip(todo, self.pool.submit_many(list(todo.values()))):
+                self.ev.memo[k] = f.result()
+        if todo:
+            self.last_s = time.perf_counter() - t0
+        return [self.ev.memo[g.key()] for g in gs]
+
+    def may_start(self, deadline: float | None) -> bool:
+        return deadline is None or time.perf_counter() + self.last_s <= deadline
 
 
 def past(deadline: float | None) -> bool:
