@@ -367,8 +367,8 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
     host_ops = set(plan.host_ops or ())
     if host_ops:             # what each host op calls: its kernel built for llvm (relay_passes.host_ops)
         manifest.meta["host_op_inputs"] = {str(o): list(graph.ops[o].inputs) for o in sorted(host_ops)}
-        lowered_mod = tvm.IRModule(dict(lowered_mod.functions), attrs=lowered_mod.attrs)
-        host_callee = host_kernels(lowered_mod, {o: kernel_of_op[o].call for o in host_ops}, target_kind)
+        lowered_mod, host_callee = host_kernels(lowered_mod, {o: kernel_of_op[o].call for o in host_ops},
+                                                target_kind)
     in_place = plan.inplace_by_op()             # op -> {out: in}: the output is a view of the input's object
     input_tensors = {p.tensor for p in manifest.params if p.role == "input" and p.tensor >= 0}
 

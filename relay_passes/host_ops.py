@@ -10,27 +10,31 @@ A host op is emitted at its place in the plan's action order as
 
 The kernel runs on the thread that runs the program, on host memory (pinned on CUDA, seen by TVM as CPU
 memory), so it runs after every action before it was issued and before any after it is. On llvm it is the
-op's own kernel. For another target (CUDA) the op's PrimFunc is copied under `<name>_host` with an llvm
-target, so the library holds it compiled for the host beside the device kernels (`host_kernels`).
+op's own kernel. For another target (CUDA) the op's PrimFunc as it was before its GPU schedule (kept by
+relay_passes.gpu_schedule) is added under `<name>_host` with an llvm target, so the library holds it
+compiled for the host beside the device kernels (`host_kernels`).
 """
 from __future__ import annotations
 
 from tvm_swap.errors import PlanError
 from tvm_swap.graph import ir
 
+from .gpu_schedule import UNSCHEDULED_ATTR
+
 HOST_SUFFIX = "_host"
 
 
-def host_kernels(mod, calls: dict, target_kind: str) -> dict:
-    """op -> the callee its host compute calls; for a non-llvm target, llvm copies of the PrimFuncs are added
-    to `mod` (which is changed in place). `calls`: op -> the op's original kernel Call."""
+def host_kernels(mod, calls: dict, target_kind: str):
+    """(module, op -> the callee its host compute calls). For a non-llvm target the module returned holds
+    llvm copies of the ops' PrimFuncs (`<name>_host`). `calls`: op -> the op's original kernel Call."""
     import tvm
 
     if target_kind == "llvm" or not calls:
-        return {o: c.op for o, c in calls.items()}
+        return mod, {o: c.op for o, c in calls.items()}
     from tvm import relax
 
     host = tvm.target.Target("llvm")
+    bb = relax.BlockBuilder(mod)
     out, made = {}, {}
     for o, c in calls.items():
         if not isinstance(c.op, tvm.ir.GlobalVar) or not isinstance(mod[c.op], tvm.tirx.PrimFunc):
@@ -38,12 +42,15 @@ def host_kernels(mod, calls: dict, target_kind: str) -> dict:
                             f"compiled for the host; keep it on the device (leave it out of host_ops)")
         name = c.op.name_hint
         if name not in made:
-            gv = relax.GlobalVar(name + HOST_SUFFIX)
-            f = mod[c.op].with_attr("target", host).with_attr("global_symbol", name + HOST_SUFFIX)
-            mod[gv] = f
-            made[name] = mod.get_global_var(name + HOST_SUFFIX)
+            f = mod[c.op].attrs.get(UNSCHEDULED_ATTR) if mod[c.op].attrs is not None else None
+            if f is None:
+                raise PlanError(f"kernel {name!r} carries no unscheduled version to compile for the host (it was "
+                                f"lowered without relay_passes.gpu_schedule); lower the model with "
+                                f"relay_passes.lower, or keep op {o} on the device")
+            f = f.with_attr("target", host).with_attr("global_symbol", name + HOST_SUFFIX)
+            made[name] = bb.add_func(f, name + HOST_SUFFIX)
         out[o] = made[name]
-    return out
+    return bb.get(), out
 
 
 def emit_host_op(bb, i: int, graph, a_op: int, kern, tob: dict, callee, packed, prim) -> None:
