@@ -130,3 +130,36 @@ def test_cuda_build_holds_the_host_kernels_for_llvm_beside_the_device_kernels(tm
     assert all(k + HOST_SUFFIX not in cuda_src for k in kernels)
     cm.executable.export_library(str(tmp_path / "mlp_train_host_cuda.so"))
     assert (tmp_path / "mlp_train_host_cuda.so").stat().st_size > 0
+
+
+@pytest.mark.slow          # from_torch + two relax.builds of a decoder's training step: ~1-2 min loaded
+def test_tiny_llama_adam_on_the_host_chains_three_steps():
+    """The model matrix's tiny Llama (tests/training/test_hf_decoders.py's config) trained with Adam on the host."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from tvm_swap.frontends import from_torch
+    from tvm_swap.training import train_step
+
+    vocab, batch, seq = 64, 2, 16
+    torch.manual_seed(0)
+    lm = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, max_position_embeddings=64, tie_word_embeddings=False, attn_implementation="eager"))
+
+    class Logits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lm = lm
+
+        def forward(self, ids, mask):
+            return self.lm(input_ids=ids, attention_mask=mask, use_cache=False).logits
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, vocab, (batch, seq)).astype("int64")
+    labels = np.concatenate([ids[:, 1:], np.full((batch, 1), -100)], axis=1).astype("int64")
+    mask = np.ones_like(ids)
+    mod, params = from_torch(Logits(), (torch.tensor(ids), torch.tensor(mask)))
+    step, state = train_step(mod, params, optimizer="adam", lr=1e-3)
+    m = tvm_swap.build(step, mem_limit="50%", params=state, host_ops="optimizer", **FAST)
+    assert_steps_match_unlimited(m, step, [ids, mask, labels], list(state.values()), what="tiny llama, Adam on the host: ")
+    _check_runs_on_host(m)
