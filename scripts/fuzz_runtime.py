@@ -16,6 +16,7 @@ whose advice (fuse_max_depth=1) is then taken and must build and match ('workaro
     python scripts/fuzz_runtime.py --n 50 --json out.json   # a line per case, a reproducer per failure, a table
     python scripts/fuzz_runtime.py --n 100 --workers 2     # cases in 2 processes (lines in the order cases end)
     python scripts/fuzz_runtime.py --case 7
+    python scripts/fuzz_runtime.py --n 100 --host-only      # only cases that run optimizer updates on the host
 Exit code: 0 when no case failed (known limitations allowed), 1 otherwise; 130 for a run cut short by Ctrl-C or
 a timeout's SIGTERM, which still prints and writes the summary of the cases it finished (cut_short.py).
 """
@@ -118,6 +119,13 @@ def draw_limit(rng, lo: int, hi: int) -> int:
     return lo if r < 0.1 else hi if r < 0.15 else int(rng.integers(lo, hi + 1))
 
 
+def draws_host_ops(seed: int) -> bool:
+    """Whether case `seed` is a training step that runs ops on the host (draw_model's and draw_host_ops' first
+    draws, without building the model)."""
+    train = np.random.default_rng([seed, 11]).random() < 0.5
+    return bool(train and np.random.default_rng([seed, 14]).random() >= 0.5)
+
+
 def draw_host_ops(seed: int, graph):
     """Ops a training case runs on the host (plan_graph's host_ops), from its own stream of draws (the other
     draws of a seed stay what they were): None (all on the device) in half the cases, "optimizer" (every
@@ -128,7 +136,7 @@ def draw_host_ops(seed: int, graph):
     rng = np.random.default_rng([seed, 14])
     r = rng.random()
     ups = optimizer_host_ops(graph)
-    if r < 0.5 or not ups:
+    if not draws_host_ops(seed) or not ups:
         return None
     if r < 0.75:
         return "optimizer"
@@ -384,8 +392,12 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write every case and the counts here")
     ap.add_argument("--workers", type=int, default=1,
                     help="processes running cases side by side (each builds and runs on its own; default 1)")
+    ap.add_argument("--host-only", action="store_true",
+                    help="only the cases (seeds from --start on) that run ops on the host, --n of them")
     args = ap.parse_args(argv)
     seeds = [args.case] if args.case is not None else list(range(args.start, args.start + args.n))
+    if args.host_only and args.case is None:
+        seeds = [s for s in range(args.start, args.start + 20 * args.n) if draws_host_ops(s)][:args.n]
     from tvm_swap.provenance import git_commit
 
     commit = git_commit()        # the code measured: HEAD when the run starts
