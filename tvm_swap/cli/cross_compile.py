@@ -65,6 +65,7 @@ def cross_compile(mod, params: dict, output: str, *, target, mem_limit, device=N
             "pool_bytes": int(plan.pool.total_bytes()), "predicted_time_s": plan.predicted.get("time_s"),
             "swap_out_count": counts["swap_out"], "swap_in_count": counts["swap_in"],
             "swap_out_bytes": plan.predicted.get("swap_out_bytes"), "swap_in_bytes": plan.predicted.get("swap_in_bytes"),
+            **({"host_ops": len(plan.host_ops)} if plan.host_ops else {}),
             **cm.info, "cost": f"roofline of the {cm.device.name} spec (cross-compiled: nothing was run)",
             "ran": False, **limit_facts(cm.graph, plan.mem_limit),
             **{k: v for k, v in (notes or {}).items() if k != "recipe"}}
