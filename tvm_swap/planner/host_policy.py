@@ -13,6 +13,8 @@
                            where the last ones would add a tail; the updates left on the device keep their
                            state there when it fits.
     host_ops=[op ids]      those ops
+Each set also gets the update op of every persistent tensor its ops read (host_split.close_host_ops: a step
+counter updated and kept on the device would leave a stale host copy for the host's updates to read).
 The device part of each candidate is host_split.device_graph: what stays on the device may stay resident
 (its state updated in place), what goes to the host crosses as gradients out and weights in.
 """
@@ -26,7 +28,7 @@ import numpy as np
 from ..errors import InfeasibleLimitError, PlanError, TvmSwapError
 from ..plan import Plan
 from .context import PlanningContext
-from .host_split import device_graph, lift_plan, optimizer_host_ops
+from .host_split import close_host_ops, device_graph, lift_plan, optimizer_host_ops
 
 STEPS = (0.0, 0.05, -0.05, 0.1, -0.1)   # the fractions tried around the balanced one, in this order
 SCREEN_SHARE, SEARCH_SHARE = 0.6, 0.4
@@ -57,12 +59,12 @@ def candidates(ctx: PlanningContext, choice) -> list[list[int]]:
         balanced = min(1.0, float(ctx.op_time[on_dev].sum()) / host_all) if host_all > 0 else 1.0
         out = []
         for step in STEPS:
-            c = ups[:round(min(1.0, max(0.0, balanced + step)) * len(ups))]
+            c = close_host_ops(ctx.graph, ups[:round(min(1.0, max(0.0, balanced + step)) * len(ups))])
             if c not in out:
                 out.append(c)
         return out
     if isinstance(choice, (list, tuple)):
-        return [sorted({int(o) for o in choice})]
+        return [close_host_ops(ctx.graph, choice)]
     raise TvmSwapError(f"host_ops must be 'optimizer', 'auto' or a list of op ids, got {choice!r}")
 
 
