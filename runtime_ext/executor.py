@@ -385,7 +385,7 @@ class PlanExecutor:
         """Host memory for tensor t of host op i: the caller's input, or t's host buffer."""
         x = self._inputs_seen.get(t)
         if x is not None:
-            if int(x.device.dlpack_device_type()) != 1:     # the host kernel is compiled for llvm: it reads CPU memory only
+            if int(x.device.dlpack_device_type()) != 1:     # the host kernel (llvm) reads CPU memory only
                 raise PlanError(f"input {self._name(t)} is read by an op run on the host, so it must be passed "
                                 f"in host memory (a numpy array or a CPU tensor), not on {x.device}")
             return x

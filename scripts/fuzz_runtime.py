@@ -335,7 +335,8 @@ def case_line(r: dict) -> str:
     b = r["below"] or {}
     return (f"{status} seed {r['seed']:<5} {r.get('planner', '-'):<21} min {r.get('min', '-')!s:<9} "
             f"limit {r.get('limit', '-')!s:<9} below {b.get('limit', '-')!s:<8} {b.get('outcome', '-'):<8} "
-            f"swap-ins {r.get('swaps', '-')!s:<4} in place {r.get('inplace', '-')!s:<3} host {r.get('host_ops', '-')!s:<3} poison {r.get('poison', '-')!s:<5} {r.get('model', '')}"
+            f"swap-ins {r.get('swaps', '-')!s:<4} in place {r.get('inplace', '-')!s:<3} "
+            f"host {r.get('host_ops', '-')!s:<3} poison {r.get('poison', '-')!s:<5} {r.get('model', '')}"
             + ("" if r["ok"] else f"\n     {r['kind']}: {r['why'][:600]}\n     python scripts/fuzz_runtime.py "
                f"--case {r['seed']}"))
 

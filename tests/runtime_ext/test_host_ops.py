@@ -161,5 +161,6 @@ def test_tiny_llama_adam_on_the_host_chains_three_steps():
     mod, params = from_torch(Logits(), (torch.tensor(ids), torch.tensor(mask)))
     step, state = train_step(mod, params, optimizer="adam", lr=1e-3)
     m = tvm_swap.build(step, mem_limit="50%", params=state, host_ops="optimizer", **FAST)
-    assert_steps_match_unlimited(m, step, [ids, mask, labels], list(state.values()), what="tiny llama, Adam on the host: ")
+    assert_steps_match_unlimited(m, step, [ids, mask, labels], list(state.values()),
+                                 what="tiny llama, Adam on the host: ")
     _check_runs_on_host(m)
