@@ -18,6 +18,8 @@ Output: the same IRModule whose function is rebuilt in the plan's action order:
           swap_out: tvm_swap.swap_out(i, t_var)
           swap_in:  t_var = tvm_swap.swap_in(i [, host_source])    # later uses are remapped to t_var
           drop:     tvm_swap.drop(i)
+          compute of a host op (Plan.host_ops): its kernel on host tensors, between tvm_swap.host_begin(i)
+                    and tvm_swap.host_end(i) (relay_passes/host_ops.py)
         res = tvm_swap.end()                            # waits for every stream; flat tuple of results
         return <the original return structure, built from res>
 
@@ -44,6 +46,7 @@ from tvm_swap.graph.ir import Kind
 from tvm_swap.param_layouts import META_KEY as PARAM_LAYOUTS_KEY
 from tvm_swap.plan import ActionKind, Plan, runs_kernel
 
+from .host_ops import emit_host_op, host_kernels
 from .inplace import allow_aliasing
 from .param_layout import folded_layouts
 
@@ -230,10 +233,9 @@ def check_plan_fits(graph: DataflowGraph, plan: Plan) -> None:
     if plan.graph_fingerprint != graph.fingerprint():
         raise PlanError(f"the plan was made for graph {plan.graph_fingerprint}, not this one "
                         f"({graph.fingerprint()}); re-plan for this model")
-    if plan.host_ops:
-        raise PlanError(f"the plan runs {len(plan.host_ops)} op(s) on the host (e.g. "
-                        f"{graph.ops[plan.host_ops[0]].name!r}); compiling such plans is not supported yet: plan "
-                        f"with zero_update='device' (or a planner that keeps every op on the device)")
+    host = set(plan.host_ops or ())
+    if any(not 0 <= o < graph.num_ops for o in host):
+        raise PlanError(f"the plan's host_ops {sorted(host)} name ops the graph does not have")
     nobj = plan.pool.num_objects
     obj_bytes = plan.pool.object_bytes()
     seen_ops = set()
@@ -256,6 +258,10 @@ def check_plan_fits(graph: DataflowGraph, plan: Plan) -> None:
             if not 0 <= a.op < graph.num_ops or a.op in seen_ops:
                 raise PlanError(f"action {i} computes op {a.op}, which is out of range or computed twice")
             seen_ops.add(a.op)
+            if a.op in host:            # runs on the host: its outputs live in host memory (no objects)
+                if a.out_objs:
+                    raise PlanError(f"action {i} runs op {a.op} on the host but names device objects")
+                continue
             outs = graph.ops[a.op].outputs
             if len(a.out_objs) != len(outs):
                 raise PlanError(f"action {i}: op {a.op} has {len(outs)} outputs but {len(a.out_objs)} objects")
@@ -358,6 +364,11 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
     if trace:
         needs_wait = needs_record = [runs_kernel(a.kind) for a in plan.actions]
     kernel_of_op = dict(enumerate(prog.kernels))
+    host_ops = set(plan.host_ops or ())
+    if host_ops:             # what each host op calls: its kernel built for llvm (relay_passes.host_ops)
+        manifest.meta["host_op_inputs"] = {str(o): list(graph.ops[o].inputs) for o in sorted(host_ops)}
+        lowered_mod, host_callee = host_kernels(lowered_mod, {o: kernel_of_op[o].call for o in host_ops},
+                                                target_kind)
     in_place = plan.inplace_by_op()             # op -> {out: in}: the output is a view of the input's object
     input_tensors = {p.tensor for p in manifest.params if p.role == "input" and p.tensor >= 0}
 
@@ -387,7 +398,9 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
             cur[t] = bb.emit(_packed("tvm_swap.object", [_int(-1), _int(t), _int(o)], tensor_ty(t)),
                              name_hint=name_of(t))
         for i, a in enumerate(plan.actions):
-            if runs_kernel(a.kind):        # a recompute emits the op's kernel call again, at its own place
+            if a.kind == ActionKind.COMPUTE and a.op in host_ops:
+                emit_host_op(bb, i, graph, a.op, kernel_of_op[a.op], tob, host_callee[a.op], _packed, _int)
+            elif runs_kernel(a.kind):      # a recompute emits the op's kernel call again, at its own place
                 op = graph.ops[a.op]
                 kern = kernel_of_op[a.op]
                 if needs_wait[i]:
@@ -433,11 +446,18 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
             return relax.TupleGetItem(res, next(counter))
 
         bb.emit_func_output(bb.emit(rebuild(prog.ret), name_hint="gv"))
-    new_func = bb.get()[func_name]
+    return _with_function(lowered_mod, func_name, bb.get()[func_name], plan, manifest,
+                          [kernel_of_op[o].call.op for o in in_place])
+
+
+def _with_function(lowered_mod, func_name: str, new_func, plan: Plan, manifest, in_place_kernels):
+    """`lowered_mod` with `func_name` replaced, the in-place kernels' no-alias promise lifted, and the plan and
+    manifest embedded as functions returning their JSON."""
+    from tvm import relax
 
     out = tvm.IRModule(dict(lowered_mod.functions), attrs=lowered_mod.attrs)
     out.update_func(out.get_global_var(func_name), new_func)
-    allow_aliasing(out, [kernel_of_op[o].call.op for o in in_place])
+    allow_aliasing(out, in_place_kernels)
     for fname, text in ((PLAN_FUNC, plan.to_json()), (MANIFEST_FUNC, manifest.to_json())):
         fb = relax.BlockBuilder()
         with fb.function(fname, []):

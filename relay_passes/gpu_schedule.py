@@ -16,6 +16,7 @@ from tvm.target import Target
 from tvm_swap.errors import UnsupportedModelError
 
 SCHEDULE_FALLBACKS_ATTR = "tvm_swap.schedule_fallbacks"   # module attr: kernels where a rule raised
+UNSCHEDULED_ATTR = "tvm_swap.unscheduled"                 # kernel attr: the PrimFunc before its GPU schedule
 
 
 def _first_schedule(func, target, rules, name, failed):
@@ -63,7 +64,8 @@ def robust_default_schedule(rules):
             sch = _first_schedule(func, target, rules, gv.name_hint, failed)
             if sch is not None:
                 assert isinstance(sch, s_tir.Schedule)
-                updated[gv] = sch.mod["main"].with_attr("tirx.is_scheduled", True)
+                # the kernel as it was before: an op a plan runs on the host is compiled from it for llvm
+                updated[gv] = sch.mod["main"].with_attr("tirx.is_scheduled", True).with_attr(UNSCHEDULED_ATTR, func)
             elif failed and failed[-1].startswith(f"{gv.name_hint}:"):
                 raise UnsupportedModelError(
                     f"no GPU schedule rule could schedule kernel {gv.name_hint!r} ({failed[-1]}); "

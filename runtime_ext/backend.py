@@ -69,6 +69,11 @@ class Backend(ABC):
     def wait(self, stream: str, events) -> None:
         """Work issued on `stream` after this waits for every event in `events`."""
 
+    def host_wait(self, events) -> None:
+        """Block the calling thread until every event in `events` has completed (before an op run on the host).
+        On a backend whose compute stream is the caller's thread, that is a wait on the compute stream."""
+        self.wait("compute", events)
+
     def begin_call(self) -> None:
         """Start of a call, on the thread that runs the program (CUDA: its kernels go to the compute stream)."""
 

@@ -97,10 +97,26 @@ def _drop(i):
     _ex().drop(int(i))
 
 
+@_register("tvm_swap.host_begin")
+def _host_begin(i):
+    _ex().host_begin(int(i))
+
+
+@_register("tvm_swap.host_tensor")
+def _host_tensor(i, t):
+    return _ex().host_tensor(int(i), int(t))
+
+
+@_register("tvm_swap.host_end")
+def _host_end(i):
+    _ex().host_end(int(i))
+
+
 @_register("tvm_swap.end")
 def _end():
     return _ex().end()
 
 
 NAMES = ("tvm_swap.begin", "tvm_swap.object", "tvm_swap.wait", "tvm_swap.record", "tvm_swap.swap_out",
-         "tvm_swap.swap_in", "tvm_swap.drop", "tvm_swap.end")
+         "tvm_swap.swap_in", "tvm_swap.drop", "tvm_swap.end", "tvm_swap.host_begin", "tvm_swap.host_tensor",
+         "tvm_swap.host_end")

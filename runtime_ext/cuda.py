@@ -199,6 +199,11 @@ class CudaBackend(Backend):
         for ev in events:
             _check(self._rt, self._rt.cudaStreamWaitEvent(s, ev, 0), f"cudaStreamWaitEvent on {stream}")
 
+    def host_wait(self, events) -> None:
+        # an op run on the host reads pinned memory the copy streams write: the host itself must wait
+        for ev in events:
+            _check(self._rt, self._rt.cudaEventSynchronize(ev), "cudaEventSynchronize before a host op")
+
     # ---- work on streams ----
     def begin_call(self) -> None:
         """Start of a call, on the caller's thread: its kernels launch on the compute stream."""

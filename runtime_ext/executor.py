@@ -29,6 +29,7 @@ from tvm_swap.plan import Plan
 
 from .backend import Backend
 from .host_memory import check_host_memory, host_bytes_needed
+from .host_ops import host_op_inputs, replay_host_op
 from .host_store import HostStore
 from .pool import DevicePool, PoolError
 
@@ -41,9 +42,7 @@ class PlanExecutor:
         self.poison = bool(poison)
         self.error: BaseException | None = None     # the first failure of a call, kept by runtime_ext.builtins
         self.actions = plan.actions
-        if plan.host_ops:       # a library file is untrusted: refuse what this runtime cannot run
-            raise PlanError(f"the plan runs {len(plan.host_ops)} op(s) on the host; this runtime runs device ops "
-                            f"only: rebuild the library from a plan without host ops")
+        self.host_inputs = host_op_inputs(plan, manifest)    # op -> what it reads (runtime_ext.host_ops)
         for i, a in enumerate(self.actions):
             if any(not 0 <= d < i for d in a.deps):
                 raise PlanError(f"action {i} waits on {list(a.deps)}; deps must name earlier actions")
@@ -130,7 +129,14 @@ class PlanExecutor:
             tenant[o] = t
             where[t] = o
 
+        def has_host_copy(t):
+            return t in self.input_tensors or t in self.persistent or t in swapped_out
+
         for i, a in enumerate(self.actions):
+            if a.kind == "compute" and a.op in self.host_inputs:    # its outputs: host buffers, like copies out
+                replay_host_op(i, a.op, self.host_inputs[a.op], self._op_outputs(a), has_host_copy=has_host_copy,
+                               first_host_use=first_host_use, written=swapped_out, name=self._name)
+                continue
             if a.kind in ("compute", "recompute"):
                 for t, o in zip(self._op_outputs(a), a.out_objs):
                     take(i, o, t)
@@ -145,9 +151,10 @@ class PlanExecutor:
             elif a.kind == "swap_in":
                 t = a.tensor
                 first_host_use.setdefault(t, "in")
-                if t not in self.input_tensors and t not in self.persistent and t not in swapped_out:
-                    raise PlanError(f"action {i} swaps in {self._name(t)}, which has no host copy yet (it is "
-                                    f"not an input or param and was not swapped out before); the plan is corrupt")
+                if not has_host_copy(t):
+                    raise PlanError(f"action {i} swaps in {self._name(t)}, which has no host copy yet (it is not an "
+                                    f"input or param and was not swapped out or written on the host before); the "
+                                    f"plan is corrupt")
                 take(i, a.obj, t)
             elif a.kind == "drop":
                 if tenant.get(a.obj) != a.tensor:
@@ -155,7 +162,7 @@ class PlanExecutor:
                                     f"hold it; the plan is corrupt")
                 del tenant[a.obj]
                 where.pop(a.tensor, None)
-        self.swapped_out = list(dict.fromkeys(swapped_out))
+        self.swapped_out = list(dict.fromkeys(swapped_out))     # (and host ops' outputs: host buffers too)
         updates = dict(man.updates)                  # new -> old
         succ = {old: new for new, old in updates.items()}
         # Periodicity per size class (tvm_swap.plan): each initial resident's successor (its update, or
@@ -365,6 +372,34 @@ class PlanExecutor:
         self._count["swap_in_count"] += 1
         self._count["swap_in_bytes"] += nbytes
         return dst
+
+    def host_begin(self, i: int) -> None:
+        """Before host op i runs on this thread: wait, on the host, for what it reads."""
+        if self.trace:
+            self._stamp(i, "wait")
+        self.be.host_wait(self.waits[i])
+        if self.trace:
+            self._stamp(i, "start")
+
+    def host_tensor(self, i: int, t: int):
+        """Host memory for tensor t of host op i: the caller's input, or t's host buffer."""
+        x = self._inputs_seen.get(t)
+        if x is not None:
+            if int(x.device.dlpack_device_type()) != 1:     # the host kernel (llvm) reads CPU memory only
+                raise PlanError(f"input {self._name(t)} is read by an op run on the host, so it must be passed "
+                                f"in host memory (a numpy array or a CPU tensor), not on {x.device}")
+            return x
+        if not self.host.has(t):
+            raise PlanError(f"action {i} runs an op on the host that reads {self._name(t)}, which has no host copy")
+        return self.host.get(t)
+
+    def host_end(self, i: int) -> None:
+        """Host op i has run (synchronously): the actions waiting on it may go."""
+        ev = self.events.get(i)
+        if ev is not None:
+            self.be.record("compute", ev)
+        if self.trace:
+            self._stamp(i, "end")
 
     def drop(self, i: int) -> None:
         a = self.actions[i]

@@ -286,6 +286,7 @@ class SwapModule:
                 "pool_bytes": int(self.plan.pool.total_bytes()), "predicted_time_s": self.predicted_time_s,
                 "swap_out_count": counts["swap_out"], "swap_in_count": counts["swap_in"],
                 "swap_out_bytes": p.get("swap_out_bytes"), "swap_in_bytes": p.get("swap_in_bytes"),
+                **({"host_ops": len(self.plan.host_ops)} if self.plan.host_ops else {}),     # ops run on the host
                 "target": self.manifest.target_kind, **{k: v for k, v in self.build_info.items()
                                                           if isinstance(v, (int, float, str, bool, type(None)))}}
 

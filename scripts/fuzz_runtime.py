@@ -7,7 +7,8 @@ limit between that planner's own min for the lowered graph (tvm_swap.testing.pla
 refusal names) and 1.2x the no-swap need, and whether the build is poisoned (every dropped object overwritten
 with NaN, copies landing late: a missing wait then shows as wrong numbers). Training steps run twice, the
 second step on the updated params, and the params are compared too. The device peak must stay within the
-limit. Then a limit below the min must be refused with a short error naming the min (run_case).
+limit. Then a limit below the min must be refused with a short error naming the min (run_case; not for a case with
+host ops, whose device part has a floor of its own).
 Failures by kind: refused-at-min, below-min, mismatch, peak, workaround, crash. Known limitations are counted
 apart (never as a pass): tvm-codegen, TVM 0.27's LLVM codegen failing on a kernel (tvm_swap KernelCodegenError),
 whose advice (fuse_max_depth=1) is then taken and must build and match ('workaround' when it does not).
@@ -15,6 +16,7 @@ whose advice (fuse_max_depth=1) is then taken and must build and match ('workaro
     python scripts/fuzz_runtime.py --n 50 --json out.json   # a line per case, a reproducer per failure, a table
     python scripts/fuzz_runtime.py --n 100 --workers 2     # cases in 2 processes (lines in the order cases end)
     python scripts/fuzz_runtime.py --case 7
+    python scripts/fuzz_runtime.py --n 100 --host-only      # only cases that run optimizer updates on the host
 Exit code: 0 when no case failed (known limitations allowed), 1 otherwise; 130 for a run cut short by Ctrl-C or
 a timeout's SIGTERM, which still prints and writes the summary of the cases it finished (cut_short.py).
 """
@@ -117,6 +119,37 @@ def draw_limit(rng, lo: int, hi: int) -> int:
     return lo if r < 0.1 else hi if r < 0.15 else int(rng.integers(lo, hi + 1))
 
 
+def draws_host_ops(seed: int) -> bool:
+    """Whether case `seed` is a training step that runs ops on the host (draw_model's and draw_host_ops' first
+    draws, without building the model)."""
+    train = np.random.default_rng([seed, 11]).random() < 0.5
+    return bool(train and np.random.default_rng([seed, 14]).random() >= 0.5)
+
+
+def draw_host_ops(seed: int, graph):
+    """Ops a training case runs on the host (plan_graph's host_ops), from its own stream of draws (the other
+    draws of a seed stay what they were): None (all on the device) in half the cases, "optimizer" (every
+    update) in a quarter, else a random subset of the updates (with every op that reads a chosen op's output,
+    so no device op reads a host op's output)."""
+    from tvm_swap.planner.host_split import optimizer_host_ops
+
+    rng = np.random.default_rng([seed, 14])
+    r = rng.random()
+    ups = optimizer_host_ops(graph)
+    if not draws_host_ops(seed) or not ups:
+        return None
+    if r < 0.75:
+        return "optimizer"
+    chosen = {int(o) for o in ups if rng.random() < 0.5} or {int(rng.choice(ups))}
+    cons = graph.consumers()
+    grew = True
+    while grew:
+        more = {int(c) for o in chosen for t in graph.ops[o].outputs for c in cons[t]} - chosen
+        grew = bool(more)
+        chosen |= more
+    return sorted(chosen)
+
+
 def short_error(e: Exception) -> str | None:
     """Why an error's message is not a short one (a TVM traceback, a dump), or None when it is."""
     text = str(e)
@@ -162,19 +195,26 @@ def run_case(seed: int) -> dict:
         out.update(planner=planner, poison=poison, min=lo, limit=limit, no_swap=no_swap_bytes(graph),
                    pool=resolve_pool(planner, None))
         kw = dict(planner=planner, generations=gens, seed=seed, workers=1, profile=False, debug_poison=poison)
+        host = draw_host_ops(seed, graph) if train else None
+        out["host_ops_drawn"] = host if isinstance(host, str) or host is None else len(host)
         try:
-            m = tvm_swap.build(ex.mod, mem_limit=limit, params=ex.params, **kw)
+            m = tvm_swap.build(ex.mod, mem_limit=limit, params=ex.params, **kw,
+                               **({} if host is None else {"host_ops": host}))
         except InfeasibleLimitError as e:
             return fail("refused-at-min", f"refused {limit} >= its min {lo}: {e}")
         ref = _unlimited(ex.mod)
         inputs, params = list(ex.inputs.values()), list(ex.params.values())
         out["swaps"] = sum(a.kind == "swap_in" for a in m.plan.actions)
         out["inplace"] = len(m.plan.inplace)            # elementwise ops the plan runs in place
+        out["host_ops"] = len(m.plan.host_ops)          # ops the plan runs on the host
         why = _compare(m, ref, inputs, params, train)
         if why:
             return fail("peak" if why.startswith("device peak") else "mismatch", why)
         m.close()
-        # half the time as a first compile (no graph cache): refused before lowering where tvm_swap.limits.early_floor's
+        if host is not None:     # the below-min check is about the all-device floor, which host ops change
+            out["ok"] = True
+            return out
+        # half the time as a first compile (no graph cache): refused before lowering where tvm_swap.early_floor's
         # bounds prove it (a lower bound then, which must not exceed the min), else after lowering
         first = first_compile(seed)
         out["below"] = _check_below(ex, {**kw, "graph_cache": False} if first else kw, lo, int(lo * frac),
@@ -278,6 +318,8 @@ def summarize(results: list[dict], wall_s: float) -> tuple[str, dict]:
               sum(r.get("workaround") == "fuse_max_depth=1 ok" for r in results))]
     rows += [(f"below-min check: {o}", c) for o, c in below.items()]
     rows += [("plans with ops run in place", sum(bool(r.get("inplace")) for r in results)),
+             ("plans with ops run on the host", sum(bool(r.get("host_ops")) for r in results)),
+             ("ops run on the host, all plans", sum(r.get("host_ops") or 0 for r in results)),
              ("limit at exactly the min", sum(r.get("limit") == r.get("min") for r in results)),
              ("wall s", round(wall_s, 1))]
     width = max(len(k) for k, _ in rows)
@@ -293,7 +335,8 @@ def case_line(r: dict) -> str:
     b = r["below"] or {}
     return (f"{status} seed {r['seed']:<5} {r.get('planner', '-'):<21} min {r.get('min', '-')!s:<9} "
             f"limit {r.get('limit', '-')!s:<9} below {b.get('limit', '-')!s:<8} {b.get('outcome', '-'):<8} "
-            f"swap-ins {r.get('swaps', '-')!s:<4} in place {r.get('inplace', '-')!s:<3} poison {r.get('poison', '-')!s:<5} {r.get('model', '')}"
+            f"swap-ins {r.get('swaps', '-')!s:<4} in place {r.get('inplace', '-')!s:<3} "
+            f"host {r.get('host_ops', '-')!s:<3} poison {r.get('poison', '-')!s:<5} {r.get('model', '')}"
             + ("" if r["ok"] else f"\n     {r['kind']}: {r['why'][:600]}\n     python scripts/fuzz_runtime.py "
                f"--case {r['seed']}"))
 
@@ -350,8 +393,12 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write every case and the counts here")
     ap.add_argument("--workers", type=int, default=1,
                     help="processes running cases side by side (each builds and runs on its own; default 1)")
+    ap.add_argument("--host-only", action="store_true",
+                    help="only the cases (seeds from --start on) that run ops on the host, --n of them")
     args = ap.parse_args(argv)
     seeds = [args.case] if args.case is not None else list(range(args.start, args.start + args.n))
+    if args.host_only and args.case is None:
+        seeds = [s for s in range(args.start, args.start + 20 * args.n) if draws_host_ops(s)][:args.n]
     from tvm_swap.provenance import git_commit
 
     commit = git_commit()        # the code measured: HEAD when the run starts

@@ -4,13 +4,17 @@ the executor runtime_ext runs it with.
 A plan's actions run on streams (tvm_swap.plan.STREAM_OF: compute, d2h, h2d; drops have none). An action
 waits on the events of its deps on OTHER streams (same-stream order is FIFO already). A drop does no work,
 so a dep on a drop means a dep on the drop's own deps (expanded), except in poison mode, where drops are
-real work on the aux stream (they overwrite the object) and are waited on themselves. Only actions another
-stream waits on record an event; the program calls the runtime around a kernel exactly where
+real work on the aux stream (they overwrite the object) and are waited on themselves. The compute of an op
+the plan places on the host (Plan.host_ops) is on the "host" stream: it waits on its deps' events on every
+other stream, the compute stream's included (a device kernel is not done when the host thread that issued it
+goes on), and records one for the actions that wait on it. Only actions another stream waits on record an event; the program calls the runtime around a kernel exactly where
 `call_sites` says.
 """
 from __future__ import annotations
 
 from .plan import STREAM_OF, Plan, runs_kernel
+
+HOST_STREAM = "host"     # the compute actions of the ops a plan places on the host
 
 
 def event_graph(plan: Plan, poison: bool = False) -> tuple[list, list]:
@@ -20,7 +24,9 @@ def event_graph(plan: Plan, poison: bool = False) -> tuple[list, list]:
     so a dep on it is a dep on its own deps (expanded); with poisoning it is work on the aux stream.
     """
     acts = plan.actions
-    stream = [STREAM_OF[a.kind] or ("aux" if poison else None) for a in acts]
+    host = set(plan.host_ops or ())
+    stream = [HOST_STREAM if a.kind == "compute" and a.op in host else STREAM_OF[a.kind] or ("aux" if poison else None)
+              for a in acts]
     expanded: dict[int, tuple] = {}
 
     def expand(d):

@@ -135,3 +135,17 @@ def test_plan_host_ops_runs_the_optimizer_on_the_host():
 
     g = load_zoo("zoo:llama-7b@batch=1,seq=512,layers=1")
     assert out["verified"] and out["host_ops"] == len(optimizer_host_ops(g))
+
+
+@pytest.mark.slow          # a compile and a run with the unlimited build beside it, each in its own process
+def test_compile_host_ops_runs_the_optimizer_on_the_host_bitwise(tmp_path):
+    lib = str(tmp_path / "mlp-train-host.so")
+    r = tvm_swap("compile", "mlp-train", "--mem-limit", "50%", "--host-ops", "optimizer", "--budget-s", "3",
+                 "--workers", "1", "-o", lib, "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    built = json.loads(r.stdout)
+    assert built["host_ops"] > 0
+    r = tvm_swap("run", lib, "--compare-unlimited", "--json")
+    assert r.returncode == 0, r.stderr
+    ran = json.loads(r.stdout)
+    assert ran["bitwise_equal_per_step"] == [True] * ran["steps"] and ran["within_limit"]

@@ -195,3 +195,12 @@ def test_the_first_signal_is_never_lost_at_any_moment_of_a_one_worker_run(tmp_pa
         data = json.loads(out.read_text())
         assert data["cut_short"] and data["cases_done"] >= 0, what
         assert "CUT SHORT" in stdout, what
+
+
+def test_the_host_aware_bound_counts_ops_run_in_place():
+    """Case 1853: at the min its refusal names, the limit holds an op only with its outputs written over its
+    inputs (in place); the host-aware bound counted the op's whole working set, so it claimed bytes had to
+    cross that did not and came out above the plan's simulated time."""
+    r = fuzz.run_case(1853, planners=["swapadvisor-nosearch+host"], determinism=False)
+    assert r["outcomes"]["swapadvisor-nosearch+host"] == "planned" and not r["failures"], r["failures"]
+    assert fuzz.draw_case(1853).graph.inplace_pairs(), "the case no longer runs an op in place"

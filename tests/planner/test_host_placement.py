@@ -129,3 +129,24 @@ def test_host_aware_bound_holds_for_random_steps_and_host_subsets():
             assert p.predicted["lower_bound_s"] <= p.predicted["time_s"] * (1 + 1e-9), (seed, planner, host)
             checked += 1
     assert checked >= 12
+
+
+def test_host_updates_without_the_step_counters_update_get_it_too():
+    """Llama-13B's last half of the Adam updates on the host read the step counter; its update op left on the
+    device kept the counter there and left the host copy stale (the verifier refused the plan: a traceback for
+    host_ops=[...]); the policy runs that update on the host too (host_split.close_host_ops)."""
+    from tvm_swap.cost import roofline_times
+    from tvm_swap.planner.host_split import close_host_ops
+    from tvm_swap.units import parse_limit
+
+    g, dev = load_zoo("zoo:llama-13b@batch=1,seq=4096"), get_device("h200")
+    ups = optimizer_host_ops(g)
+    prod = g.producer()
+    last = ups[len(ups) // 2:]
+    counters = {int(prod[new]) for new, old in g.updates.items() if prod[new] >= 0 and int(prod[new]) not in last
+                and any(old in g.ops[o].inputs for o in last)}
+    assert counters, "the last updates read no tensor another update writes"
+    assert close_host_ops(g, last) == sorted(set(last) | counters)
+    p = plan_graph(g, int(parse_limit("141GB")), device=dev, planner="swapadvisor", generations=0, workers=1,
+                   host_ops=last, op_time=roofline_times(g, dev))
+    assert p.verified and set(p.host_ops) == set(last) | counters

@@ -152,3 +152,32 @@ def test_the_backend_places_arena_objects_at_the_plan_offsets(mlp_train):
         assert pool.storage(k).data_ptr() - base == off                   # zero-copy views at the offsets
     assert bitwise_equal(flat(m(*ex.inputs.values())), want)
     m.close()
+
+
+def test_ops_on_the_host_wait_for_their_copies_on_the_host_and_read_pinned_memory():
+    """A plan with the optimizer on the host, on the CUDA backend: before each host op the host itself waits
+    (cudaEventSynchronize) for exactly the events the op depends on (its copies out), its inputs and outputs are
+    pinned host buffers (cudaHostAlloc), and two chained steps stay bitwise equal to the unlimited build."""
+    ex = mlp(train=True)
+    ref = Unlimited(ex.mod)
+    first = ref(list(ex.inputs.values()), list(ex.params.values()))
+    second = ref(list(ex.inputs.values()), first[1:])
+    built = tvm_swap.build(ex.mod, mem_limit="40%", params=ex.params, host_ops="optimizer", **FAST)
+    plan = built.plan
+    assert plan.host_ops
+    rt, be = _backend()
+    m = SwapModule(built.executable, ex.params, plan=plan, backend=be)
+    assert bitwise_equal(flat(m(*ex.inputs.values())), first)
+    _, waits = event_graph(plan)
+    host = set(plan.host_ops)
+    host_waits = [w for a, w in zip(plan.actions, waits) if a.kind == "compute" and a.op in host]
+    assert sum(map(len, host_waits)) > 0
+    ex_ = m.executor
+    synced = [c[1] for c in rt.calls("cudaEventSynchronize")]
+    assert synced == [ex_.events[e] for w in host_waits for e in w]
+    outs = {t for o in host for t in built.compiled.graph.ops[o].outputs}
+    assert outs <= set(ex_.swapped_out) and len(rt.calls("cudaHostAlloc")) >= len(outs)
+    assert bitwise_equal(flat(m(*ex.inputs.values())), second)
+    assert bitwise_equal(list(m.params().values()), second[1:])
+    m.close()
+    built.close()

@@ -146,6 +146,23 @@ def test_poisoned_run_is_still_bitwise_equal():
     m.close()
 
 
+def test_optimizer_on_the_host_chains_steps_next_to_the_all_device_build():
+    """The updates run on the host (llvm kernels on pinned memory, after cudaEventSynchronize on their copies
+    out): the steps chain within float noise of the all-device build (a CPU kernel sums in another order than
+    the GPU's, so not bitwise here; bitwise on the CPU emulation: tests/runtime_ext/test_host_ops.py)."""
+    ex = MODELS["mlp-train"]()
+    want = _reference(ex.mod, ex.args(), steps=3)
+    m = tvm_swap.build(ex.mod, mem_limit="40%", params=ex.params, host_ops="optimizer", **FAST)
+    assert m.plan.host_ops and m.backend.name == "cuda"
+    for k in range(3):
+        got = flat(m(*ex.inputs.values()))
+        for g, w in zip(got, want[k]):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"step {k}")
+    s = m.stats()
+    assert s["device_peak_bytes"] <= s["mem_limit_bytes"]
+    m.close()
+
+
 # ---------------------------------------------------------------- a model big enough to measure
 @pytest.fixture(scope="module")
 def transformer():

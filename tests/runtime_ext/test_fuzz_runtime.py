@@ -26,6 +26,15 @@ def test_a_handful_of_random_models_match_the_unlimited_build(seed):
     assert b["named"] == r["min"] if b["exact"] else b["named"] <= r["min"]
 
 
+def test_a_training_case_runs_optimizer_updates_on_the_host_and_matches():
+    """Seed 4: an MLP training step with a random subset of its updates on the host (scripts/fuzz_runtime.py
+    draw_host_ops), two chained steps bitwise equal to the unlimited build."""
+    assert fuzz_runtime.draws_host_ops(4)
+    r = fuzz_runtime.run_case(4)
+    assert r["ok"] and r["kind"] is None, r
+    assert r["host_ops_drawn"] not in (None, "optimizer") and r["host_ops"] > 0
+
+
 @pytest.mark.parametrize("first", [True, False])
 def test_below_the_min_a_first_compile_and_a_cached_graph_are_both_refused(monkeypatch, first):
     """A first compile may be refused before lowering with a lower bound (tvm_swap.limits.early_floor, seed 6: 1408 B

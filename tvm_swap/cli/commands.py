@@ -170,14 +170,16 @@ def cmd_report(args) -> int:
 def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%", shapes=None, params=None,
                        device=None, planner="swapadvisor", budget_s=10.0, seed=0, generations=None,
                        fuse_max_depth=None, progress=False, pool=None, init=None, train=None,
-                       refresh_timings=False, recompute=None, micro_batches=None, split_dense=False) -> dict:
+                       refresh_timings=False, recompute=None, micro_batches=None, split_dense=False,
+                       host_ops=None) -> dict:
     """Build MODEL under the limit and write OUTPUT (params inside, and how it was made, so `run
     --compare-unlimited` can build the unlimited reference on demand) and OUTPUT.inputs.npz (example inputs).
     init: "random"/"zeros" for params without a value; train: a train_args.TrainOptions (one training step).
     CUDA on a machine without a GPU: plan with the device spec's costs and export without running (cross_compile).
     Kernel timings come from the disk cache when this model was compiled before (tvm_swap.cost.timing_cache);
     refresh_timings measures them again. micro_batches: inference in that many slices of the batch
-    (relay_passes.micro_batch); the recipe stays the unsplit model, so the unlimited reference is its build."""
+    (relay_passes.micro_batch); the recipe stays the unsplit model, so the unlimited reference is its build.
+    host_ops: "optimizer" / "auto": the optimizer's updates run on the host (plan_graph's host_ops)."""
     import time
 
     from ..examples.floors import refuse_below_floor
@@ -208,7 +210,7 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
         info = cross_compile(mod, prm, output, target=target, mem_limit=mem_limit, device=device, planner=planner,
                              budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
                              progress=progress, pool=pool, notes=notes, recompute=recompute,
-                             split_dense=split_dense)
+                             split_dense=split_dense, host_ops=host_ops)
         if example_inputs:
             save_inputs(output, dict(example_inputs))
         return {"output": output, "build_s": round(time.perf_counter() - t0, 3),
@@ -219,7 +221,8 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
     m = tvm_swap.build(mod, target=target, mem_limit=mem_limit, params=prm, device=device, planner=planner,
                        budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
                        progress=progress, pool=pool, cost_cache=timings, split_dense=split_dense,
-                       **({} if recompute is None else {"recompute": recompute}))
+                       **({} if recompute is None else {"recompute": recompute}),
+                       **({} if host_ops is None else {"host_ops": host_ops}))
     m.build_info.update(notes)
     m.export_library(output)
     if example_inputs:
@@ -271,8 +274,9 @@ def cmd_compile(args) -> int:
                               refresh_timings=getattr(args, "refresh_timings", False),
                               recompute=getattr(args, "recompute", None),
                               micro_batches=getattr(args, "micro_batches", None),
-                              split_dense=getattr(args, "split_dense", False))
-    from ..cost.devices import get_device
+                              split_dense=getattr(args, "split_dense", False),
+                              host_ops=getattr(args, "host_ops", None))
+    from ..devices import get_device
 
     if "device" in info:
         warn = limit_above_device(info["mem_limit_bytes"], get_device(info["device"]))

@@ -36,7 +36,7 @@ def params_archive_for(mod, params: dict, info: dict | None = None) -> bytes:
 
 def cross_compile(mod, params: dict, output: str, *, target, mem_limit, device=None, planner="swapadvisor",
                   budget_s=10.0, seed=0, generations=None, fuse_max_depth=None, progress=False, pool=None,
-                  notes: dict | None = None, recompute=None, split_dense: bool = False) -> dict:
+                  notes: dict | None = None, recompute=None, split_dense: bool = False, host_ops=None) -> dict:
     """Plan (roofline costs of `device`), build and export; returns the facts `tvm-swap compile` prints.
     recompute: "on" / "off", or None for the planner's default."""
     from runtime_ext.library_check import write_check
@@ -49,7 +49,8 @@ def cross_compile(mod, params: dict, output: str, *, target, mem_limit, device=N
     cm = compile_model(mod, target=target, mem_limit=mem_limit, device=spec, planner=planner, budget_s=budget_s,
                        seed=seed, generations=generations, fuse_max_depth=fuse_max_depth, profile=False,
                        progress=progress, pool=pool, split_dense=split_dense,
-                       **({} if recompute is None else {"recompute": recompute}))
+                       **({} if recompute is None else {"recompute": recompute}),
+                       **({} if host_ops is None else {"host_ops": host_ops}))
     cm.executable.export_library(output)
     # frozen weights ship in their compute layout (relay_passes.param_layout), as SwapModule.export_library's
     from relay_passes.param_layout import folded_layouts
@@ -64,6 +65,7 @@ def cross_compile(mod, params: dict, output: str, *, target, mem_limit, device=N
             "pool_bytes": int(plan.pool.total_bytes()), "predicted_time_s": plan.predicted.get("time_s"),
             "swap_out_count": counts["swap_out"], "swap_in_count": counts["swap_in"],
             "swap_out_bytes": plan.predicted.get("swap_out_bytes"), "swap_in_bytes": plan.predicted.get("swap_in_bytes"),
+            **({"host_ops": len(plan.host_ops)} if plan.host_ops else {}),
             **cm.info, "cost": f"roofline of the {cm.device.name} spec (cross-compiled: nothing was run)",
             "ran": False, **limit_facts(cm.graph, plan.mem_limit),
             **{k: v for k, v in (notes or {}).items() if k != "recipe"}}

@@ -140,6 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="inference: below the floor a dense layer's weight sets, run that layer in K slices of its "
                         "output features (the weight cut at compile time, K as small as fits the limit); results "
                         "bitwise equal, the params file still holds the whole weights")
+    p.add_argument("--host-ops", choices=("optimizer", "auto"), default=None,
+                   help="run the optimizer's update kernels on the host (all, or as many as simulate fastest): "
+                        "the library runs them as llvm kernels on host memory, their inputs copied out and the "
+                        "updated weights copied back in as the plan says")
     p.add_argument("--refresh-timings", action="store_true",
                    help="time every kernel and build the unlimited reference again instead of reusing the disk "
                         "cache ($TVM_SWAP_CACHE_DIR, else $XDG_CACHE_HOME/tvm_swap) from an earlier compile")

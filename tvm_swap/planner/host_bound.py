@@ -65,8 +65,9 @@ def host_lower_bound_detail(graph: DataflowGraph, op_time, host_time, device, me
                           if graph.tensors[t].kind == "input" and prod[t] < 0 and read_on_dev(t)))
     outputs_out = float(sum(nbytes[t] for t in set(graph.outputs)
                             if prod[t] >= 0 and t not in graph.updates and on_dev[prod[t]]))
+    saved = graph.inplace_savings(aligned)        # an op run in place holds its output in its input's bytes
     f_max = max((int(aligned[[t for t in dict.fromkeys((*op.inputs, *op.outputs)) if not graph.is_persistent(t)]]
-                             .sum()) for op in graph.ops if on_dev[op.id]), default=0)
+                             .sum()) - int(saved[op.id]) for op in graph.ops if on_dev[op.id]), default=0)
     max_ws = max((op.workspace for op in graph.ops if on_dev[op.id]), default=0)
     k = [t for t in graph.used_tensors() if graph.is_persistent(t) and read_on_dev(t)
          and (t not in update_of or t in graph.ops[int(prod[update_of[t]])].inputs)]
@@ -185,8 +186,9 @@ def split_lp_bound(graph: DataflowGraph, op_time, host_time, device, mem_limit: 
     if m == 0:
         return (0.0, {}) if placement else 0.0
     nbytes = graph.tensor_bytes()
-    own = np.array([float(nbytes[list(dict.fromkeys((*op.inputs, *op.outputs)))].sum()) + op.workspace
-                    for op in graph.ops])
+    saved = graph.inplace_savings(nbytes)        # (as tight_bound.py: an op run in place holds less at once)
+    own = np.array([float(nbytes[list(dict.fromkeys((*op.inputs, *op.outputs)))].sum()) - float(saved[op.id])
+                    + op.workspace for op in graph.ops])
     live = _restricted_live(graph, on_dev)
     need = np.where(on_dev, live + own, -np.inf)
     hot = [int(o) for o in np.argsort(-need, kind="stable")[:hot_ops] if np.isfinite(need[o])]

@@ -33,6 +33,23 @@ def optimizer_host_ops(graph: DataflowGraph) -> list[int]:
     return sorted(update_ops(graph))
 
 
+def close_host_ops(graph: DataflowGraph, host_ops) -> list[int]:
+    """host_ops with the update op of every persistent tensor a host op reads (an optimizer's step counter): the
+    host copy of a tensor updated on the device and kept there would be stale, so its update runs on the host
+    too (where the tensor is then kept); repeated until nothing is added."""
+    prod = graph.producer()
+    update_of = {old: int(prod[new]) for new, old in graph.updates.items() if prod[new] >= 0}
+    host = {int(o) for o in host_ops}
+    todo = list(host)
+    while todo:
+        for t in graph.ops[todo.pop()].inputs:
+            u = update_of.get(t)
+            if u is not None and u not in host:
+                host.add(u)
+                todo.append(u)
+    return sorted(host)
+
+
 def check_host_ops(graph: DataflowGraph, host_ops) -> set[int]:
     """host_ops as a set, or TvmSwapError when a device op reads a host op's output."""
     host = {int(o) for o in host_ops}
