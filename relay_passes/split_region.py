@@ -252,9 +252,10 @@ def _sub(expr, env):
 class _RegionEmitter:
     """Emits one region's slices (slice after slice) and the joins of what is read after it."""
 
-    def __init__(self, bb, env, bindings, span, rules, axis, bounds):
+    def __init__(self, bb, env, bindings, span, rules, axis, bounds, cuts):
         self.bb, self.env, self.bindings, self.span = bb, env, bindings, span
         self.rules, self.axis, self.bounds = rules, axis, bounds
+        self.cuts = cuts            # param var -> [its K pieces], new params of the function
 
     def _read(self, v, mode, c, mine: dict, cache: dict):
         from tvm import relax
@@ -264,6 +265,8 @@ class _RegionEmitter:
         if mode[0] == "W" or not isinstance(v, relax.Var):
             return _sub(v, self.env)
         lo, hi = self.bounds[c]
+        if mode[0] == "P" and v in self.cuts:                   # cut at compile time into its own params
+            return self.cuts[v][c]
         key = (v, mode[1])
         if key not in cache:
             cache[key] = self.bb.emit(relax.op.strided_slice(self.env.get(v, v), axes=[mode[1]], begin=[lo],
@@ -283,6 +286,12 @@ class _RegionEmitter:
                 args.append(relax.ShapeExpr([hi - lo] + [int(d) for d in a.values][1:]))   # (axis 0 only)
             else:
                 args.append(self._read(a, rule.get(pos, ("W", None)), c, mine, cache))
+        if _op_name(call) in CONVS and rule.get(0) == ("S", 1):      # depthwise: one group per channel
+            a = call.attrs
+            lo, hi = self.bounds[c]
+            return relax.op.nn.conv2d(args[0], args[1], strides=a.strides, padding=a.padding, dilation=a.dilation,
+                                      groups=hi - lo, data_layout=a.data_layout, kernel_layout=a.kernel_layout,
+                                      out_layout=a.out_layout, out_dtype=a.out_dtype)
         return relax.Call(call.op, args, call.attrs, call.ty_args)
 
     def emit(self, later: set) -> None:
@@ -328,11 +337,11 @@ def split_function(func, regions, func_name: str = "main"):
         if int(r.k) > dim:
             raise SplitRefused(f"{r.k} slices of {dim} along axis {r.axis}")
         planned[s] = (e, r, chunk_bounds(dim, int(r.k)), rules)
+    params, cuts, attrs = _cut_params(func, bindings, planned)
     bb = relax.BlockBuilder()
     env = {p: p for p in func.params}
-    attrs = {str(key): val for key, val in func.attrs.items()} if func.attrs is not None else {}
     name = func_name
-    with bb.function(str(name), list(func.params), attrs=attrs, pure=True):
+    with bb.function(str(name), params, attrs=attrs, pure=True):
         with bb.dataflow():
             i = 0
             while i < len(bindings):
@@ -342,7 +351,7 @@ def split_function(func, regions, func_name: str = "main"):
                     for b in bindings[e + 1:]:
                         later |= set(relax.analysis.free_vars(b.value))
                     later |= set(relax.analysis.free_vars(func.body.body))
-                    _RegionEmitter(bb, env, bindings, (i, e), rules, int(r.axis), bounds).emit(later)
+                    _RegionEmitter(bb, env, bindings, (i, e), rules, int(r.axis), bounds, cuts).emit(later)
                     i = e + 1
                     continue
                 b = bindings[i]
@@ -351,6 +360,75 @@ def split_function(func, regions, func_name: str = "main"):
             gv = bb.emit_output(_sub(func.body.body, env))
         bb.emit_func_output(gv)
     return bb.get()[str(name)]
+
+
+def _param_reads(func, bindings, planned) -> dict:
+    """{frozen param: {(axis, bounds) of each read}}: "P" reads inside regions, None for any other read."""
+    from tvm import relax
+
+    from .param_layout import _frozen
+
+    frozen = set(_frozen(func))
+    reads: dict = {p: set() for p in frozen}
+    in_region = {}
+    for s, (e, _r, bounds, rules) in planned.items():
+        for i in range(s, e + 1):
+            in_region[i] = (rules.get(i), bounds)
+    for i, b in enumerate(bindings):
+        rule, bounds = in_region.get(i, (None, None))
+        v = b.value
+        args = list(v.args) if isinstance(v, relax.Call) else [v]
+        for pos, a in enumerate(args):
+            fields = list(enumerate(a.fields)) if isinstance(a, relax.Tuple) else [(None, a)]
+            for f, x in fields:
+                if x in reads:
+                    mode = rule.get(pos if f is None else (pos, f)) if isinstance(rule, dict) else None
+                    reads[x].add((mode[1], tuple(bounds)) if mode and mode[0] == "P" else None)
+    for x in relax.analysis.free_vars(func.body.body):
+        if x in reads:
+            reads[x].add(None)
+    return reads
+
+
+def _cut_params(func, bindings, planned):
+    """(the function's params with each frozen param read only as the same slices cut into its pieces,
+    {param: [pieces]}, attrs with the recipe that makes the pieces from the user's param)."""
+    import json
+
+    from tvm import relax
+
+    from tvm_swap.param_layouts import Fold, ParamLayouts
+
+    from .param_layout import ATTR, _static_shape, folded_layouts
+    from .split_dense import _identity_layouts
+
+    attrs = {str(key): val for key, val in func.attrs.items()} if func.attrs is not None else {}
+    reads = {p: r for p, r in _param_reads(func, bindings, planned).items() if len(r) == 1 and None not in r}
+    if not reads:
+        return list(func.params), {}, attrs
+    layouts = folded_layouts(func) or _identity_layouts(func)
+    folds = {f.name: f for f in layouts.folds}
+    reads = {p: r for p, r in reads.items() if p.name not in folds or folds[p.name].chunk is None}  # (one cut)
+    kept, new_folds = list(layouts.kept), [f for f in layouts.folds if f.name not in {p.name for p in reads}]
+    params, cuts = [], {}
+    for p in func.params:
+        if p not in reads:
+            params.append(p)
+            continue
+        (axis, bounds), = reads[p]
+        shape = list(_static_shape(p.ty))
+        base = folds.get(p.name) or Fold(p.name, p.name, tuple(shape), ())
+        if p.name in kept:
+            kept.remove(p.name)
+        cuts[p] = []
+        for i, (b, e) in enumerate(bounds):
+            piece = relax.Var(f"{p.name}_c{i}", relax.TensorType(shape[:axis] + [e - b] + shape[axis + 1:],
+                                                                 p.ty.dtype))
+            cuts[p].append(piece)
+            params.append(piece)
+            new_folds.append(Fold(piece.name, base.source, base.source_shape, base.steps + (("slice", (axis, b, e)),)))
+    attrs[ATTR] = json.dumps(ParamLayouts(layouts.user, tuple(kept), tuple(new_folds)).to_dict())
+    return params, cuts, attrs
 
 
 class SplitRegions:
