@@ -74,7 +74,11 @@ def _rule(call, out_ty, axis: int, dim: int, activation) -> dict:
 
     name, args, attrs = _op_name(call), list(call.args), call.attrs
     out = _shape(out_ty)
-    if out is None or len(out) <= axis or out[axis] != dim:
+    if out is None or len(out) <= axis:
+        raise _Refuse(f"its result has no axis {axis}")
+    if name in CONVS:               # (first: a conv that reads a slice whole says so)
+        return _conv_rule(args, attrs, axis, activation)
+    if out[axis] != dim:
         raise _Refuse(f"its result does not have {dim} along axis {axis}")
     nd = len(out)
     tensors = [i for i, a in enumerate(args) if isinstance(a, relax.Var) and isinstance(a.ty, relax.TensorType)]
@@ -96,8 +100,6 @@ def _rule(call, out_ty, axis: int, dim: int, activation) -> dict:
         if int(attrs.axis) % nd == axis:
             return {0: ("S", axis), **{i: ("P", 0) for i in range(1, 5)}}
         return {0: ("S", axis), **{i: ("W", None) for i in range(1, 5)}}
-    if name in CONVS:
-        return _conv_rule(args, attrs, axis, activation)
     if name in POOLS:
         if str(getattr(attrs, "layout", "NCHW")) != "NCHW" or axis not in (0, 1):
             raise _Refuse("a window op splits along batch or channels only (NCHW)")
@@ -206,6 +208,8 @@ def plan_region(func, bindings, act, s: int, e: int, axis: int) -> tuple[int, di
                         raise _Refuse(f"nothing to split along axis {axis}")
                 rules[i] = _rule(v, out_ty, axis, dim, lambda a: a in act)
                 _check_split_reads(v, rules[i], split, axis)
+                if _shape(out_ty)[axis] != dim:
+                    raise _Refuse(f"its result does not have {dim} along axis {axis}")
             else:
                 raise _Refuse(f"a {type(v).__name__} binding")
         except _Refuse as err:
