@@ -141,7 +141,7 @@ def split_regions_to_fit(mod, limit: int, lower_graph, func_name: str, pool: str
     `limit` bytes is feasible, asking each op for less room each round; regions [] when the unsplit graph fits
     or no split does (the caller's exact check then refuses, naming the op)."""
     from relay_passes.split_choice import choose_regions
-    from relay_passes.split_region import SplitRegions
+    from relay_passes.split_region import SplitRefused, SplitRegions
 
     from .planner.api import infeasible_floor
 
@@ -157,7 +157,11 @@ def split_regions_to_fit(mod, limit: int, lower_graph, func_name: str, pool: str
         regions = choose_regions(func, room)
         if regions and regions != tried:
             tried = regions
-            split = SplitRegions(regions, func_name)(mod)
+            try:
+                split = SplitRegions(regions, func_name)(mod)
+            except SplitRefused:          # (an estimate the rewrite refuses: ask for less room)
+                room = int(room * ROOM_STEP)
+                continue
             low, g = lower_graph(split)
             if _fits(g, limit, pool, alignment, infeasible_floor):
                 return split, low, g, regions
@@ -169,7 +173,7 @@ def split_regions_floor(mod, lower_graph, func_name: str = "main", alignment: in
     """(mod, graph, regions) with the lowest arena floor found by splitting regions of ops (each round asks
     them for ROOM_STEP of the best floor so far; two rounds without a lower floor end the search)."""
     from relay_passes.split_choice import choose_regions
-    from relay_passes.split_region import SplitRegions
+    from relay_passes.split_region import SplitRefused, SplitRegions
 
     _, graph = lower_graph(mod)
     best = (_arena_floor(graph, alignment), mod, graph, [])
@@ -181,7 +185,11 @@ def split_regions_floor(mod, lower_graph, func_name: str = "main", alignment: in
             misses += 1
         else:
             tried = regions
-            split = SplitRegions(regions, func_name)(mod)
+            try:
+                split = SplitRegions(regions, func_name)(mod)
+            except SplitRefused:
+                misses += 1
+                continue
             _, g = lower_graph(split)
             floor = _arena_floor(g, alignment)
             if floor < best[0]:
