@@ -27,8 +27,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .micro_batch import BATCH_FIRST_LAYOUT, BINARY, ELEMWISE, _Refuse, _check, _op_name, _shape
+from .split_rows import chunk_bounds, cut_rows, input_rows, row_ranges, with_padding
 
-POOLS = {n for n in BATCH_FIRST_LAYOUT if "pool" in n}
+POOLS = {n for n in BATCH_FIRST_LAYOUT if "pool" in n and n.endswith("2d")}
+ROWS = 2
 CONVS = {"relax.nn.conv2d"}
 
 
@@ -44,15 +46,6 @@ class Region:
     k: int              # slices
 
 
-def chunk_bounds(n: int, k: int) -> list[tuple[int, int]]:
-    """[begin, end) of K blocks of n, as numpy.array_split cuts them (the first n % k one longer)."""
-    q, r = divmod(n, k)
-    out, b = [], 0
-    for i in range(k):
-        e = b + q + (1 if i < r else 0)
-        out.append((b, e))
-        b = e
-    return out
 
 
 # ---- per-op rules: which arguments are read sliced ("S": an activation; "P": a parameter, sliced here) -----
@@ -78,7 +71,9 @@ def _rule(call, out_ty, axis: int, dim: int, activation) -> dict:
         raise _Refuse(f"its result has no axis {axis}")
     if name in CONVS:               # (first: a conv that reads a slice whole says so)
         return _conv_rule(args, attrs, axis, activation)
-    if out[axis] != dim:
+    if name in POOLS and axis == ROWS:
+        return _pool_rows_rule(name, attrs)
+    if out[axis] != dim and axis != ROWS:      # (rows: each value has its own height, split_rows)
         raise _Refuse(f"its result does not have {dim} along axis {axis}")
     nd = len(out)
     tensors = [i for i, a in enumerate(args) if isinstance(a, relax.Var) and isinstance(a.ty, relax.TensorType)]
@@ -133,9 +128,17 @@ def _conv_rule(args, attrs, axis: int, activation) -> dict:
         raise _Refuse("a grouped conv")
     pointwise = (w is not None and w[2:] == [1, 1] and [int(s) for s in attrs.strides] == [1, 1]
                  and all(int(p) == 0 for p in attrs.padding))
-    if axis == 2 and pointwise:
-        return {0: ("S", 2), 1: ("W", None)}
-    raise _Refuse("a window conv would need overlapping rows")
+    if axis == ROWS:               # a window reads the rows around its own: "H" (relay_passes.split_rows)
+        return {0: ("S", 2) if pointwise else ("H", 2), 1: ("W", None)}
+    raise _Refuse(f"not known to keep slices along axis {axis} apart")
+
+
+def _pool_rows_rule(name: str, attrs) -> dict:
+    if str(getattr(attrs, "layout", "NCHW")) != "NCHW" or "adaptive" in name or bool(attrs.ceil_mode):
+        raise _Refuse("rows of a pool: NCHW, not adaptive, no ceil_mode")
+    if "avg" in name and any(int(p) for p in attrs.padding):
+        raise _Refuse("rows of an average pool with padding (its divisor counts the padding)")
+    return {0: ("H", 2)}
 
 
 class _Out:
@@ -208,7 +211,7 @@ def plan_region(func, bindings, act, s: int, e: int, axis: int) -> tuple[int, di
                         raise _Refuse(f"nothing to split along axis {axis}")
                 rules[i] = _rule(v, out_ty, axis, dim, lambda a: a in act)
                 _check_split_reads(v, rules[i], split, axis)
-                if _shape(out_ty)[axis] != dim:
+                if _shape(out_ty)[axis] != dim and axis != ROWS:
                     raise _Refuse(f"its result does not have {dim} along axis {axis}")
             else:
                 raise _Refuse(f"a {type(v).__name__} binding")
@@ -234,7 +237,7 @@ def _check_split_reads(call, rule: dict, split: set, axis: int) -> None:
         fields = list(enumerate(a.fields)) if isinstance(a, relax.Tuple) else [(None, a)]
         for f, v in fields:
             key = pos if f is None else (pos, f)
-            if v in split and rule.get(key, ("W", None))[0] != "S":
+            if v in split and rule.get(key, ("W", None))[0] not in ("S", "H"):
                 raise _Refuse("it reads a split value whole")
 
 
@@ -355,7 +358,8 @@ def split_function(func, regions, func_name: str = "main"):
                     for b in bindings[e + 1:]:
                         later |= set(relax.analysis.free_vars(b.value))
                     later |= set(relax.analysis.free_vars(func.body.body))
-                    _RegionEmitter(bb, env, bindings, (i, e), rules, int(r.axis), bounds, cuts).emit(later)
+                    emitter = _RowEmitter if int(r.axis) == ROWS else _RegionEmitter
+                    emitter(bb, env, bindings, (i, e), rules, int(r.axis), bounds, cuts).emit(later)
                     i = e + 1
                     continue
                 b = bindings[i]
@@ -364,6 +368,74 @@ def split_function(func, regions, func_name: str = "main"):
             gv = bb.emit_output(_sub(func.body.body, env))
         bb.emit_func_output(gv)
     return bb.get()[str(name)]
+
+
+class _RowEmitter(_RegionEmitter):
+    """Rows with windows (relay_passes.split_rows): each slice computes the rows its readers need."""
+
+    def emit(self, later: set) -> None:
+        from tvm import relax
+
+        s, e = self.span
+        k = len(self.bounds)
+        need = row_ranges(self.bindings, self.rules, later, k)
+        for i in range(s, e + 1):
+            if i not in self.rules:
+                b = self.bindings[i]
+                self.env[b.var] = self.bb.emit(_sub(b.value, self.env), name_hint=b.var.name)
+        slices = []
+        for c in range(k):
+            mine = {}
+            for i in sorted(self.rules):
+                b, rule = self.bindings[i], self.rules[i]
+                rows = need[b.var][c]
+                if rule == "item":
+                    mine[b.var] = self.bb.emit(relax.TupleGetItem(mine[b.value.tuple_value], b.value.index),
+                                               name_hint=f"{b.var.name}_p{c}")
+                    continue
+                mine[b.var] = self.bb.emit(self._row_call(b.value, rule, c, rows, mine, need),
+                                           name_hint=f"{b.var.name}_p{c}")
+                got = _shape(mine[b.var].ty.fields[0] if hasattr(mine[b.var].ty, "fields") else mine[b.var].ty)
+                if got[ROWS] != rows[1] - rows[0]:
+                    raise SplitRefused(f"rows of {b.var.name!r}: {got[ROWS]} computed, {rows} wanted")
+            slices.append(mine)
+        for i in sorted(self.rules):
+            var = self.bindings[i].var
+            if var in later:
+                if isinstance(var.ty, relax.TupleType):
+                    raise SplitRefused(f"{var.name!r}, a tuple, is read after the region: end the region later")
+                h = _shape(var.ty)[ROWS]
+                parts = [cut_rows(self.bb, m[var], need[var][c], blk, h, f"{var.name}_b{c}")
+                         for c, (m, blk) in enumerate(zip(slices, chunk_bounds(h, k)))]
+                self.env[var] = self.bb.emit(relax.op.concat(parts, axis=ROWS), name_hint=var.name)
+
+    def _row_call(self, call, rule, c, rows, mine, need):
+        from tvm import relax
+
+        pads, args = None, []
+        for pos, a in enumerate(call.args):
+            if isinstance(a, relax.Tuple):
+                args.append(relax.Tuple([self._row_read(call, rule.get((pos, j), ("W", None)), x, c, rows, mine,
+                                                        need)[0] for j, x in enumerate(a.fields)]))
+                continue
+            value, p = self._row_read(call, rule.get(pos, ("W", None)), a, c, rows, mine, need)
+            pads = p if p is not None else pads
+            args.append(value)
+        if pads is not None:
+            return with_padding(call, args, pads)
+        return relax.Call(call.op, args, call.attrs, call.ty_args)
+
+    def _row_read(self, call, mode, x, c, rows, mine, need):
+        """(x cut to the rows this slice's op reads, the padding it keeps (None: not a window read))."""
+        from tvm import relax
+
+        if mode[0] not in ("S", "H") or not isinstance(x, relax.Var):
+            return _sub(x, self.env), None
+        h = _shape(x.ty)[ROWS]
+        want, pads = input_rows(call, mode, rows, h)
+        if x in mine:
+            return cut_rows(self.bb, mine[x], need[x][c], want, h, f"{x.name}_r{c}"), pads
+        return cut_rows(self.bb, self.env.get(x, x), (0, h), want, h, f"{x.name}_p{c}"), pads
 
 
 def _param_reads(func, bindings, planned) -> dict:
