@@ -123,7 +123,7 @@ def _boundary(facts, s: int, e: int, rules: dict, k: int, room: int) -> tuple[bo
         for pos, a in enumerate(v.args):
             for f, x in (enumerate(a.fields) if hasattr(a, "fields") else [(None, a)]):
                 m = rule.get((pos, f) if f is not None else pos, ("W", None))
-                if m[0] == "S" and x not in inside:
+                if m[0] in ("S", "H") and x not in inside:
                     nb = _nbytes(x.ty)
                     bad_in |= nb + -(-nb // k) > room
     return bad_in, bad_out
