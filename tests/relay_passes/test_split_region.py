@@ -20,6 +20,9 @@ SMALL_CNN_REGIONS = {
     "channels": [Region("lv", "smallcnn_pool0_fwd", 1, 4)],
     "rows+channels": [Region("smallcnn_conv0_fwd", "smallcnn_hybridlambda0_relu0", 2, 3),
                       Region("lv3", "smallcnn_pool1_fwd", 1, 5)],
+    # rows through 3x3 convs and 2x2 pools: each slice recomputes the rows under its windows (the halo)
+    "rows through windows": [Region("lv", "smallcnn_pool1_fwd", 2, 3)],
+    "rows through windows x5": [Region("lv", "smallcnn_pool0_fwd", 2, 5)],
 }
 
 
@@ -78,9 +81,9 @@ def test_ops_that_mix_slices_are_refused_by_name():
     # channels through conv1: a conv reduces over its input channels, a channel slice cannot feed it
     with pytest.raises(SplitRefused, match=r"relax.nn.conv2d.*'lv3'.*axis 1.*whole"):
         SplitRegions([Region("lv", "lv3", 1, 2)])(mod)
-    # rows through a 3x3 conv would need overlapping rows
-    with pytest.raises(SplitRefused, match=r"conv2d.*axis 2.*overlapping rows"):
-        SplitRegions([Region("lv", "lv", 2, 2)])(mod)
+    # a dense layer mixes all rows of its input
+    with pytest.raises(SplitRefused, match=r"relax.reshape.*axis 2"):
+        SplitRegions([Region("lv", "smallcnn_flatten0_flatten0", 2, 2)])(mod)
     with pytest.raises(SplitRefused, match="overlap"):
         SplitRegions([Region("lv", "lv2", 0, 2), Region("lv2", "smallcnn_pool0_fwd", 0, 2)])(mod)
 
