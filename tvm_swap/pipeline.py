@@ -142,6 +142,21 @@ def fold_frozen_layouts(mod, params=None, func_name: str = "main"):
     return mod, params
 
 
+def _split(mod, limit: int, lower_graph, func_name: str, first, planner, pool, split_ops: bool):
+    """(mod, lowered, graph, dense splits, regions): dense layers split by output features until `limit`
+    fits (tvm_swap.split_to_fit), then, with split_ops, regions of ops on what that left."""
+    from .planner.api import resolve_pool
+    from .split_to_fit import split_regions_to_fit, split_to_fit
+
+    pool_name = resolve_pool(planner, pool)
+    mod, lowered, graph, splits = split_to_fit(mod, limit, lower_graph, func_name, pool_name, first=first)
+    regions = []
+    if split_ops:
+        mod, lowered, graph, regions = split_regions_to_fit(mod, int(limit), lower_graph, func_name, pool_name,
+                                                            first=(lowered, graph))
+    return mod, lowered, graph, splits, regions
+
+
 def _check_limit(graph, mem_limit, planner, spec, planner_options, key=None):
     """InfeasibleLimitError when no plan of `graph` meets `mem_limit` (the floor, as plan_graph words it);
     returns the limit resolved against `graph` (a MemLimit). key: the graph's tvm_swap.graph_cache key, where
@@ -236,19 +251,10 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     if key is not None:
         store_graph(key, graph)
     splits, regions = {}, []
-    if may_split and not checked:     # dense layers split by output features until the limit fits
-        from .planner.api import resolve_pool
-        from .split_to_fit import split_to_fit
-
+    if may_split and not checked:     # dense layers split by output features, then regions, until it fits
         mem_limit = resolve_limit(graph, mem_limit)        # a percentage: of the unsplit model's need
-        pool_name = resolve_pool(planner, planner_options.get("pool"))
-        mod, lowered, graph, splits = split_to_fit(mod, mem_limit, lower_graph, func_name, pool_name,
-                                                   first=(lowered, graph))
-        if split_ops:           # then regions of ops, on what the dense splits left
-            from .split_to_fit import split_regions_to_fit
-
-            mod, lowered, graph, regions = split_regions_to_fit(mod, int(mem_limit), lower_graph, func_name,
-                                                                pool_name, first=(lowered, graph))
+        mod, lowered, graph, splits, regions = _split(mod, mem_limit, lower_graph, func_name, (lowered, graph),
+                                                      planner, planner_options.get("pool"), split_ops)
         if splits or regions:
             key = None                 # (the floor memo belongs to the unsplit graph)
             params = fold_frozen_layouts(mod, user_params, func_name)[1]
