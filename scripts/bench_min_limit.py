@@ -17,7 +17,9 @@ symbols written by scripts/make_cnn_symbols.py and scripts/make_resnet50_symbol.
 a folder instead of writing them (how a commit without the generators is measured on the same symbols).
 
 A micro-batched row's "no-swap peak" is the unsplit model's (the share a user asks for), its floors the split
-model's.
+model's. So is an inference row's: its arena floor is that of the model with dense layers split by output
+features and regions of ops split (tvm_swap.split_to_fit, as `--split-ops` compiles it), beside the floor
+without splits (arena_min_unsplit).
 """
 from __future__ import annotations
 
@@ -109,7 +111,7 @@ def measure(label: str, mod, peak_of=None, split: bool = False) -> dict:
     from tvm_swap.planner.swapadvisor.arena import working_set_floor
 
     splits, regions, unsplit_floor = {}, [], None
-    g = graph_of(mod)
+    g = unsplit = graph_of(mod)
     if split:       # dense layers and regions of ops split until none lowers the floor (tvm_swap.split_to_fit)
         try:
             split_g, splits, regions = split_graph_of(mod)
@@ -119,7 +121,8 @@ def measure(label: str, mod, peak_of=None, split: bool = False) -> dict:
             unsplit_floor = int(feasible_floor(g, "arena")[0])
             g = split_g
     gi = GraphIndex.build(g, 256, keep_updated=False)
-    peak = noswap_peak(g if peak_of is None else graph_of(peak_of))
+    # a share of the need of the model the user compiles (unsplit): what a percentage limit resolves against
+    peak = noswap_peak(unsplit if peak_of is None else graph_of(peak_of))
     arena, _ = feasible_floor(g, "arena")
     classes, _ = feasible_floor(g, "size-classes")
     row = {"model": label, "ops": g.num_ops, "noswap_peak": int(peak), "arena_min": int(arena),
