@@ -166,3 +166,20 @@ def test_the_verifier_refuses_two_live_slices_in_overlapping_bytes():
     offsets[obj[b]] = offsets[obj[a]]
     bad = dataclasses.replace(plan, pool=dataclasses.replace(plan.pool, offsets=offsets))
     assert any("overlap" in p or "live" in p for p in verify_plan(g, bad))
+
+
+@pytest.mark.slow
+def test_a_limit_that_needs_no_split_plans_the_same_with_split_ops():
+    """split_ops only acts below the unsplit floor: above it the plan is the one compiled without it."""
+    from tvm_swap.examples import get_example
+    from tvm_swap.pipeline import compile_model
+
+    def stable(plan):        # (as scripts/plan_hashes.py: all but the search's wall-clock fields)
+        d = plan.to_dict()
+        d.pop("search", None)
+        return d
+
+    ex = get_example("cnn")
+    cms = [compile_model(ex.mod, mem_limit="60%", profile=False, generations=2, graph_cache=False, split_ops=s)
+           for s in (False, True)]
+    assert "split_regions" not in cms[1].info and stable(cms[0].plan) == stable(cms[1].plan)
