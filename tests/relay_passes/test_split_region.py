@@ -183,3 +183,24 @@ def test_a_limit_that_needs_no_split_plans_the_same_with_split_ops():
     cms = [compile_model(ex.mod, mem_limit="60%", profile=False, generations=2, graph_cache=False, split_ops=s)
            for s in (False, True)]
     assert "split_regions" not in cms[1].info and stable(cms[0].plan) == stable(cms[1].plan)
+
+
+@pytest.mark.slow
+@needs_fixtures("mxnet")
+def test_batch_one_splits_by_channels_or_rows_and_the_library_gives_the_whole_weights_back(tmp_path):
+    import tvm_swap
+
+    from tests.relay_passes.test_micro_batch import _small_cnn as load
+
+    mod, prm = load(1)
+    prm = {k: (v.numpy() if hasattr(v, "numpy") else np.asarray(v)) for k, v in prm.items()}
+    limit = 78_000        # unsplit floor 533,248 bytes (dense0's weight); dense split alone: 82,176 (pool0)
+    m = tvm_swap.build(mod, mem_limit=limit, params=prm, profile=False, generations=2, split_ops=True,
+                       graph_cache=False)
+    regions = m.compiled.info["split_regions"]
+    assert m.compiled.info["dense_splits"] and regions and all(axis in (1, 2) for _, _, axis, _ in regions)
+    x = np.random.default_rng(3).standard_normal([1, 3, 32, 32]).astype("float32")
+    np.testing.assert_array_equal(m(x), _run(_small_cnn(1)[0], prm, x))
+    assert m.stats()["device_peak_bytes"] <= limit
+    m2 = tvm_swap.load(m.export_library(tmp_path / "m.so"))
+    assert all(np.array_equal(m2.params()[n], prm[n]) for n in prm) and np.array_equal(m2(x), m(x))
