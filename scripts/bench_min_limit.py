@@ -170,21 +170,25 @@ def render_compared(rows: list[dict], before: dict, commit: str) -> str:
     old = {r["model"]: r for r in before["rows"]}
     out = ["# Smallest feasible limit (arena), before and after", "",
            f"Before: commit {before.get('commit', 'unknown')}; after: commit {commit}. Each share is of that commit's "
-           f"own no-swap peak. `scripts/bench_min_limit.py --before FILE`.", "",
-           "| model | no-swap peak before | after | arena min before | after | % of peak before | after | "
-           "after, with splits (dense; regions of ops) | largest op before | after |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           f"own no-swap peak. Without splits: the model as lowered (folds, fusion, in-place); with splits: dense "
+           f"layers by output features, then regions of ops (a 'before' row has them where that commit split). "
+           f"`scripts/bench_min_limit.py --before FILE`.", "",
+           "| model | no-swap peak before | after | arena min before, no split | after | % of peak before | after | "
+           "before, with splits | after, with splits (dense; regions of ops) |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         b = old.get(r["model"])
         if b is None:
             continue
-        plain = r.get("arena_min_unsplit", r["arena_min"])      # without split_dense (fold and fusion only)
+        plain = r.get("arena_min_unsplit", r["arena_min"])      # without splits (fold and fusion only)
+        was = b.get("arena_min_unsplit", b["arena_min"])
         split = (f"{r['arena_min'] / r['noswap_peak']:.1%} ({format_bytes(r['arena_min'])}; "
                  f"{_split_words(r)})" if "arena_min_unsplit" in r else "")
+        split_before = (f"{b['arena_min'] / b['noswap_peak']:.1%} ({format_bytes(b['arena_min'])})"
+                        if "arena_min_unsplit" in b else "")
         out.append(f"| {r['model']} | {format_bytes(b['noswap_peak'])} | {format_bytes(r['noswap_peak'])} | "
-                   f"{format_bytes(b['arena_min'])} | {format_bytes(plain)} | "
-                   f"{b['arena_min'] / b['noswap_peak']:.1%} | {plain / r['noswap_peak']:.1%} | {split} | "
-                   f"{format_bytes(b['largest_working_set'])} | {format_bytes(r['largest_working_set'])} |")
+                   f"{format_bytes(was)} | {format_bytes(plain)} | "
+                   f"{was / b['noswap_peak']:.1%} | {plain / r['noswap_peak']:.1%} | {split_before} | {split} |")
     return "\n".join(out) + "\n"
 
 
