@@ -204,3 +204,32 @@ def test_batch_one_splits_by_channels_or_rows_and_the_library_gives_the_whole_we
     assert m.stats()["device_peak_bytes"] <= limit
     m2 = tvm_swap.load(m.export_library(tmp_path / "m.so"))
     assert all(np.array_equal(m2.params()[n], prm[n]) for n in prm) and np.array_equal(m2(x), m(x))
+
+
+def _residual_block():
+    """x -> conv3x3 -> relu -> conv3x3 (stride 1) -> + x -> relu -> max_pool 2x2: a residual block in NCHW."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([1, 4, 13, 9], "float32"))
+    w1 = relax.Var("w1", relax.TensorType([4, 4, 3, 3], "float32"))
+    w2 = relax.Var("w2", relax.TensorType([4, 4, 3, 3], "float32"))
+    with bb.function("main", [x, w1, w2], attrs={"num_input": 1}):
+        with bb.dataflow():
+            h = bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(x, w1, padding=[1, 1, 1, 1])), name_hint="h")
+            y = bb.emit(relax.op.nn.conv2d(h, w2, padding=[1, 1, 1, 1]), name_hint="y")
+            s = bb.emit(relax.op.nn.relu(relax.op.add(y, x)), name_hint="s")
+            out = bb.emit_output(relax.op.nn.max_pool2d(s, pool_size=[2, 2], strides=[2, 2]))
+        bb.emit_func_output(out)
+    rng = np.random.default_rng(4)
+    return bb.get(), {n: rng.standard_normal(s).astype("float32") for n, s in (("w1", (4, 4, 3, 3)),
+                                                                                ("w2", (4, 4, 3, 3)))}
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_rows_through_a_residual_block_recompute_the_halo_bitwise(k):
+    """Two 3x3 convs in a row: each slice needs two more rows on each side of its input (the halo grows), and
+    the residual add reads the block's input at the slice's own rows."""
+    mod, prm = _residual_block()
+    names = [b.var.name for b in mod["main"].body.blocks[0].bindings]
+    split = SplitRegions([Region(names[0], names[-1], 2, k)])(mod)
+    x = np.random.default_rng(5).standard_normal([1, 4, 13, 9]).astype("float32")
+    np.testing.assert_array_equal(_run(split, prm, x), _run(mod, prm, x))
