@@ -17,7 +17,9 @@ symbols written by scripts/make_cnn_symbols.py and scripts/make_resnet50_symbol.
 a folder instead of writing them (how a commit without the generators is measured on the same symbols).
 
 A micro-batched row's "no-swap peak" is the unsplit model's (the share a user asks for), its floors the split
-model's.
+model's. So is an inference row's: its arena floor is that of the model with dense layers split by output
+features and regions of ops split (tvm_swap.limits.split_to_fit, as `--split-ops` compiles it), beside the floor
+without splits (arena_min_unsplit).
 """
 from __future__ import annotations
 
@@ -81,7 +83,9 @@ def graph_of(mod):
 
 
 def split_graph_of(mod):
-    """(graph once no dense layer's weight sets the floor (tvm_swap.limits.split_to_fit.split_floor), {weight: K})."""
+    """(graph once no dense layer's weight sets the floor (tvm_swap.limits.split_to_fit.split_floor), then with the
+    regions of ops split that lower it most (split_regions_floor; absent before that commit), {weight: K},
+    [[first, last, axis, K] of each region])."""
     from relay_passes.lower import lower
     from tvm_swap.graph.extract import graph_from_relax
     from tvm_swap.pipeline import fold_frozen_layouts
@@ -91,8 +95,13 @@ def split_graph_of(mod):
         low = lower(m, "llvm")
         return low, graph_from_relax(low, "main", target="llvm")
 
-    _, g, splits = split_floor(fold_frozen_layouts(mod)[0], lower_graph)
-    return g, splits
+    m, g, splits = split_floor(fold_frozen_layouts(mod)[0], lower_graph)
+    try:
+        from tvm_swap.limits.split_to_fit import split_regions_floor
+    except ImportError:
+        return g, splits, []
+    _, g, regions = split_regions_floor(m, lower_graph)
+    return g, splits, [[r.start, r.end, r.axis, r.k] for r in regions]
 
 
 def measure(label: str, mod, peak_of=None, split: bool = False) -> dict:
@@ -102,24 +111,26 @@ def measure(label: str, mod, peak_of=None, split: bool = False) -> dict:
     from tvm_swap.planner.graphindex import GraphIndex
     from tvm_swap.planner.swapadvisor.arena import working_set_floor
 
-    splits, unsplit_floor = {}, None
-    g = graph_of(mod)
-    if split:       # dense layers split by output features until none sets the floor (tvm_swap.limits.split_to_fit)
+    splits, regions, unsplit_floor = {}, [], None
+    g = unsplit = graph_of(mod)
+    if split:       # dense layers and regions of ops split until none lowers the floor (tvm_swap.limits.split_to_fit)
         try:
-            split_g, splits = split_graph_of(mod)
+            split_g, splits, regions = split_graph_of(mod)
         except ImportError:   # a commit before the split
             split_g = None
         if split_g is not None:
             unsplit_floor = int(feasible_floor(g, "arena")[0])
             g = split_g
     gi = GraphIndex.build(g, 256, keep_updated=False)
-    peak = noswap_peak(g if peak_of is None else graph_of(peak_of))
+    # a share of the need of the model the user compiles (unsplit): what a percentage limit resolves against
+    peak = noswap_peak(unsplit if peak_of is None else graph_of(peak_of))
     arena, _ = feasible_floor(g, "arena")
     classes, _ = feasible_floor(g, "size-classes")
     row = {"model": label, "ops": g.num_ops, "noswap_peak": int(peak), "arena_min": int(arena),
            "size_classes_min": int(classes), "largest_working_set": int(working_set_floor(gi)),
            "workspace": int(gi.workspace),
-           **({"splits": splits, "arena_min_unsplit": unsplit_floor} if unsplit_floor is not None else {})}
+           **({"splits": splits, "regions": regions, "arena_min_unsplit": unsplit_floor}
+              if unsplit_floor is not None else {})}
     print(f"{label:38s} peak {peak / 1e6:9.2f} MB  arena {arena / peak:6.1%}  size classes {classes / peak:6.1%}  "
           f"(working set {row['largest_working_set'] / 1e6:.2f} MB, workspace {row['workspace'] / 1e6:.2f} MB)",
           flush=True)
@@ -143,6 +154,15 @@ def render(rows: list[dict], commit: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def _split_words(r: dict) -> str:
+    dense = [f"{w} x{k}" for w, k in r["splits"].items()]
+    axes = {0: "batch", 1: "channels", 2: "rows"}
+    regions = [f"{a}..{b} by {axes.get(ax, ax)} x{k}" for a, b, ax, k in r.get("regions", [])]
+    if len(regions) > 3:
+        regions = regions[:3] + [f"{len(regions) - 3} more regions"]
+    return "; ".join(dense + regions) or "no split"
+
+
 def render_compared(rows: list[dict], before: dict, commit: str) -> str:
     """One table: each row's arena floor before (`before`: an earlier run's JSON) and now, as bytes and as a
     share of that commit's own no-swap peak (the peak itself moves when the lowering drops kernels)."""
@@ -151,21 +171,25 @@ def render_compared(rows: list[dict], before: dict, commit: str) -> str:
     old = {r["model"]: r for r in before["rows"]}
     out = ["# Smallest feasible limit (arena), before and after", "",
            f"Before: commit {before.get('commit', 'unknown')}; after: commit {commit}. Each share is of that commit's "
-           f"own no-swap peak. `bench/min_limit.py --before FILE`.", "",
-           "| model | no-swap peak before | after | arena min before | after | % of peak before | after | "
-           "after, with split_dense | largest op before | after |", "|---|---|---|---|---|---|---|---|---|---|"]
+           f"own no-swap peak. Without splits: the model as lowered (folds, fusion, in-place); with splits: dense "
+           f"layers by output features, then regions of ops (a 'before' row has them where that commit split). "
+           f"`bench/min_limit.py --before FILE`.", "",
+           "| model | no-swap peak before | after | arena min before, no split | after | % of peak before | after | "
+           "before, with splits | after, with splits (dense; regions of ops) |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         b = old.get(r["model"])
         if b is None:
             continue
-        plain = r.get("arena_min_unsplit", r["arena_min"])      # without split_dense (fold and fusion only)
+        plain = r.get("arena_min_unsplit", r["arena_min"])      # without splits (fold and fusion only)
+        was = b.get("arena_min_unsplit", b["arena_min"])
         split = (f"{r['arena_min'] / r['noswap_peak']:.1%} ({format_bytes(r['arena_min'])}; "
-                 f"{', '.join(f'{w} x{k}' for w, k in r['splits'].items()) or 'no split'})"
-                 if "arena_min_unsplit" in r else "")
+                 f"{_split_words(r)})" if "arena_min_unsplit" in r else "")
+        split_before = (f"{b['arena_min'] / b['noswap_peak']:.1%} ({format_bytes(b['arena_min'])})"
+                        if "arena_min_unsplit" in b else "")
         out.append(f"| {r['model']} | {format_bytes(b['noswap_peak'])} | {format_bytes(r['noswap_peak'])} | "
-                   f"{format_bytes(b['arena_min'])} | {format_bytes(plain)} | "
-                   f"{b['arena_min'] / b['noswap_peak']:.1%} | {plain / r['noswap_peak']:.1%} | {split} | "
-                   f"{format_bytes(b['largest_working_set'])} | {format_bytes(r['largest_working_set'])} |")
+                   f"{format_bytes(was)} | {format_bytes(plain)} | "
+                   f"{was / b['noswap_peak']:.1%} | {plain / r['noswap_peak']:.1%} | {split_before} | {split} |")
     return "\n".join(out) + "\n"
 
 
@@ -189,11 +213,11 @@ def main(argv=None) -> int:
 
     rows = []
     for name in [x for x in args.examples.split(",") if x]:
-        rows.append(measure(f"example {name}", get_example(name).mod))
+        rows.append(measure(f"example {name}", get_example(name).mod, split="train" not in name))
     for name in [x for x in args.models.split(",") if x]:
         for b in (int(x) for x in args.batches.split(",")):
             mod, prm = mxnet_module(name, b)
-            rows.append(measure(f"{name} batch {b} inference", mod))
+            rows.append(measure(f"{name} batch {b} inference", mod, split=True))
             for k in (int(x) for x in args.micro_batches.split(",") if x):
                 if b % k == 0 and b > 1:
                     from relay_passes.micro_batch import split_batch

@@ -214,7 +214,7 @@ def run_case(seed: int) -> dict:
         if host is not None:     # the below-min check is about the all-device floor, which host ops change
             out["ok"] = True
             return out
-        # half the time as a first compile (no graph cache): refused before lowering where tvm_swap.early_floor's
+        # half the time as a first compile (no graph cache): refused before lowering where tvm_swap.limits.early_floor's
         # bounds prove it (a lower bound then, which must not exceed the min), else after lowering
         first = first_compile(seed)
         out["below"] = _check_below(ex, {**kw, "graph_cache": False} if first else kw, lo, int(lo * frac),

@@ -1,6 +1,6 @@
 """The refusal names what would move the floor for the op that sets it (issue 26, item 5): a weight layout
 copy that could not be folded, the split factor or batch that would fit, and no advice that cannot move that
-op's own need (tvm_swap.limits.mem_limit.floor_hint, through plan_graph's refusal)."""
+op's own need (tvm_swap.limits.floor_hint, through plan_graph's refusal)."""
 from __future__ import annotations
 
 import re

@@ -53,7 +53,7 @@ def test_a_damaged_cache_file_is_profiled_again_not_an_error(monkeypatch, tmp_pa
     t = open_kernel_timings("llvm", "cpu(0)")
     t.put("k", 1.0)
     t.flush()
-    t.path.write_text('{"format": "tvm_swap.cost_table", "vers')      # cut short by a crash
+    t.path.write_text('{"format": "tvm_swap.cost.table", "vers')      # cut short by a crash
     assert open_kernel_timings("llvm", "cpu(0)").get("k") is None
 
 

@@ -105,7 +105,12 @@ def _may_split(mod, func_name: str) -> bool:
     return not (func.attrs is not None and "tvm_swap.updates" in func.attrs) and bool(splittable(func))
 
 
-def _split_may_help(mod, mem_limit, func_name: str) -> bool:
+def _is_inference(mod, func_name: str) -> bool:
+    func = mod[func_name]
+    return not (func.attrs is not None and "tvm_swap.updates" in func.attrs)
+
+
+def _split_may_help(mod, mem_limit, func_name: str, split_ops: bool = False) -> bool:
     """Whether a limit refused before lowering may still fit once dense weights are split: not when it is a
     byte limit below a tensor no split makes smaller (an input, a result, a weight that is not split)."""
     from relay_passes.split_dense import splittable
@@ -119,7 +124,8 @@ def _split_may_help(mod, mem_limit, func_name: str) -> bool:
         return True
     func = mod[func_name]
     can = splittable(func)
-    whole = [_nbytes(p.ty) or 0 for p in func.params if p.name not in can]
+    n = int(func.attrs["num_input"]) if func.attrs is not None and "num_input" in func.attrs else len(func.params)
+    whole = [_nbytes(p.ty) or 0 for i, p in enumerate(func.params) if p.name not in can and (i < n or not split_ops)]
     whole += [_nbytes(t) or 0 for t in (func.ret_ty.fields if hasattr(func.ret_ty, "fields") else [func.ret_ty])]
     return limit >= max(whole, default=0)
 
@@ -134,6 +140,21 @@ def fold_frozen_layouts(mod, params=None, func_name: str = "main"):
     if layouts is not None and isinstance(params, dict):
         params = layouts.to_compute(params)
     return mod, params
+
+
+def _split(mod, limit: int, lower_graph, func_name: str, first, planner, pool, split_ops: bool):
+    """(mod, lowered, graph, dense splits, regions): dense layers split by output features until `limit`
+    fits (tvm_swap.limits.split_to_fit), then, with split_ops, regions of ops on what that left."""
+    from .planner.api import resolve_pool
+    from .limits.split_to_fit import split_regions_to_fit, split_to_fit
+
+    pool_name = resolve_pool(planner, pool)
+    mod, lowered, graph, splits = split_to_fit(mod, limit, lower_graph, func_name, pool_name, first=first)
+    regions = []
+    if split_ops:
+        mod, lowered, graph, regions = split_regions_to_fit(mod, int(limit), lower_graph, func_name, pool_name,
+                                                            first=(lowered, graph))
+    return mod, lowered, graph, splits, regions
 
 
 def _check_limit(graph, mem_limit, planner, spec, planner_options, key=None):
@@ -156,13 +177,15 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
                   profile: bool = True, bandwidth=None, func_name: str = "main", workers: int | None = 1,
                   progress: bool = False, cost_cache=None, op_time=None, params=None, example_inputs=None,
                   debug_poison: bool = False, graph_cache: bool = True, _plan_hook=None, micro_batches=None,
-                  split_dense: bool = False, **planner_options) -> CompiledModel:
+                  split_dense: bool = False, split_ops: bool = False, **planner_options) -> CompiledModel:
     """Everything `build` does except creating the runtime. See `build` for the arguments (params and
     example_inputs only feed in-situ profiling here). graph_cache: keep the lowered graph on disk
     (tvm_swap.caches.graph), so compiling this module again refuses an infeasible limit before lowering.
     micro_batches: inference in that many slices of the batch (see micro_batched). split_dense: inference
     below the floor runs the dense layers whose weights set it in slices of their output features, as few as
-    fit (tvm_swap.limits.split_to_fit); a percentage limit stays a share of the unsplit model's need."""
+    fit (tvm_swap.limits.split_to_fit); a percentage limit stays a share of the unsplit model's need. split_ops:
+    inference below the floor also runs regions of ops in slices of the batch, channels or rows
+    (relay_passes.split_region, chosen by tvm_swap.limits.split_to_fit.split_regions_to_fit), dense splits first."""
     import tvm
 
     if planner == "zero-offload":     # the runtime runs device ops only (yet): its optimizer on the device
@@ -199,13 +222,15 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     key = graph_key(mod, target, fuse_max_depth, func_name) if graph_cache else None
     user_mod, user_params = mod, params
     mod, params = fold_frozen_layouts(mod, params, func_name)   # (keyed above by the user's module)
-    may_split = bool(split_dense) and mem_limit is not None and _may_split(mod, func_name)
+    split_dense = bool(split_dense) or bool(split_ops)
+    may_split = mem_limit is not None and ((split_dense and _may_split(mod, func_name))
+                                           or (bool(split_ops) and _is_inference(mod, func_name)))
     checked = False
     if key is not None and mem_limit is not None:
         early = cached_graph(key)      # this module lowered before: the exact check, before lowering again
         if early is not None:
             # below the unsplit floor, splitting a dense layer may still fit it
-            with _unless(may_split and _split_may_help(mod, mem_limit, func_name)):
+            with _unless(may_split and _split_may_help(mod, mem_limit, func_name, split_ops)):
                 _check_limit(early, mem_limit, planner, spec, planner_options, key)
                 checked = True         # (on the very graph lowering makes again: no second check below)
     if mem_limit is not None and not checked:
@@ -214,7 +239,7 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
         # after lowering). Not before the cache lookup above: a lowered graph names the exact min instead
         from .limits.early_floor import check_before_lowering
 
-        with _unless(may_split and _split_may_help(mod, mem_limit, func_name)):
+        with _unless(may_split and _split_may_help(mod, mem_limit, func_name, split_ops)):
             check_limit_before_lowering(user_mod, mem_limit, func_name)      # (names the user's params)
             check_before_lowering(mod, mem_limit, func_name, target)
 
@@ -225,16 +250,12 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     lowered, graph = lower_graph(mod)
     if key is not None:
         store_graph(key, graph)
-    splits = {}
-    if may_split and not checked:     # dense layers split by output features until the limit fits
-        from .planner.api import resolve_pool
-        from .limits.split_to_fit import split_to_fit
-
+    splits, regions = {}, []
+    if may_split and not checked:     # dense layers split by output features, then regions, until it fits
         mem_limit = resolve_limit(graph, mem_limit)        # a percentage: of the unsplit model's need
-        mod, lowered, graph, splits = split_to_fit(mod, mem_limit, lower_graph, func_name,
-                                                   resolve_pool(planner, planner_options.get("pool")),
-                                                   first=(lowered, graph))
-        if splits:
+        mod, lowered, graph, splits, regions = _split(mod, mem_limit, lower_graph, func_name, (lowered, graph),
+                                                      planner, planner_options.get("pool"), split_ops)
+        if splits or regions:
             key = None                 # (the floor memo belongs to the unsplit graph)
             params = fold_frozen_layouts(mod, user_params, func_name)[1]
     times["lower_s"] = time.perf_counter() - t0
@@ -263,7 +284,8 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     times["codegen_s"] = time.perf_counter() - t3
     info = {"target": kind, "planner": plan.planner, "cost": cost_source, "num_ops": graph.num_ops,
             "device": spec.name, **{k: round(v, 4) for k, v in times.items()},
-            **({"dense_splits": dict(splits)} if splits else {})}
+            **({"dense_splits": dict(splits)} if splits else {}),
+            **({"split_regions": [[r.start, r.end, r.axis, r.k] for r in regions]} if regions else {})}
     return CompiledModel(executable, plan, graph, lowered, op_time, spec, target, info)
 
 
@@ -271,7 +293,7 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
           budget_s: float = 10.0, seed: int = 0, generations: int | None = None, fuse_max_depth=None,
           profile: bool = True, bandwidth=None, debug_poison: bool = False, func_name: str = "main",
           workers: int | None = 1, progress: bool = False, example_inputs=None, cost_cache=None, op_time=None,
-          _plan_hook=None, split_dense: bool = False, **planner_options):
+          _plan_hook=None, split_dense: bool = False, split_ops: bool = False, **planner_options):
     """Compile `mod` to run inside `mem_limit` and return a SwapModule holding `params`.
 
     mem_limit: bytes, '8GB', '512MiB', a percentage of the no-swap peak ('60%'), or None (no limit).
@@ -283,6 +305,8 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
     split_dense=True (inference): a limit below the floor set by a dense layer's weight is met by running that
     layer as K slices of its output features, the weight cut into K params at compile time (the user still
     gives and gets it whole), K as small as fits (tvm_swap.limits.split_to_fit); results bitwise equal.
+    split_ops=True (inference): also regions of ops in K slices of the batch, channels or rows (a conv by output
+    channels), so a limit below the largest op needs no micro_batches (relay_passes.split_region).
     micro_batches=K (inference): run the batch in K slices (relay_passes.micro_batch), each op then holds 1/K
     of its activations; a percentage limit stays a share of the unsplit model's no-swap need.
     profile: True times each kernel alone on llvm (tvm_swap.cost.roofline.profile_times); "insitu" times each kernel
@@ -320,7 +344,7 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
                        seed=seed, generations=generations, fuse_max_depth=fuse_max_depth, profile=profile,
                        bandwidth=bandwidth, func_name=func_name, workers=workers, progress=progress,
                        cost_cache=cost_cache, op_time=op_time, params=params_dict, example_inputs=example_inputs,
-                       debug_poison=debug_poison, _plan_hook=_plan_hook, split_dense=split_dense,
+                       debug_poison=debug_poison, _plan_hook=_plan_hook, split_dense=split_dense, split_ops=split_ops,
                        **planner_options)
     link = cm.device if bandwidth is not None else None
     m = SwapModule(cm.executable, params, plan=cm.plan, bandwidth=link, debug_poison=debug_poison,

@@ -135,7 +135,7 @@ def test_host_updates_without_the_step_counters_update_get_it_too():
     """Llama-13B's last half of the Adam updates on the host read the step counter; its update op left on the
     device kept the counter there and left the host copy stale (the verifier refused the plan: a traceback for
     host_ops=[...]); the policy runs that update on the host too (host_split.close_host_ops)."""
-    from tvm_swap.cost import roofline_times
+    from tvm_swap.cost.roofline import roofline_times
     from tvm_swap.planner.host_split import close_host_ops
     from tvm_swap.units import parse_limit
 

@@ -171,7 +171,7 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
                        device=None, planner="swapadvisor", budget_s=10.0, seed=0, generations=None,
                        fuse_max_depth=None, progress=False, pool=None, init=None, train=None,
                        refresh_timings=False, recompute=None, micro_batches=None, split_dense=False,
-                       host_ops=None) -> dict:
+                       host_ops=None, split_ops=False) -> dict:
     """Build MODEL under the limit and write OUTPUT (params inside, and how it was made, so `run
     --compare-unlimited` can build the unlimited reference on demand) and OUTPUT.inputs.npz (example inputs).
     init: "random"/"zeros" for params without a value; train: a train_args.TrainOptions (one training step).
@@ -189,7 +189,7 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
     # a bundled example's limit below its floor: refused from a table, before TVM is imported
     refuse_below_floor(model, mem_limit, target=target, planner=planner, pool=pool, fuse_max_depth=fuse_max_depth,
                        micro_batches=micro_batches, train=train, shapes=shapes, params=params,
-                       split_dense=split_dense)
+                       split_dense=split_dense or split_ops)
     import tvm_swap
 
     from ..cost.timing_cache import kernel_timings_for
@@ -210,7 +210,7 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
         info = cross_compile(mod, prm, output, target=target, mem_limit=mem_limit, device=device, planner=planner,
                              budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
                              progress=progress, pool=pool, notes=notes, recompute=recompute,
-                             split_dense=split_dense, host_ops=host_ops)
+                             split_dense=split_dense, host_ops=host_ops, split_ops=split_ops)
         if example_inputs:
             save_inputs(output, dict(example_inputs))
         return {"output": output, "build_s": round(time.perf_counter() - t0, 3),
@@ -220,7 +220,7 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
     timings = kernel_timings_for(target, refresh=refresh_timings)
     m = tvm_swap.build(mod, target=target, mem_limit=mem_limit, params=prm, device=device, planner=planner,
                        budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
-                       progress=progress, pool=pool, cost_cache=timings, split_dense=split_dense,
+                       progress=progress, pool=pool, cost_cache=timings, split_dense=split_dense, split_ops=split_ops,
                        **({} if recompute is None else {"recompute": recompute}),
                        **({} if host_ops is None else {"host_ops": host_ops}))
     m.build_info.update(notes)
@@ -275,8 +275,9 @@ def cmd_compile(args) -> int:
                               recompute=getattr(args, "recompute", None),
                               micro_batches=getattr(args, "micro_batches", None),
                               split_dense=getattr(args, "split_dense", False),
-                              host_ops=getattr(args, "host_ops", None))
-    from ..devices import get_device
+                              host_ops=getattr(args, "host_ops", None),
+                              split_ops=getattr(args, "split_ops", False))
+    from ..cost.devices import get_device
 
     if "device" in info:
         warn = limit_above_device(info["mem_limit_bytes"], get_device(info["device"]))

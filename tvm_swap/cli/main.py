@@ -144,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the optimizer's update kernels on the host (all, or as many as simulate fastest): "
                         "the library runs them as llvm kernels on host memory, their inputs copied out and the "
                         "updated weights copied back in as the plan says")
+    p.add_argument("--split-ops", action="store_true",
+                   help="inference: below the floor an op's activations set, run a region of ops around it in K "
+                        "slices of the batch, channels or rows (relay_passes.split_region, K as small as fits the "
+                        "limit), with --split-dense's dense splits too; results bitwise equal")
     p.add_argument("--refresh-timings", action="store_true",
                    help="time every kernel and build the unlimited reference again instead of reusing the disk "
                         "cache ($TVM_SWAP_CACHE_DIR, else $XDG_CACHE_HOME/tvm_swap) from an earlier compile")

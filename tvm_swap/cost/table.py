@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..jsonio import check_versioned, read_json
 
-COST_TABLE_FORMAT = "tvm_swap.cost_table"  # a file format name (kept when the module moved)
+COST_TABLE_FORMAT = "tvm_swap.cost.table"  # a file format name (kept when the module moved)
 COST_TABLE_VERSION = 1
 
 

@@ -8,8 +8,8 @@ Only advice that lowers that op's own need, with the numbers for this limit:
   setting moves it;
 - parameters bigger than what the limit leaves: named; for an inference dense layer, the split into K slices
   of its output features that fits (split_dense=True); no batch or fusion advice;
-- activations: the micro-batch count (inference) or batch factor (training) that fits, only where the batch
-  is larger than 1;
+- activations: split_ops=True (inference: the op and its neighbours in slices, relay_passes.split_region), the
+  micro-batch count (inference) or batch factor (training) that fits, only where the batch is larger than 1;
 - a smaller fusion depth only for a fused kernel holding more than one input and output besides its weights;
 - the arena for size classes.
 The facts are plain data (the bundled examples' floors table stores them, tvm_swap.examples.floors), the
@@ -104,6 +104,8 @@ def hint_text(f: dict, pool: str, limit: int | None = None) -> str:
     wbytes, rest, biggest = f["weights"], f["activations"], f["biggest"]
     params_too_big = bool(wbytes) and room is not None and wbytes >= room
     knobs = []
+    if rest and not params_too_big and not f["training"]:
+        knobs.append("split_ops=True (it and the ops around it in slices of the batch, channels or rows)")
     if rest and not params_too_big and f["batch"] > 1:
         k = slices_to_fit(rest, wbytes, room)
         k = k if k is not None and k <= f["batch"] else None

@@ -122,3 +122,80 @@ def split_floor(mod, lower_graph, func_name: str = "main", alignment: int = 256)
         mod = SplitDenseByOutputFeatures(splits, func_name)(base)
         _, graph = lower_graph(mod)
     return mod, graph, splits
+
+
+# ---- regions of activation ops in slices (relay_passes.split_region; batch, channels or rows) -------------
+
+ROOM_STEP = 0.8        # each round asks the regions' ops for this share of the room before
+
+
+def _arena_floor(graph, alignment: int) -> int:
+    from ..planner.api import feasible_floor
+
+    return int(feasible_floor(graph, "arena", alignment)[0])
+
+
+def split_regions_to_fit(mod, limit: int, lower_graph, func_name: str, pool: str, alignment: int = 256,
+                         first=None, rounds: int = 6):
+    """(mod, lowered, graph, regions): `mod` with regions of ops split (relay_passes.split_choice) until
+    `limit` bytes is feasible, asking each op for less room each round; regions [] when the unsplit graph fits
+    or no split does (the caller's exact check then refuses, naming the op)."""
+    from relay_passes.split_choice import choose_regions
+    from relay_passes.split_region import SplitRefused, SplitRegions
+
+    from ..planner.api import infeasible_floor
+
+    lowered, graph = first if first is not None else lower_graph(mod)
+    func = mod[func_name]
+    if limit is None or (func.attrs is not None and "tvm_swap.updates" in func.attrs):
+        return mod, lowered, graph, []
+    if _fits(graph, limit, pool, alignment, infeasible_floor):
+        return mod, lowered, graph, []
+    workspace = max((o.workspace for o in graph.ops), default=0)
+    room, tried = int(limit) - int(workspace), None
+    for _ in range(rounds):
+        regions = choose_regions(func, room)
+        if regions and regions != tried:
+            tried = regions
+            try:
+                split = SplitRegions(regions, func_name)(mod)
+            except SplitRefused:          # (an estimate the rewrite refuses: ask for less room)
+                room = int(room * ROOM_STEP)
+                continue
+            low, g = lower_graph(split)
+            if _fits(g, limit, pool, alignment, infeasible_floor):
+                return split, low, g, regions
+        room = int(room * ROOM_STEP)
+    return mod, lowered, graph, []
+
+
+def split_regions_floor(mod, lower_graph, func_name: str = "main", alignment: int = 256, rounds: int = 10):
+    """(mod, graph, regions) with the lowest arena floor found by splitting regions of ops (each round asks
+    them for ROOM_STEP of the best floor so far; two rounds without a lower floor end the search)."""
+    from relay_passes.split_choice import choose_regions
+    from relay_passes.split_region import SplitRefused, SplitRegions
+
+    _, graph = lower_graph(mod)
+    best = (_arena_floor(graph, alignment), mod, graph, [])
+    room, misses, tried = best[0], 0, None
+    for _ in range(rounds):
+        room = int(room * ROOM_STEP)
+        regions = choose_regions(mod[func_name], room)
+        if not regions or regions == tried:
+            misses += 1
+        else:
+            tried = regions
+            try:
+                split = SplitRegions(regions, func_name)(mod)
+            except SplitRefused:
+                misses += 1
+                continue
+            _, g = lower_graph(split)
+            floor = _arena_floor(g, alignment)
+            if floor < best[0]:
+                best, misses = (floor, split, g, regions), 0
+            else:
+                misses += 1
+        if misses >= 2:
+            break
+    return best[1], best[2], best[3]

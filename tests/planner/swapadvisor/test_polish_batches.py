@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from tvm_swap.devices import get_device
+from tvm_swap.cost.devices import get_device
 from tvm_swap.planner.bounds import noswap_peak
 from tvm_swap.planner.feasibility import min_feasible_limit
 from tvm_swap.planner.swapadvisor.executors import Done

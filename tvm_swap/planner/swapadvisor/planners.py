@@ -186,7 +186,7 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
 
 # small graphs: the polish's grid coarse first, then the whole grid around the best of it (polish_memory): on the
 # fuzz's graphs of 3-60 ops far from the bound the whole grid was 58-118 of the ~200-300 evaluations of a plan and
-# moved none of 16 plans (scripts/bench_small_graphs.py, 76 cases); on main it moved 5 of 87 by 0.03-0.8%
+# moved none of 16 plans (bench/small_graphs.py, 76 cases); on main it moved 5 of 87 by 0.03-0.8%
 COARSE_SMALL = True
 
 # small graphs (POLISH_MAX_OPS): the search also stops within this share of the lower bound, where the rest of

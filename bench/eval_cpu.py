@@ -10,7 +10,7 @@ made evaluations cheaper.
 
 Writes benchmarks/eval_cpu.json (with the commit) and prints the table.
 
-    python scripts/bench_eval_cpu.py --base /work/base [--models nasnet-25@batch=16,bert-large@batch=32]
+    python -m bench eval-cpu --base /work/base [--models nasnet-25@batch=16,bert-large@batch=32]
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ GENOMES = ["nosearch", "keep50", "keepall", "hot+keepall", "keepall-evictable", 
 CHILD = r"""
 import json, sys, time
 import numpy as np
-from tvm_swap.cost import roofline_times
-from tvm_swap.devices import get_device
+from tvm_swap.cost.roofline import roofline_times
+from tvm_swap.cost.devices import get_device
 from tvm_swap.planner.swapadvisor.ga import Evaluator, GeneticSearch
 from tvm_swap.units import parse_bytes
 from tvm_swap.zoo import load_zoo
@@ -68,7 +68,6 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="v100-16gb")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "eval_cpu.json"))
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
     from tvm_swap.provenance import git_commit
 
     rows = []
@@ -77,8 +76,9 @@ def main(argv=None) -> int:
         for b, n in zip(base, new):
             rows.append({"model": m, "genome": b["genome"], "base_cpu_s": round(b["cpu_s"], 3),
                          "cpu_s": round(n["cpu_s"], 3), "base_time_s": b["time_s"], "time_s": n["time_s"]})
-    Path(args.out).write_text(json.dumps({"commit": git_commit(), "base": args.base, "device": args.device,
-                                          "mem_limit": args.mem_limit, "rows": rows}, indent=1))
+    from bench import record     # here, not at the top: a child runs this file by path
+    record.write(Path(args.out), {"commit": git_commit(), "base": args.base, "device": args.device,
+                                          "mem_limit": args.mem_limit, "rows": rows})
     print(f"\n| model | genome | CPU s / evaluation, base | this tree | ratio | predicted s equal |")
     print("|---|---|---|---|---|---|")
     for r in rows:

@@ -6,7 +6,7 @@ Each tree runs in its own child process (PYTHONPATH=tree), the trees interleaved
 machine's load falls on them alike; per genome, the least CPU seconds (process time: the child's own work,
 not the waits of a shared machine) over the repeats and `--inner` evaluations in each child. The simulated times must be equal across trees.
 
-    python scripts/bench_arena_eval.py --trees /work/base,. [--model zoo:nasnet-25@batch=16] [--repeat 3]
+    python -m bench arena-eval --trees /work/base,. [--model zoo:nasnet-25@batch=16] [--repeat 3]
 
 Writes benchmarks/arena_eval.json (with the commit) and prints the table.
 """
@@ -29,7 +29,7 @@ def child(args) -> None:
 
     import numpy as np
 
-    from tvm_swap.devices import get_device
+    from tvm_swap.cost.devices import get_device
     from tvm_swap.planner.api import resolve_op_time
     from tvm_swap.planner.graphindex import GraphIndex
     from tvm_swap.planner.swapadvisor.arena import ArenaScorer, ArenaSpace
@@ -90,7 +90,6 @@ def main(argv=None) -> int:
     if args.child:
         child(args)
         return 0
-    sys.path.insert(0, str(ROOT))
     from tvm_swap.provenance import git_commit
 
     trees = args.trees.split(",")
@@ -112,11 +111,10 @@ def main(argv=None) -> int:
         print(f"| {name} | {cells} | {best[trees[-1]][name] / best[base][name]:.3f} |")
     tot = {t: sum(best[t].values()) for t in trees}
     print("| total | " + " | ".join(f"{tot[t]:.3f}" for t in trees) + f" | {tot[trees[-1]] / tot[base]:.3f} |")
-    Path(args.out).write_text(json.dumps({"commit": git_commit(), "model": args.model, "mem_limit": args.mem_limit,
+    from bench import record     # here, not at the top: a child runs this file by path
+    record.write(Path(args.out), {"commit": git_commit(), "model": args.model, "mem_limit": args.mem_limit,
                                           "device": args.device, "trees": trees, "runs": runs, "best_cpu_s": best,
-                                          "same_simulated_times": same, "load_average": os.getloadavg()[0]},
-                                         indent=1))
-    print(f"wrote {args.out}")
+                                          "same_simulated_times": same, "load_average": os.getloadavg()[0]})
     return 0 if same else 1
 
 
