@@ -509,7 +509,9 @@ def _cut_params(func, bindings, planned):
 
 class SplitRegions:
     """A module pass: `func_name` with each Region computed in slices (module docstring). A training step
-    (`tvm_swap.updates`) is refused: its batch norm and gradients mix what the slices keep apart."""
+    (`tvm_swap.updates`) is refused: its batch norm and gradients mix what the slices keep apart. Called as
+    TVM's passes are (`SplitRegions(regions)(mod)`), but not wrapped by tvm.transform.module_pass: TVM's FFI
+    would turn a SplitRefused raised inside into a RuntimeError, losing the type callers catch."""
 
     def __init__(self, regions, func_name: str = "main"):
         self.regions = [r for r in regions if int(r.k) > 1]
