@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .micro_batch import BATCH_FIRST_LAYOUT, BINARY, ELEMWISE, _Refuse, _check, _op_name, _shape
+from .micro_batch import ELEMWISE, _Refuse, _op_name, _shape
+from .split_params import _cut_params
 from .split_rows import chunk_bounds, cut_rows, input_rows, row_ranges, with_padding
+from .split_rules import CONVS, ROWS, _rule
 
-POOLS = {n for n in BATCH_FIRST_LAYOUT if "pool" in n and n.endswith("2d")}
-ROWS = 2
-CONVS = {"relax.nn.conv2d"}
+__all__ = ["ELEMWISE", "Region", "SplitRefused", "SplitRegions", "chunk_bounds", "plan_region", "split_function"]
 
 
 class SplitRefused(ValueError):
@@ -46,109 +46,6 @@ class Region:
     k: int              # slices
 
 
-
-
-# ---- per-op rules: which arguments are read sliced ("S": an activation; "P": a parameter, sliced here) -----
-
-def _aligned_dim(ty, axis: int, ndim: int):
-    """The size of `ty` along output axis `axis` under numpy broadcasting (None: it has no such axis)."""
-    s = _shape(ty)
-    if s is None:
-        raise _Refuse("an operand without a static shape")
-    j = axis - (ndim - len(s))
-    return s[j] if j >= 0 else None, j
-
-
-def _rule(call, out_ty, axis: int, dim: int, activation) -> dict:
-    """{arg position (or (position, field)): ("S", axis in that arg) | ("P", axis) | ("W", None)} for a call
-    in a region split along `axis` into slices of `dim`; raise _Refuse where the op mixes slices.
-    activation(var): whether var depends on the function's inputs."""
-    from tvm import relax
-
-    name, args, attrs = _op_name(call), list(call.args), call.attrs
-    out = _shape(out_ty)
-    if out is None or len(out) <= axis:
-        raise _Refuse(f"its result has no axis {axis}")
-    if name in CONVS:               # (first: a conv that reads a slice whole says so)
-        return _conv_rule(args, attrs, axis, activation)
-    if name in POOLS and axis == ROWS:
-        return _pool_rows_rule(name, attrs)
-    if out[axis] != dim and axis != ROWS:      # (rows: each value has its own height, split_rows)
-        raise _Refuse(f"its result does not have {dim} along axis {axis}")
-    nd = len(out)
-    tensors = [i for i, a in enumerate(args) if isinstance(a, relax.Var) and isinstance(a.ty, relax.TensorType)]
-
-    def along(i):
-        return ("S", axis) if activation(args[i]) else ("P", axis)
-
-    if name in ELEMWISE:
-        return {0: ("S", axis), **{i: ("W", None) for i in tensors[1:]}} if activation(args[0]) else _no()
-    if name in BINARY:
-        modes = {}
-        for i in tensors:
-            d, j = _aligned_dim(args[i].ty, axis, nd)
-            modes[i] = ("W", None) if d in (None, 1) else (("S", j) if activation(args[i]) else ("P", j))
-        return modes
-    if name == "relax.nn.batch_norm":
-        if bool(getattr(attrs, "training", True)):
-            raise _Refuse("batch norm in training mode (batch statistics)")
-        if int(attrs.axis) % nd == axis:
-            return {0: ("S", axis), **{i: ("P", 0) for i in range(1, 5)}}
-        return {0: ("S", axis), **{i: ("W", None) for i in range(1, 5)}}
-    if name in POOLS:
-        if str(getattr(attrs, "layout", "NCHW")) != "NCHW" or axis not in (0, 1):
-            raise _Refuse("a window op splits along batch or channels only (NCHW)")
-        return {0: ("S", axis)}
-    if name == "relax.concat":
-        if int(attrs.axis) % nd == axis:
-            raise _Refuse("a concat along the split axis")
-        return {(0, f): along_field for f, along_field in
-                enumerate(("S", axis) if activation(v) else ("P", axis) for v in args[0].fields)}
-    if axis == 0:
-        _check(_Out(out_ty), call, activation, dim)          # micro_batch's table of batch-independent ops
-        return {i: ("S", 0) if activation(args[i]) else ("W", None) for i in tensors}
-    raise _Refuse(f"not known to keep slices along axis {axis} apart")
-
-
-def _no():
-    raise _Refuse("an elementwise op on a parameter")
-
-
-def _conv_rule(args, attrs, axis: int, activation) -> dict:
-    if str(attrs.data_layout) != "NCHW" or str(attrs.kernel_layout) != "OIHW":
-        raise _Refuse("a conv splits in NCHW/OIHW only")
-    groups, w = int(attrs.groups), _shape(args[1].ty)
-    if axis == 0:
-        return {0: ("S", 0), 1: ("W", None)}
-    if axis == 1:
-        if groups == 1:              # output channels: the whole input, the weight cut by its rows
-            return {0: ("W", None), 1: ("P", 0)}
-        if w is not None and w[1] == 1 and groups == w[0]:  # depthwise: channel c reads channel c only
-            return {0: ("S", 1), 1: ("P", 0)}
-        raise _Refuse("a grouped conv")
-    pointwise = (w is not None and w[2:] == [1, 1] and [int(s) for s in attrs.strides] == [1, 1]
-                 and all(int(p) == 0 for p in attrs.padding))
-    if axis == ROWS:               # a window reads the rows around its own: "H" (relay_passes.split_rows)
-        return {0: ("S", 2) if pointwise else ("H", 2), 1: ("W", None)}
-    raise _Refuse(f"not known to keep slices along axis {axis} apart")
-
-
-def _pool_rows_rule(name: str, attrs) -> dict:
-    if str(getattr(attrs, "layout", "NCHW")) != "NCHW" or "adaptive" in name or bool(attrs.ceil_mode):
-        raise _Refuse("rows of a pool: NCHW, not adaptive, no ceil_mode")
-    if "avg" in name and any(int(p) for p in attrs.padding):
-        raise _Refuse("rows of an average pool with padding (its divisor counts the padding)")
-    return {0: ("H", 2)}
-
-
-class _Out:
-    """A stand-in with the type _check reads (batch norm's result is a tuple; its first field is checked)."""
-
-    def __init__(self, ty):
-        from tvm import relax
-
-        self.ty = ty.fields[0] if isinstance(ty, relax.TupleType) else ty
-        self.name = "result"
 
 
 # ---- the rewrite --------------------------------------------------------------------------------------
@@ -222,10 +119,6 @@ def plan_region(func, bindings, act, s: int, e: int, axis: int) -> tuple[int, di
     if not rules:
         raise SplitRefused("the region has no op on the inputs' data")
     return dim, rules
-
-
-def _arg_at(call, pos):
-    return call.args[pos[0]].fields[pos[1]] if isinstance(pos, tuple) else call.args[pos]
 
 
 def _check_split_reads(call, rule: dict, split: set, axis: int) -> None:
@@ -329,7 +222,6 @@ class _RegionEmitter:
 
 def split_function(func, regions, func_name: str = "main"):
     """`func` with each Region (by binding names; disjoint) computed in slices (module docstring)."""
-    import tvm
     from tvm import relax
 
     bindings = _flat_bindings(func)
@@ -438,78 +330,11 @@ class _RowEmitter(_RegionEmitter):
         return cut_rows(self.bb, self.env.get(x, x), (0, h), want, h, f"{x.name}_p{c}"), pads
 
 
-def _param_reads(func, bindings, planned) -> dict:
-    """{frozen param: {(axis, bounds) of each read}}: "P" reads inside regions, None for any other read."""
-    from tvm import relax
-
-    from .param_layout import _frozen
-
-    frozen = set(_frozen(func))
-    reads: dict = {p: set() for p in frozen}
-    in_region = {}
-    for s, (e, _r, bounds, rules) in planned.items():
-        for i in range(s, e + 1):
-            in_region[i] = (rules.get(i), bounds)
-    for i, b in enumerate(bindings):
-        rule, bounds = in_region.get(i, (None, None))
-        v = b.value
-        args = list(v.args) if isinstance(v, relax.Call) else [v]
-        for pos, a in enumerate(args):
-            fields = list(enumerate(a.fields)) if isinstance(a, relax.Tuple) else [(None, a)]
-            for f, x in fields:
-                if x in reads:
-                    mode = rule.get(pos if f is None else (pos, f)) if isinstance(rule, dict) else None
-                    reads[x].add((mode[1], tuple(bounds)) if mode and mode[0] == "P" else None)
-    for x in relax.analysis.free_vars(func.body.body):
-        if x in reads:
-            reads[x].add(None)
-    return reads
-
-
-def _cut_params(func, bindings, planned):
-    """(the function's params with each frozen param read only as the same slices cut into its pieces,
-    {param: [pieces]}, attrs with the recipe that makes the pieces from the user's param)."""
-    import json
-
-    from tvm import relax
-
-    from tvm_swap.param_layouts import Fold, ParamLayouts
-
-    from .param_layout import ATTR, _static_shape, folded_layouts
-    from .split_dense import _identity_layouts
-
-    attrs = {str(key): val for key, val in func.attrs.items()} if func.attrs is not None else {}
-    reads = {p: r for p, r in _param_reads(func, bindings, planned).items() if len(r) == 1 and None not in r}
-    if not reads:
-        return list(func.params), {}, attrs
-    layouts = folded_layouts(func) or _identity_layouts(func)
-    folds = {f.name: f for f in layouts.folds}
-    reads = {p: r for p, r in reads.items() if p.name not in folds or folds[p.name].chunk is None}  # (one cut)
-    kept, new_folds = list(layouts.kept), [f for f in layouts.folds if f.name not in {p.name for p in reads}]
-    params, cuts = [], {}
-    for p in func.params:
-        if p not in reads:
-            params.append(p)
-            continue
-        (axis, bounds), = reads[p]
-        shape = list(_static_shape(p.ty))
-        base = folds.get(p.name) or Fold(p.name, p.name, tuple(shape), ())
-        if p.name in kept:
-            kept.remove(p.name)
-        cuts[p] = []
-        for i, (b, e) in enumerate(bounds):
-            piece = relax.Var(f"{p.name}_c{i}", relax.TensorType(shape[:axis] + [e - b] + shape[axis + 1:],
-                                                                 p.ty.dtype))
-            cuts[p].append(piece)
-            params.append(piece)
-            new_folds.append(Fold(piece.name, base.source, base.source_shape, base.steps + (("slice", (axis, b, e)),)))
-    attrs[ATTR] = json.dumps(ParamLayouts(layouts.user, tuple(kept), tuple(new_folds)).to_dict())
-    return params, cuts, attrs
-
-
 class SplitRegions:
     """A module pass: `func_name` with each Region computed in slices (module docstring). A training step
-    (`tvm_swap.updates`) is refused: its batch norm and gradients mix what the slices keep apart."""
+    (`tvm_swap.updates`) is refused: its batch norm and gradients mix what the slices keep apart. Called as
+    TVM's passes are (`SplitRegions(regions)(mod)`), but not wrapped by tvm.transform.module_pass: TVM's FFI
+    would turn a SplitRefused raised inside into a RuntimeError, losing the type callers catch."""
 
     def __init__(self, regions, func_name: str = "main"):
         self.regions = [r for r in regions if int(r.k) > 1]

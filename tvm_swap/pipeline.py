@@ -198,7 +198,7 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     from .graph.extract import graph_from_relax
     from .caches.graph import cached_graph, graph_key, store_graph
     from .planner.api import plan_graph
-    from .limits.mem_limit import resolve_limit
+    from .limits.mem_limit import no_swap_bytes, resolve_limit
     from .planner.baselines.noswap import noswap_need
     from .cost.profile import per_op_times
 
@@ -250,9 +250,10 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     lowered, graph = lower_graph(mod)
     if key is not None:
         store_graph(key, graph)
-    splits, regions = {}, []
+    splits, regions, unsplit_need = {}, [], None
     if may_split and not checked:     # dense layers split by output features, then regions, until it fits
         mem_limit = resolve_limit(graph, mem_limit)        # a percentage: of the unsplit model's need
+        unsplit_need = no_swap_bytes(graph)
         mod, lowered, graph, splits, regions = _split(mod, mem_limit, lower_graph, func_name, (lowered, graph),
                                                       planner, planner_options.get("pool"), split_ops)
         if splits or regions:
@@ -285,7 +286,8 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     info = {"target": kind, "planner": plan.planner, "cost": cost_source, "num_ops": graph.num_ops,
             "device": spec.name, **{k: round(v, 4) for k, v in times.items()},
             **({"dense_splits": dict(splits)} if splits else {}),
-            **({"split_regions": [[r.start, r.end, r.axis, r.k] for r in regions]} if regions else {})}
+            **({"split_regions": [[r.start, r.end, r.axis, r.k] for r in regions]} if regions else {}),
+            **({"unsplit_no_swap_bytes": int(unsplit_need)} if splits or regions else {})}
     return CompiledModel(executable, plan, graph, lowered, op_time, spec, target, info)
 
 

@@ -235,9 +235,20 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
                 "limit_vs_unsplit_no_swap": (round(m.plan.mem_limit / notes["unsplit_no_swap_bytes"], 4)
                                              if notes["unsplit_no_swap_bytes"] else None)}
                if "micro_batches" in notes else {}),
+            **_split_facts(m.compiled.info, m.plan.mem_limit),
             "kernels_timed": timings.misses, "kernels_from_cache": timings.hits}
     info.pop("recipe", None)
     return info
+
+
+def _split_facts(info: dict, limit: int) -> dict:
+    """The limit as a share of the unsplit model's need, for a build that split ops (the no-swap need beside it
+    is the split program's, lower)."""
+    need = info.get("unsplit_no_swap_bytes")
+    if not need:
+        return {}
+    return {"unsplit_no_swap_bytes": need, "limit_vs_unsplit_no_swap": round(limit / need, 4),
+            **{k: info[k] for k in ("dense_splits", "split_regions") if k in info}}
 
 
 def _micro_batched(mod, k: int, mem_limit, train, target, fuse_max_depth):
