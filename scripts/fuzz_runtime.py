@@ -8,7 +8,9 @@ refusal names) and 1.2x the no-swap need, and whether the build is poisoned (eve
 with NaN, copies landing late: a missing wait then shows as wrong numbers). Training steps run twice, the
 second step on the updated params, and the params are compared too. The device peak must stay within the
 limit. Then a limit below the min must be refused with a short error naming the min (run_case; not for a case with
-host ops, whose device part has a floor of its own).
+host ops, whose device part has a floor of its own). A third of the inference cases also build below that min
+with split_ops=True (regions of ops in slices, issue 26): planned, it must be bitwise and within its limit;
+refused, with a short error.
 Failures by kind: refused-at-min, below-min, mismatch, peak, workaround, crash. Known limitations are counted
 apart (never as a pass): tvm-codegen, TVM 0.27's LLVM codegen failing on a kernel (tvm_swap KernelCodegenError),
 whose advice (fuse_max_depth=1) is then taken and must build and match ('workaround' when it does not).
@@ -92,7 +94,7 @@ def _same(a: list, b: list) -> bool:
 
 
 # failure kinds (the run fails) and known limitations (counted apart, never a pass); see run_case
-FAILURE_KINDS = ("refused-at-min", "below-min", "mismatch", "peak", "workaround", "crash")
+FAILURE_KINDS = ("refused-at-min", "below-min", "split", "mismatch", "peak", "workaround", "crash")
 KNOWN_KINDS = {"tvm-codegen": "TVM 0.27's LLVM codegen fails on a kernel (KernelCodegenError)"}
 
 
@@ -148,6 +150,32 @@ def draw_host_ops(seed: int, graph):
         grew = bool(more)
         chosen |= more
     return sorted(chosen)
+
+
+def draws_split(seed: int) -> float | None:
+    """For a third of the cases (own stream of draws): the share of the min to build at with split_ops=True."""
+    rng = np.random.default_rng([seed, 15])
+    return float(rng.uniform(0.5, 0.98)) if rng.random() < 1 / 3 else None
+
+
+def _check_split(ex, kw, limit, ref, inputs, params) -> dict:
+    """Build inference at `limit` (below the unsplit min) with split_ops=True: {'limit', 'outcome', 'regions',
+    'dense', 'failure'}: planned (bitwise, within the limit) or refused with a short error."""
+    import tvm_swap
+    from tvm_swap.errors import InfeasibleLimitError, TvmSwapError
+
+    res = {"limit": limit, "outcome": "refused", "regions": 0, "dense": 0, "failure": ""}
+    try:
+        m = tvm_swap.build(ex.mod, mem_limit=limit, params=ex.params, split_ops=True, **kw)
+    except (InfeasibleLimitError, TvmSwapError) as e:
+        if short_error(e):
+            res["failure"] = f"split_ops at {limit}: the refusal is not a short error: {short_error(e)}"
+        return res
+    res.update(outcome="planned", regions=len(m.build_info.get("split_regions", [])),
+               dense=len(m.build_info.get("dense_splits", {})))
+    res["failure"] = _compare(m, ref, inputs, params, False)
+    m.close()
+    return res
 
 
 def short_error(e: Exception) -> str | None:
@@ -214,6 +242,11 @@ def run_case(seed: int) -> dict:
         if host is not None:     # the below-min check is about the all-device floor, which host ops change
             out["ok"] = True
             return out
+        share = draws_split(seed) if not train else None
+        if share is not None:
+            out["split"] = _check_split(ex, kw, max(1, int(lo * share)), ref, inputs, params)
+            if out["split"]["failure"]:
+                return fail("split", out["split"]["failure"])
         # half the time as a first compile (no graph cache): refused before lowering where tvm_swap.limits.early_floor's
         # bounds prove it (a lower bound then, which must not exceed the min), else after lowering
         first = first_compile(seed)
@@ -320,6 +353,12 @@ def summarize(results: list[dict], wall_s: float) -> tuple[str, dict]:
     rows += [("plans with ops run in place", sum(bool(r.get("inplace")) for r in results)),
              ("plans with ops run on the host", sum(bool(r.get("host_ops")) for r in results)),
              ("ops run on the host, all plans", sum(r.get("host_ops") or 0 for r in results)),
+             ("split_ops below the min: planned", sum((r.get("split") or {}).get("outcome") == "planned"
+                                                       for r in results)),
+             ("split_ops below the min: refused", sum((r.get("split") or {}).get("outcome") == "refused"
+                                                      for r in results)),
+             ("split_ops plans with regions of ops in slices", sum(bool((r.get("split") or {}).get("regions"))
+                                                                   for r in results)),
              ("limit at exactly the min", sum(r.get("limit") == r.get("min") for r in results)),
              ("wall s", round(wall_s, 1))]
     width = max(len(k) for k, _ in rows)

@@ -35,6 +35,25 @@ def test_a_training_case_runs_optimizer_updates_on_the_host_and_matches():
     assert r["host_ops_drawn"] not in (None, "optimizer") and r["host_ops"] > 0
 
 
+def test_an_inference_case_below_the_min_runs_a_region_of_ops_in_slices_and_matches():
+    """Seed 92: a CNN built below the unsplit planner's min with split_ops=True (scripts/fuzz_runtime.py
+    draws_split) plans a region of ops in slices, bitwise equal to the unlimited build within its limit."""
+    assert fuzz_runtime.draws_split(92) is not None
+    r = fuzz_runtime.run_case(92)
+    assert r["ok"] and r["kind"] is None, r
+    s = r["split"]
+    assert s["outcome"] == "planned" and s["regions"] >= 1 and s["limit"] < r["min"], s
+
+
+def test_a_split_case_that_differs_is_a_failure(monkeypatch):
+    real = fuzz_runtime._compare
+    monkeypatch.setattr(fuzz_runtime, "_check_split", lambda *a: {"limit": 1, "outcome": "planned", "regions": 1,
+                                                                   "dense": 0, "failure": "outputs differ"})
+    r = fuzz_runtime.run_case(92)
+    assert not r["ok"] and r["kind"] == "split", r
+    assert fuzz_runtime._compare is real
+
+
 @pytest.mark.parametrize("first", [True, False])
 def test_below_the_min_a_first_compile_and_a_cached_graph_are_both_refused(monkeypatch, first):
     """A first compile may be refused before lowering with a lower bound (tvm_swap.limits.early_floor, seed 6: 1408 B
