@@ -13,6 +13,8 @@ Cost: O((ops + tensor touches) log tensors) plus, per swap-in and per eviction, 
 per-slot usage between the copy and the use (slot_usage.py: by blocks)."""
 from __future__ import annotations
 
+from heapq import heappush
+
 import numpy as np
 
 from ...graphindex import NEVER, ROLE_KEEP, ROLE_TEMP, ROLE_TO_HOST, GraphIndex
@@ -120,6 +122,7 @@ def _walk_slots(walk: ArenaWalk, st: WalkState) -> None:
     ub, ul, um = st.ub, st.ul, st.um
     rebuild, bring, make_room, new_stay, release = st.rebuild, st.bring, st.make_room, st.new_stay, \
         st.release_or_requeue
+    heaps, bias, capacity = st.heaps, st.bias, st.capacity
     for i in range(walk.n):
         op = sched[i]
         a, b = op_ptr[op], op_ptr[op + 1]
@@ -150,7 +153,8 @@ def _walk_slots(walk: ArenaWalk, st: WalkState) -> None:
                 outs.append(sid)
                 inplace.append((op, t, x))
                 continue
-            make_room(size[t], i, group[t])
+            if st.resident + size[t] > capacity:
+                make_room(size[t], i, group[t])
             outs.append(new_stay(t, i))
         out_stays[i] = outs
         usage_set(ub, ul, um, i, st.resident)
@@ -167,7 +171,10 @@ def _walk_slots(walk: ArenaWalk, st: WalkState) -> None:
                 host_ready[t] = i
             if t in pin:
                 continue
-            release(t, nu, i)
+            if nu == NEVER:
+                release(t, nu, i)
+            else:                              # (release_or_requeue's common case, inline: per touch)
+                heappush(heaps[group[t]], (-(nu + bias[t]), nu, t))
         for t, nu in rb_extra:             # brought back for a rebuild only: the same bookkeeping
             if loc[t] < 0:
                 continue

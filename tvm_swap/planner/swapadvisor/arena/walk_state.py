@@ -189,7 +189,14 @@ class WalkState:
 
     def new_stay(self, t: int, i: int) -> int:
         """A stay of t written at slot i (by the op, or by a recompute: held for the slot, nxt is i)."""
-        sid = self._open(t, i, -2)
+        stay_t = self.stay_t
+        sid = len(stay_t)                      # (_open, inline: per output)
+        stay_t.append(t)
+        self.stay_first.append(i)
+        self.stay_last.append(-2)
+        sz = self.size[t]
+        self.resident += sz
+        self.group_res[self.group[t]] += sz
         self.loc[t] = sid
         self.nxt[t] = i
         self.prod_slot[t] = i
