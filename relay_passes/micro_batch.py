@@ -133,37 +133,12 @@ def _check(var, call, carries, batch: int) -> None:
         raise _Refuse("it is not known to treat batch elements independently")
 
 
-def split_batch(mod, k: int, func_name: str = "main"):
-    """The module with `func_name` running its batch in `k` slices (see the module docstring)."""
-    import tvm
+def _carried(inputs, bindings, value_of, batch) -> set:
+    """The vars that carry the batch (the inputs and every binding reading one), each checked to be computed
+    slice by slice exactly (_check); UnsupportedModelError naming the first binding that cannot."""
     from tvm import relax
 
-    k = int(k)
-    if k < 1:
-        raise TvmSwapError(f"micro-batches must be >= 1 (got {k})")
-    if k == 1:
-        return mod
-    func = mod[func_name]
-    if not isinstance(func, relax.Function):
-        raise TvmSwapError(f"{func_name!r} is not a Relax function")
-    n_in = func.attrs.get("num_input") if func.attrs is not None else None
-    inputs = list(func.params[:int(n_in)] if n_in is not None else func.params)
-    shapes = [_shape(p.ty) for p in inputs]
-    if not inputs or any(s is None or not s for s in shapes) or len({s[0] for s in shapes}) != 1:
-        raise UnsupportedModelError("micro-batching needs inputs that all have the same static batch as axis 0")
-    batch = shapes[0][0]
-    if batch % k:
-        raise UnsupportedModelError(f"micro-batches ({k}) must divide the batch ({batch})")
-    part = batch // k
-    body = func.body
-    if not isinstance(body, relax.SeqExpr) or any(not isinstance(b, relax.DataflowBlock) for b in body.blocks):
-        raise UnsupportedModelError("micro-batching needs a function of dataflow blocks only")
-    bindings = [b for blk in body.blocks for b in blk.bindings]
-    if any(not isinstance(b, relax.VarBinding) for b in bindings):
-        raise UnsupportedModelError("micro-batching does not support match_cast bindings")
-
     carry = set(inputs)
-    value_of = {b.var: b.value for b in bindings}
     users: dict = {}
     for b in bindings:
         for a in relax.analysis.free_vars(b.value):
@@ -195,6 +170,40 @@ def split_batch(mod, k: int, func_name: str = "main"):
         except _Refuse as e:
             op = _op_name(v) if isinstance(v, relax.Call) else type(v).__name__
             raise UnsupportedModelError(f"micro-batching refused: {op!r} (binding {var.name!r}): {e}") from None
+    return carry
+
+
+def split_batch(mod, k: int, func_name: str = "main"):
+    """The module with `func_name` running its batch in `k` slices (see the module docstring)."""
+    import tvm
+    from tvm import relax
+
+    k = int(k)
+    if k < 1:
+        raise TvmSwapError(f"micro-batches must be >= 1 (got {k})")
+    if k == 1:
+        return mod
+    func = mod[func_name]
+    if not isinstance(func, relax.Function):
+        raise TvmSwapError(f"{func_name!r} is not a Relax function")
+    n_in = func.attrs.get("num_input") if func.attrs is not None else None
+    inputs = list(func.params[:int(n_in)] if n_in is not None else func.params)
+    shapes = [_shape(p.ty) for p in inputs]
+    if not inputs or any(s is None or not s for s in shapes) or len({s[0] for s in shapes}) != 1:
+        raise UnsupportedModelError("micro-batching needs inputs that all have the same static batch as axis 0")
+    batch = shapes[0][0]
+    if batch % k:
+        raise UnsupportedModelError(f"micro-batches ({k}) must divide the batch ({batch})")
+    part = batch // k
+    body = func.body
+    if not isinstance(body, relax.SeqExpr) or any(not isinstance(b, relax.DataflowBlock) for b in body.blocks):
+        raise UnsupportedModelError("micro-batching needs a function of dataflow blocks only")
+    bindings = [b for blk in body.blocks for b in blk.bindings]
+    if any(not isinstance(b, relax.VarBinding) for b in bindings):
+        raise UnsupportedModelError("micro-batching does not support match_cast bindings")
+
+    value_of = {b.var: b.value for b in bindings}
+    carry = _carried(inputs, bindings, value_of, batch)
 
     def sub(expr, env):
         """expr with its vars replaced (env) and a carried reshape's batch set to the slice."""
