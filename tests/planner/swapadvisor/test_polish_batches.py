@@ -150,3 +150,36 @@ def test_a_small_graphs_polish_costs_at_most_a_share_of_a_small_search():
             polished += 1
             assert pol["evaluations"] <= 2 * int(POLISH_SHARE * p.search["evaluations"])
     assert polished
+
+
+def test_the_search_budget_is_what_the_setup_left(monkeypatch):
+    # under a wall-clock budget the search gets what is left once the islands and the bounds are set up (the
+    # tight bound alone takes seconds on 10^4 ops): it was computed before them, so a plan overran its budget
+    from tvm_swap.planner.api import plan_graph
+    from tvm_swap.planner.swapadvisor import planners
+
+    start, seen = [], []
+    real_option, real_evolve = planners.recompute_option, planners.evolve
+
+    def option(ctx, planner):               # (called as plan_swapadvisor starts: its context and the moment)
+        start.append((time.perf_counter(), ctx.budget_s))
+        return real_option(ctx, planner)
+
+    def slow_bound(ctx):
+        time.sleep(2.0)
+        return False
+
+    def spy(islands, budget_s=60.0, **kw):
+        seen.append((time.perf_counter(), budget_s))
+        return real_evolve(islands, budget_s=budget_s, **kw)
+
+    monkeypatch.setattr(planners, "recompute_option", option)
+    monkeypatch.setattr(planners, "swap_only_falls_short", slow_bound)
+    monkeypatch.setattr(planners, "evolve", spy)
+    ev = evaluator(1, 0.1)
+    plan_graph(ev.graph, ev.space.mem_limit, device=DEV, op_time=ev.op_time, planner="swapadvisor", seed=0,
+               budget_s=8.0, workers=1)
+    (t0, budget), (t_search, search_budget) = start[0], seen[0]
+    assert t_search - t0 >= 2.0
+    left = max(0.1 * budget, budget - (t_search - t0))     # (at least a tenth of the budget: planners.py)
+    assert search_budget <= left * (1 - planners.POLISH_TIME_SHARE) + 0.2

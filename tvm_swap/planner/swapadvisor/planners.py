@@ -73,7 +73,6 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
                        recompute=recompute)
     else:
         ev = _keep_updated_or_not(ctx)
-    budget = max(0.1 * ctx.budget_s, ctx.budget_s - (time.perf_counter() - t0))
     if recompute:      # two islands: the swap-only search itself, and the hybrid one it feeds (islands.py)
         islands = hybrid_islands(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed,
                                  settings, ev)
@@ -101,6 +100,9 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
                                             ctx.seed, settings, ev))
     search = islands[0]
     deadline = None
+    recompute_first = recompute and ctx.generations is None and swap_only_falls_short(ctx)
+    # the budget left once the islands and bounds are set up (seconds on 10^4 ops: the tight bound, the seeds)
+    budget = max(0.1 * ctx.budget_s, ctx.budget_s - (time.perf_counter() - t0))
     if polish and ctx.generations is None:
         # a wall-clock budget holds for search and polish together: the polish gets what the search leaves
         deadline = t0 + (1 - FINAL_PLAN_SHARE) * ctx.budget_s
@@ -114,12 +116,14 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
         if polish and not res.interrupted and plain_best > floor_s * (1 + (EXTRAS_MIN_GAP if small else 0)):
             # (a batch of the workers' width takes about one evaluation's wall time of the search)
             per_eval = res.search_s * getattr(pool, "workers", 1) / max(1, res.evaluations)
-            polished.update(_polish(ev, islands, res, small, deadline, PolishTimes(ev, pool, per_eval)))
+            # (and the final plan, about 3 evaluations' time as evolve reserves for it, still fits the budget)
+            end = None if deadline is None else min(deadline, t0 + ctx.budget_s - 3 * per_eval)
+            polished.update(_polish(ev, islands, res, small, end, PolishTimes(ev, pool, per_eval)))
 
     res = evolve(islands, budget_s=budget, generations=ctx.generations, workers=ctx.workers,
                  progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
                  ray_address=ctx.options.get("ray_address"), stop_at_s=at_floor_s,
-                 recompute_first=recompute and ctx.generations is None and swap_only_falls_short(ctx), then=then)
+                 recompute_first=recompute_first, then=then)
     if ctx.pool == "arena":
         sp = plan_arena(search.gi, res.best.schedule, ctx.mem_limit, res.best.alloc, ctx.op_time, ctx.device)
     else:
