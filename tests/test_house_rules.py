@@ -41,11 +41,15 @@ def test_no_function_outgrows_its_ceiling():
     assert stale == {}, f"remove from EXCEPTIONS in scripts/function_sizes.py: {stale}"
 
 
-def test_the_ceiling_catches_a_function_that_grows():
-    name, n = max(function_sizes.EXCEPTIONS.items(), key=lambda kv: kv[1])
-    assert function_sizes.over_ceiling({name: n}) == []
-    assert function_sizes.over_ceiling({name: n + 1}) == [f"{name}: {n + 1} lines (allowed {n})"]
-    assert function_sizes.over_ceiling({"tvm_swap/x.py:f": function_sizes.CEILING + 1})
+def test_the_ceiling_catches_a_function_that_grows(monkeypatch):
+    ceiling = function_sizes.CEILING
+    assert function_sizes.over_ceiling({"tvm_swap/x.py:f": ceiling}) == []
+    assert function_sizes.over_ceiling({"tvm_swap/x.py:f": ceiling + 1})
+    # an exception (none is left since the arena split) is held at its length: it may not grow either
+    monkeypatch.setitem(function_sizes.EXCEPTIONS, "tvm_swap/x.py:g", ceiling + 5)
+    assert function_sizes.over_ceiling({"tvm_swap/x.py:g": ceiling + 5}) == []
+    assert function_sizes.over_ceiling({"tvm_swap/x.py:g": ceiling + 6}) == [
+        f"tvm_swap/x.py:g: {ceiling + 6} lines (allowed {ceiling + 5})"]
 
 
 def test_every_test_path_the_repository_names_exists():

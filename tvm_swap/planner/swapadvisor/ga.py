@@ -365,6 +365,25 @@ def _seed_times(seeds: list) -> dict:
     return out
 
 
+def _initial_populations(islands: list[GeneticSearch]) -> list:
+    """Each island's population: its named seeds, then random genomes up to its size; the seeds per island."""
+    seeds = []
+    for isl in islands:
+        named = isl.seed_genomes()
+        seeds.append(named)
+        isl.pop = [g for _, g in named]
+        while len(isl.pop) < isl.s.population:
+            isl.pop.append(isl.random_genome())
+    return seeds
+
+
+def _show_progress(bar, islands: list[GeneticSearch], t0: float) -> None:
+    if bar is not None:
+        bar.update(1)
+        bar.set_postfix(progress_postfix(best_genome(islands).time_s, sum(isl.evaluations for isl in islands),
+                                         time.perf_counter() - t0))
+
+
 def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: int | None = None,
            workers: int | None = None, progress: bool = False, executor: str = "processes",
            ray_address: str | None = None, stop_at_s: float | None = None,
@@ -381,13 +400,7 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
     ev = islands[0].ev
     assert all(isl.ev is ev for isl in islands), "islands share one evaluator"
     t0 = time.perf_counter()
-    seeds = []
-    for isl in islands:
-        named = isl.seed_genomes()
-        seeds.append(named)
-        isl.pop = [g for _, g in named]
-        while len(isl.pop) < isl.s.population:
-            isl.pop.append(isl.random_genome())
+    seeds = _initial_populations(islands)
     Np = max(isl.s.population for isl in islands)
     n_workers = default_workers() if workers is None else max(1, int(workers))
     if executor == "processes":
@@ -468,11 +481,7 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
                         g.time_s = known[g.key()]
                     isl.pop = isl.select(isl.pop + kids[id(isl)], isl.s.population)
                 history.append([gen, round(time.perf_counter() - t0, 4), best_genome(islands).time_s])
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(progress_postfix(best_genome(islands).time_s,
-                                                     sum(isl.evaluations for isl in islands),
-                                                     time.perf_counter() - t0))
+                _show_progress(bar, islands, t0)
                 done = gen
         except KeyboardInterrupt:      # Ctrl-C: the islands hold their last whole generation; the caller says it was cut
             interrupted = True

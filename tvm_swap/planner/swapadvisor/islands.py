@@ -159,7 +159,7 @@ def partly_cooled_island(graph: DataflowGraph, op_time, device: DeviceSpec, mem_
                          seed: int, settings: GASettings, evaluator: Evaluator) -> GeneticSearch:
     """The swap-only arena search again (whatever the recompute option: so it is the same search, and its times
     are remembered, with recompute on and off), with every genome's
-    `partly` gene set: its placements may also cool only some of the stays whose copies drain (arena._partly_cooled),
+    `partly` gene set: its placements may also cool only some of the stays whose copies drain (arena.cooling.partly_cooled),
     which changes the times the search is led by. As an island (its own Generator seeded by `seed`, nothing
     exchanged but times) the search without it is unchanged, so the result is never slower than without the
     island at the same seed and generations. Why an island: with that placement in every island's evaluations,

@@ -1,7 +1,7 @@
 """Offline placement of arena stays (dynamic storage allocation): offsets for closed slot intervals such that
 stays whose intervals intersect get disjoint byte ranges. The sweep (place_stays) is what the arena planner
 uses; place_stays_clean is the sweep that avoids bytes a copy to the host is still draining; place_by_size
-packs tighter near the floor (and is quadratic). See arena.py for how the planner uses them.
+packs tighter near the floor (and is quadratic). See the arena package (arena/layout.py) for how the planner uses them.
 """
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def place_by_size(first: list[int], last: list[int], size: list[int], fixed=(), 
     stays it overlaps in time): quadratic in stays, slower than the sweep, but packs tight instances the
     sweep fragments, near the largest working set. Same contract as place_stays (compiled:
     placement_jit.by_size). `fixed`: (first, last, offset, size) stays placed beforehand; `bounds`: offsets
-    no stay may straddle (a kept pair's zones, see arena._place_with_pairs). Both only constrain; offsets
+    no stay may straddle (a kept pair's zones, see arena.layout.place_with_pairs). Both only constrain; offsets
     returned are absolute."""
     from .placement_jit import by_size
 
