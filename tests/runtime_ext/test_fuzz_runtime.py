@@ -45,6 +45,14 @@ def test_an_inference_case_below_the_min_runs_a_region_of_ops_in_slices_and_matc
     assert s["outcome"] == "planned" and s["regions"] >= 1 and s["limit"] < r["min"], s
 
 
+def test_a_limit_above_the_no_swap_need_but_below_the_size_class_floor_plans():
+    """Seed 1151: a limit at or above TVM's static plan but below the size-class pool's floor (objects per class
+    plus the workspace) was refused: plan_graph took the no-swap shortcut into a pool that does not fit there."""
+    r = fuzz_runtime.run_case(1151)
+    assert r["ok"] and r["kind"] is None, r
+    assert r["limit"] >= r["no_swap"], r
+
+
 def test_a_split_case_that_differs_is_a_failure(monkeypatch):
     real = fuzz_runtime._compare
     monkeypatch.setattr(fuzz_runtime, "_check_split", lambda *a: {"limit": 1, "outcome": "planned", "regions": 1,

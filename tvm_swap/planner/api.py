@@ -188,8 +188,12 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     with gc_paused():      # (gc_pause.py: collections rescan millions of live objects at 10^5 ops)
         limit = resolve_limit(graph, mem_limit, alignment)
         times = resolve_op_time(graph, dev, op_time)
-        no_swap_fits = planner in SEARCH_PLANNERS and pool_given is None and limit >= _no_swap_bytes(graph, alignment)
-        if no_swap_fits:      # "100%" means no swapping: TVM's own plan fits, so there is nothing to move or search
+        # "100%" means no swapping: where TVM's own plan fits there is nothing to move or search, if the size-class
+        # pool that plan runs in fits too (its floor, objects per class plus the workspace, can exceed TVM's static
+        # plan: then the search planner plans, rather than a refusal above the no-swap need; fuzz_runtime case 1151)
+        no_swap_fits = (planner in SEARCH_PLANNERS and pool_given is None and limit >= _no_swap_bytes(graph, alignment)
+                        and infeasible_floor(graph, limit, "size-classes", alignment) is None)
+        if no_swap_fits:
             planner, pool = "noswap", "size-classes"
             host_ops = None   # (and nothing to place on the host)
         check_feasible(graph, limit, pool, alignment, planner, dev, times, seed, options)
