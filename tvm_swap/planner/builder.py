@@ -141,3 +141,22 @@ class ActionBuilder:
 
     def residents(self) -> list[tuple[int, int]]:
         return sorted(self.where.items())
+
+
+def copies_after_steps(n: int, swap_outs, drops, swap_ins):
+    """Per step 0..n, what is issued after the op before it (both SwapAdvisor pools emit plans this way):
+    swap-outs and drops (tensors) after their step, swap-ins ((tensor, object), given as (need step, tensor,
+    object) in need order) never before one needed earlier, as they queue on one stream in that order."""
+    post_out: list[list[int]] = [[] for _ in range(n + 1)]
+    post_drop: list[list[int]] = [[] for _ in range(n + 1)]
+    post_in: list[list[tuple[int, int]]] = [[] for _ in range(n + 1)]
+    for s, t in swap_outs:
+        post_out[s + 1].append(t)
+    for s, t, _ in drops:
+        post_drop[s + 1].append(t)
+    floor = -1
+    for q, t, o in swap_ins:
+        if q > floor:
+            floor = q
+        post_in[floor + 1].append((t, o))
+    return post_out, post_drop, post_in

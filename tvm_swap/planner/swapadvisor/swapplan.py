@@ -46,7 +46,7 @@ import numpy as np
 from ...cost.devices import DeviceSpec
 from ...errors import PlanError
 from ...plan import Action, Plan, Pool
-from ..builder import ActionBuilder
+from ..builder import ActionBuilder, copies_after_steps
 from ..gc_pause import gc_paused
 from .packed_builder import pack_decisions
 from ..simulator import simulate_time
@@ -305,18 +305,7 @@ def _emit(d: _Decisions, sink) -> None:
     """Issue every decision through `sink` (an ActionBuilder) in plan order; pack_decisions mirrors this."""
     walk = d.walk
     n = walk.n
-    post_out: list[list[int]] = [[] for _ in range(n + 1)]   # index slot + 1
-    post_drop: list[list[int]] = [[] for _ in range(n + 1)]
-    post_in: list[list[tuple[int, int]]] = [[] for _ in range(n + 1)]
-    for s, t in d.swap_outs:
-        post_out[s + 1].append(t)
-    for s, t, _ in d.drops:
-        post_drop[s + 1].append(t)
-    floor = -1
-    for q, t, o in d.swap_ins:         # need order: never issue before the one needed earlier
-        if q > floor:
-            floor = q
-        post_in[floor + 1].append((t, o))
+    post_out, post_drop, post_in = copies_after_steps(n, d.swap_outs, d.drops, d.swap_ins)   # index slot + 1
     for t, o in d.initial:
         sink.place_initial(t, o)
     sched, out_objs = walk.sched, d.out_objs

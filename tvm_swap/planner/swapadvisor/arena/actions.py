@@ -10,7 +10,7 @@ import numpy as np
 
 from ....errors import PlanError
 from ....plan import Arena
-from ...builder import ActionBuilder
+from ...builder import ActionBuilder, copies_after_steps
 from ..packed_builder import pack_decisions
 from .decisions import Decisions
 
@@ -52,24 +52,6 @@ class ArenaActionBuilder(ActionBuilder):
 
 
 
-def _after_steps(n: int, d, stay_obj: list[int]):
-    """Per step (0..n), what comes after the op before it: swap-outs and drops (tensors), swap-ins ((tensor,
-    object)), a swap-in never before an earlier one's step (they queue on one stream in that order)."""
-    post_out: list[list[int]] = [[] for _ in range(n + 1)]
-    post_drop: list[list[int]] = [[] for _ in range(n + 1)]
-    post_in: list[list[tuple[int, int]]] = [[] for _ in range(n + 1)]
-    for s, t in d.swap_outs:
-        post_out[s + 1].append(t)
-    for s, t, _ in d.drops:
-        post_drop[s + 1].append(t)
-    floor = -1
-    for q, t, sid in d.swap_ins:
-        if q > floor:
-            floor = q
-        post_in[floor + 1].append((t, stay_obj[sid]))
-    return post_out, post_drop, post_in
-
-
 def plan_actions(walk, d: Decisions, stay_obj: list[int], offsets, sizes) -> list:
     """The plan's actions: what `emit_actions` builds through ArenaActionBuilder, with the deps that
     packed_builder.pack_decisions derives for the same decisions and byte ranges (numpy: one sort per kind
@@ -85,7 +67,8 @@ def plan_actions(walk, d: Decisions, stay_obj: list[int], offsets, sizes) -> lis
                             d.swap_ins, gi.op_ptr, gi.op_tensors, gi.op_nin, zeros, zeros,
                             ranges=(offsets, sizes), recomputes=d.recomputes)
     ptr, dep = packed.dep_indptr.tolist(), packed.dep_indices.tolist()
-    post_out, post_drop, post_in = _after_steps(n, d, stay_obj)
+    post_out, post_drop, post_in = copies_after_steps(n, d.swap_outs, d.drops,
+                                                      [(q, t, stay_obj[sid]) for q, t, sid in d.swap_ins])
     where = {t: stay_obj[sid] for t, sid in d.pinned}      # tensor -> its object (what a swap-out names)
     pre_rc: list[list[tuple[int, tuple]]] = [[] for _ in range(n)]
     for s, op, sids in d.recomputes:
@@ -131,7 +114,8 @@ def emit_actions(walk, d: Decisions, arena: Arena, stay_obj: list[int]):
     The reference for `plan_actions` (tests), which plan_arena uses."""
     n = walk.n
     b = ArenaActionBuilder(walk.gi.graph, arena)
-    post_out, post_drop, post_in = _after_steps(n, d, stay_obj)
+    post_out, post_drop, post_in = copies_after_steps(n, d.swap_outs, d.drops,
+                                                      [(q, t, stay_obj[sid]) for q, t, sid in d.swap_ins])
     for t, sid in d.pinned:
         b.place_initial(t, stay_obj[sid])
     pre_rc: list[list[tuple[int, list]]] = [[] for _ in range(n)]
