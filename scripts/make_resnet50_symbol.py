@@ -54,4 +54,7 @@ def write(out_dir: str | Path) -> Path:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2 or (len(sys.argv) == 2 and sys.argv[1].startswith("-")):
+        # An option here was once taken for OUT_DIR (a "--help" folder landed in the repository root).
+        sys.exit(__doc__.split("\n\n")[1])
     print(write(sys.argv[1] if len(sys.argv) > 1 else "."))
