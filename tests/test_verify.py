@@ -440,9 +440,9 @@ def test_verifier_is_fast_on_a_large_plan():
 
     g = random_dag(1, n_ops=10000, n_params=200, n_inputs=20, update_prob=0.5)
     plan = simple_plan_for(g, reuse=True)
-    t = time.perf_counter()
+    t = time.process_time()              # (CPU, not wall: a loaded machine must not fail it)
     assert verify_plan(g, plan) == []
-    assert time.perf_counter() - t < 2.0, "verifier too slow for 3x10^4 actions"
+    assert time.process_time() - t < 2.0, "verifier too slow for 3x10^4 actions"
     assert len(plan.actions) > 25000
 
 

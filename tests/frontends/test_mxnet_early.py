@@ -118,7 +118,8 @@ def test_an_ignored_label_or_a_dead_weight_is_left_to_the_importer():
 
 def test_the_cli_refuses_missing_params_before_importing_tvm(tmp_path):
     """The same message the importer's check gives, from a process that never imports TVM, within a second of
-    the command's own time (generous: benchmarks/error_messages.md has the measured seconds)."""
+    the command's own CPU time (CPU, not wall: a loaded CI machine must not fail it; generous:
+    benchmarks/error_messages.md has the measured seconds)."""
     import subprocess
     import sys
 
@@ -127,10 +128,10 @@ def test_the_cli_refuses_missing_params_before_importing_tvm(tmp_path):
     sym.write_text(json.dumps(_conv_symbol()))
     code = ("import sys, time\n"
             "from tvm_swap.cli import main\n"
-            "t0 = time.perf_counter()\n"
+            "t0 = time.process_time()\n"
             f"rc = main(['compile', {str(sym)!r}, '--shape', 'data=1,3,8,8', '--mem-limit', '60%', "
             f"'-o', {str(tmp_path / 'x.so')!r}, '-q'])\n"
-            "print(rc, round(time.perf_counter() - t0, 3), 'tvm' in sys.modules)\n")
+            "print(rc, round(time.process_time() - t0, 3), 'tvm' in sys.modules)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
                        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
     rc, seconds, tvm_loaded = r.stdout.split()
