@@ -32,7 +32,8 @@ def plan_point(tree: Path, point: str, args) -> dict:
     from tvm_swap.planner.arena_usage import unused_summary
 
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "plan.json"
+        out = Path(args.plans or tmp) / f"{tree.name}-{point.replace('@', '_').replace('=', '')}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "tvm_swap.cli", "plan", f"zoo:{point}", "--mem-limit", args.mem_limit,
                "--device", args.device, "--generations", str(args.generations), "--seed", "0",
                "--workers", str(args.workers), "--json", "--quiet", "-o", str(out)]
@@ -75,6 +76,7 @@ def main(argv=None) -> int:
     ap.add_argument("--generations", type=int, default=3)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--out", default=None, help="JSON result (through bench.record)")
+    ap.add_argument("--plans", default=None, help="keep the plans in this folder (for bench stall-chains)")
     args = ap.parse_args(argv)
     trees = [kv.split("=", 1) for kv in args.trees.split(",")]
     rows = []
