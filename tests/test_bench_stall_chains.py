@@ -24,3 +24,21 @@ def test_the_causes_sum_to_the_stalls(seed):
     assert want > 0
     assert sum(got.values()) == pytest.approx(want, rel=1e-9, abs=1e-15)
     assert all(v > 0 for v in got.values())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
+def test_removing_waits_for_bytes_keeps_the_plan_and_never_slows_it(seed):
+    from tvm_swap.planner.api import plan_graph
+    from tvm_swap.planner.simulator import simulate
+
+    from bench.stall_chains import relaxed
+
+    g = random_training_graph(seed, n_layers=4 + seed % 3, momentum=seed % 2 == 1)
+    t = random_op_times(g, seed, flops_per_s=1e14)
+    plan = plan_graph(g, int(min_feasible_limit(g) * 1.1), device=DEV, op_time=t, planner="swapadvisor-nosearch",
+                      pool="arena")
+    got = relaxed(g, plan.actions, t, DEV)
+    assert got["as planned"] == pytest.approx(simulate(g, plan, t, DEV).time_s, rel=1e-12)
+    eps = 1e-12 * got["as planned"]
+    assert got["drops not waiting for copies out"] <= got["as planned"] + eps
+    assert got["no arrival waiting for bytes"] <= got["swap-ins not waiting for bytes"] + eps <= got["as planned"] + 2 * eps
