@@ -145,7 +145,16 @@ def _document(name: str) -> dict:
 
 
 def load_zoo(spec: str) -> DataflowGraph:
-    """The training graph named by `spec` (see parse_zoo_spec; LLMs: tvm_swap.zoo.llm), validated."""
+    """The training graph named by `spec` (see parse_zoo_spec; LLMs: tvm_swap.zoo.llm), validated. Each
+    kernel's workspace is a tensor of its own, written by that kernel and read by no one (graph/workspace.py),
+    as a compiled program has it (relay_passes.lift_workspace): the planner places it for that kernel only."""
+    from ..graph.workspace import lift_workspace
+
+    return lift_workspace(_stored_graph(spec))
+
+
+def _stored_graph(spec: str) -> DataflowGraph:
+    """The zoo graph as stored or written from formulas, workspace still a per-op number."""
     from .affine import instantiate
     from .llm import llm_name, load_llm
 
