@@ -13,7 +13,8 @@ RewriteDataflowReshape, ToNonDataflow, RemovePurityChecking,
 CallTIRRewrite, then relay_passes.lift_workspace (a kernel's full-size global intermediates as output
 parameters, so a plan places them). `finalize` runs the rest: StaticPlanBlockMemory, (cuda: RewriteCUDAGraph), LowerAllocTensor,
 KillAfterLastUse, LowerRuntimeBuiltin, ComputePrimValue, VMShapeLower, AttachGlobalSymbol. With default
-options the two halves together are exactly `relax.get_default_pipeline(target)` (plus cpu_inline on llvm).
+options the two halves together are exactly `relax.get_default_pipeline(target)` (plus cpu_inline on llvm, and
+lift_workspace, which changes where kernels' intermediates live, not their values).
 
 Shape of the lowered IR (what relay_passes.apply and tvm_swap.graph.extract rely on): every function is
 non-dataflow, carries `relax.force_pure`, and each kernel is three bindings
