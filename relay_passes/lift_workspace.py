@@ -22,28 +22,50 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
+from .gpu_schedule import UNSCHEDULED_ATTR
+
 WORKSPACE_PARAMS_ATTR = "tvm_swap.workspace_params"   # PrimFunc attr: how many trailing params are workspace
 MIN_LIFT_BYTES = 1024     # smaller buffers stay inside (llvm puts them on the stack): not worth an arena range
 
 
 def liftable_buffers(prim_func) -> list:
-    """The root-block global buffers of `prim_func` that TVM's lowering would allocate at their full size."""
+    """The root-block global buffers of `prim_func` that TVM's lowering would allocate at their full size (and,
+    for a GPU-scheduled kernel, that its unscheduled version, which a host op compiles, allocates too)."""
     from tvm_swap.graph.extract import allocated_global_buffers, buffer_nbytes
 
-    root = getattr(prim_func.body, "block", None)
-    if root is None or not getattr(root, "alloc_buffers", None):
-        return []
     compacted: dict[str, list[int]] = {}
     for name, nbytes in allocated_global_buffers(prim_func):
         compacted.setdefault(name, []).append(nbytes)
-    names = [str(b.name) for b in root.alloc_buffers]
-    return [b for b in root.alloc_buffers
+    names = [str(b.name) for b in _root_buffers(prim_func)]
+    bufs = [b for b in _root_buffers(prim_func)
             if b.scope() == "global" and names.count(str(b.name)) == 1
             and compacted.get(str(b.name)) == [buffer_nbytes(b)] and buffer_nbytes(b) >= MIN_LIFT_BYTES]
+    plain = _unscheduled(prim_func)
+    return bufs if plain is None or _matching(plain, bufs) is not None else []
+
+
+def _root_buffers(prim_func) -> list:
+    root = getattr(prim_func.body, "block", None)
+    return list(getattr(root, "alloc_buffers", None) or ())
+
+
+def _unscheduled(prim_func):
+    return prim_func.attrs.get(UNSCHEDULED_ATTR) if prim_func.attrs is not None else None
+
+
+def _matching(prim_func, bufs):
+    """`prim_func`'s root buffers with the names, shapes and dtypes of `bufs`, in their order; None if any is
+    missing or ambiguous."""
+    key = lambda b: (str(b.name), tuple(int(d) for d in b.shape), str(b.dtype))  # noqa: E731
+    mine = [key(b) for b in _root_buffers(prim_func)]
+    if any(mine.count(key(b)) != 1 for b in bufs):
+        return None
+    return [_root_buffers(prim_func)[mine.index(key(b))] for b in bufs]
 
 
 def lift_prim_func(prim_func, bufs):
-    """`prim_func` with `bufs` (root-block allocations) as trailing parameters instead."""
+    """`prim_func` with `bufs` (root-block allocations) as trailing parameters instead (its unscheduled version
+    too, so a host op's llvm kernel takes the same arguments)."""
     from tvm.s_tir import SBlock, SBlockRealize
 
     realize = prim_func.body
@@ -55,8 +77,11 @@ def lift_prim_func(prim_func, bufs):
     done = int(prim_func.attrs[WORKSPACE_PARAMS_ATTR]) if prim_func.attrs is not None \
         and WORKSPACE_PARAMS_ATTR in prim_func.attrs else 0
     out = tvm.tirx.PrimFunc(list(prim_func.params) + list(bufs), body, prim_func.ret_type, prim_func.attrs,
-                            prim_func.span)
-    return out.with_attr(WORKSPACE_PARAMS_ATTR, done + len(bufs))
+                            prim_func.span).with_attr(WORKSPACE_PARAMS_ATTR, done + len(bufs))
+    plain = _unscheduled(prim_func)
+    if plain is not None:
+        out = out.with_attr(UNSCHEDULED_ATTR, lift_prim_func(plain, _matching(plain, bufs)))
+    return out
 
 
 def _alloc(buf):

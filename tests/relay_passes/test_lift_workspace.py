@@ -55,3 +55,23 @@ def test_runs_bitwise_below_the_old_floor(step):
     s = m.stats()
     assert s["device_peak_bytes"] <= new
     assert workspace_tensors(m.compiled.graph)
+
+
+def test_cuda_kernels_and_their_host_versions_take_the_lifted_buffers(step):
+    """On CUDA the argmax buffers of max-pool backward are lifted too, and the kernel's unscheduled version (what
+    an op placed on the host compiles for llvm) takes the same trailing parameters."""
+    from relay_passes.gpu_schedule import UNSCHEDULED_ATTR
+    from relay_passes.lift_workspace import WORKSPACE_PARAMS_ATTR
+
+    low = lower(step.mod, {"kind": "cuda", "arch": "sm_90"})
+    lifted = [f for f in low.functions.values()
+              if isinstance(f, tvm.tirx.PrimFunc) and WORKSPACE_PARAMS_ATTR in (f.attrs or {})]
+    assert lifted
+    for f in lifted:
+        k = int(f.attrs[WORKSPACE_PARAMS_ATTR])
+        plain = f.attrs[UNSCHEDULED_ATTR]
+        assert [p.name for p in plain.params] == [p.name for p in f.params]
+        assert [(tuple(p.shape), str(p.dtype)) for p in plain.params[-k:]] == \
+            [(tuple(p.shape), str(p.dtype)) for p in f.params[-k:]]
+    g = graph_from_relax(low, "main")
+    assert workspace_tensors(g) and max(op.workspace for op in g.ops) == 0
