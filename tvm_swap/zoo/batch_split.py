@@ -116,7 +116,8 @@ class _Splitter:
             if op.id in ws_of:
                 self.ws.append([o, ws_of[op.id]])
         meta = {k: v for k, v in self.g.meta.items() if k not in ("inplace", WORKSPACE_KEY)}
-        inplace = [[self.new_id[o], a, b] for o, a, b in self.g.meta.get("inplace", ()) if o not in self.ops]
+        inplace = [[self.new_id[o], a, b] for o, a, b in self.g.meta.get("inplace", ())
+                   if o not in self.ops and b not in self.slices]      # a split input is read as its slices
         meta.update({**({"inplace": inplace} if inplace else {}), **({WORKSPACE_KEY: self.ws} if self.ws else {}),
                      "batch_split": {"k": self.k, "ops": len(self.ops), "tensors": len(self.slices)}})
         out = DataflowGraph(self.g.name, self.tensors, self.new_ops, list(self.g.outputs), dict(self.g.updates),
