@@ -4,8 +4,8 @@ TVM 0.27's CPU pipeline has no default schedule: FuseTIR's output runs as writte
 kernel but the last writes a global buffer of its full shape, which TVM allocates as kernel workspace. On the
 MXNet small_cnn at batch 128, `fused_batch_norm_relu` kept four 8 MiB intermediates (T_subtract, T_divide,
 T_multiply, T_add: 32 MiB of workspace for an 8 MiB activation), `fused_conv2d_add` a padded copy of its input
-and the convolution's result before the bias. The arena and the size-class pool both reserve the largest of
-these for the whole iteration.
+and the convolution's result before the bias. The arena and the size-class pool both reserved the largest of
+these for the whole iteration (what relay_passes.lift_workspace does not lift still is).
 
 This pass (llvm targets only: GPU targets get dlight's schedules, which inline on their own) rewrites each
 unscheduled PrimFunc with the schedule primitives TVM has for it, to a fixed point:

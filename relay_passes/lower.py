@@ -10,9 +10,11 @@ including CallTIRRewrite: library dispatch, LegalizeOps, AnnotateTIROpPattern, F
 intermediates), (GPU: the dlight default schedules, through relay_passes.gpu_schedule so that one crashing rule falls back
 to the next instead of failing the build: TVM's own CUDA pipeline cannot build a cross-entropy loss),
 RewriteDataflowReshape, ToNonDataflow, RemovePurityChecking,
-CallTIRRewrite. `finalize` runs the rest: StaticPlanBlockMemory, (cuda: RewriteCUDAGraph), LowerAllocTensor,
+CallTIRRewrite, then relay_passes.lift_workspace (a kernel's full-size global intermediates as output
+parameters, so a plan places them). `finalize` runs the rest: StaticPlanBlockMemory, (cuda: RewriteCUDAGraph), LowerAllocTensor,
 KillAfterLastUse, LowerRuntimeBuiltin, ComputePrimValue, VMShapeLower, AttachGlobalSymbol. With default
-options the two halves together are exactly `relax.get_default_pipeline(target)` (plus cpu_inline on llvm).
+options the two halves together are exactly `relax.get_default_pipeline(target)` (plus cpu_inline on llvm, and
+lift_workspace, which changes where kernels' intermediates live, not their values).
 
 Shape of the lowered IR (what relay_passes.apply and tvm_swap.graph.extract rely on): every function is
 non-dataflow, carries `relax.force_pure`, and each kernel is three bindings
@@ -132,11 +134,14 @@ def check_static_shapes(mod, func_name=None):
                 f"supported: give static input shapes")
 
 
-def lower(mod, target="llvm", fuse=True, fuse_max_depth=None, func_name=None, fuse_transpose=True):
+def lower(mod, target="llvm", fuse=True, fuse_max_depth=None, func_name=None, fuse_transpose=True,
+          lift_workspace=True):
     """Run the target's default Relax pipeline up to CallTIRRewrite (see the module docstring).
 
     fuse_transpose: a matmul reads an operand transposed in its last two axes in place, no kernel copies it
-    first (relay_passes.transpose_matmul; results bitwise equal). fuse: False skips FuseOps/FuseTIR (one
+    first (relay_passes.transpose_matmul; results bitwise equal). lift_workspace: a kernel's full-size global
+    intermediates become output tensors the plan places for that kernel only (relay_passes.lift_workspace;
+    False keeps them as TVM's workspace, a reserve beside the pool). fuse: False skips FuseOps/FuseTIR (one
     kernel per Relax op). fuse_max_depth: caps how many ops FuseOps
     puts into one kernel (deep fusion stretches lifetimes in training graphs). func_name: the function whose
     shapes are checked (None: all Relax functions).
@@ -158,7 +163,11 @@ def lower(mod, target="llvm", fuse=True, fuse_max_depth=None, func_name=None, fu
         legalize = [FuseTransposedOperands()] + legalize
     from .bool_kernels import LegalizeBoolOps       # bool comparisons/arithmetic llvm cannot compile, in int8
 
-    seq = tvm.transform.Sequential([LegalizeBoolOps] + dispatch + legalize + dataflow_lower, name="tvm_swap.lower")
+    from .lift_workspace import LiftWorkspace       # kernel workspace as tensors the plan places (after CallTIRRewrite)
+
+    lift = [LiftWorkspace()] if lift_workspace else []
+    seq = tvm.transform.Sequential([LegalizeBoolOps] + dispatch + legalize + dataflow_lower + lift,
+                                   name="tvm_swap.lower")
     with target, _pass_context(fuse_max_depth if fuse else None):
         out = _run_tvm(seq, mod, "lowering")
     # Shapes can only become dynamic through ops (e.g. unique, nonzero); catch them here too.

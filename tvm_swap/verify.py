@@ -12,7 +12,8 @@ Invariants checked (DESIGN.md):
   the compute actions run each op exactly once, in schedule order; deps name earlier actions;
 - every object index is valid; a tensor only sits in objects of its size class, and its aligned
   bytes fit the object; the pool (classes x counts + workspace) fits mem_limit and its workspace
-  covers the largest op workspace;
+  covers the largest op workspace (what a kernel keeps inside: a lifted workspace is a tensor of its op,
+  graph/workspace.py, checked as any tensor below);
 - when a compute reads or writes a tensor it is resident in an object: its arrival happened before
   the compute and the tenancy's drop happens after it; no object holds two live tensors (a tenant's
   arrival happens after the previous tenant's drop, which happens after that tenant's arrival,

@@ -43,7 +43,9 @@ Cost fields
   elementwise over `in`), `in` is an intermediate and both have one size and dtype; absent when there is none.
 - `OpInfo.workspace`: bytes of the kernel's own global-scope intermediate buffers (FuseTIR keeps the
   intermediates of a fused kernel inside it; TVM allocates them from its workspace when the kernel
-  runs). An upper bound on llvm, where buffers under 1 KB go on the stack.
+  runs). An upper bound on llvm, where buffers under 1 KB go on the stack. Buffers relay_passes.lift_workspace
+  made output parameters are not counted: they are tensors written by the op and read by no one, listed in
+  `meta["workspace_tensors"]` as `[op, tensor]` (graph/workspace.py).
 """
 from __future__ import annotations
 
@@ -53,9 +55,11 @@ from dataclasses import dataclass
 from ..errors import GraphError, UnsupportedModelError
 from . import ir
 from .dataflow import KINDS, DataflowGraph, OpInfo, TensorInfo
+from .workspace import META_KEY as WORKSPACE_META_KEY
 from .ir import FINALIZED_OPS, IGNORED_OPS, UNLOWERED_OPS, VIEW_OPS, VIEW_PACKED, Kind  # noqa: F401  (re-exported)
 
 UPDATES_ATTR = "tvm_swap.updates"
+WORKSPACE_PARAMS_ATTR = "tvm_swap.workspace_params"   # relay_passes.lift_workspace: trailing params that are workspace
 PARAM_KINDS_ATTR = "tvm_swap.param_kinds"
 PARAM_KIND_CHOICES = ("input", "param", "optimizer_state")
 GRADIENT_NAME_HINTS = ("adjoint", "grad")
@@ -124,6 +128,7 @@ class _Extractor:
         self._kernel_cache: dict = {}
         self._alias_cache: dict = {}
         self.inplace: list = []          # [op, out, in] the kernel allows (filtered by graph_from_relax)
+        self.workspace_tensors: list = []    # [op, tensor]: an op's lifted workspace (graph/workspace.py)
         self.kernels: dict = {}      # PrimFunc name -> {"args": [[shape, dtype], ...], "hash": str}
 
     # ---- tensors ----
@@ -207,6 +212,13 @@ class _Extractor:
                     and refs[j] in op["outputs"] and refs[k] in op["inputs"]:
                 self.inplace.append([len(self.ops) - 1, refs[j], refs[k]])
 
+    def note_workspace(self, gv):
+        """The op just added writes its lifted workspace (relay_passes.lift_workspace) as its last outputs."""
+        attrs = self.mod[gv].attrs
+        k = int(attrs[WORKSPACE_PARAMS_ATTR]) if attrs is not None and WORKSPACE_PARAMS_ATTR in attrs else 0
+        outs = self.ops[-1]["outputs"]
+        self.workspace_tensors += [[len(self.ops) - 1, t] for t in outs[len(outs) - k:]] if k else []
+
     def add_op(self, kernel, args_refs, out_refs_new, pos, flops, workspace):
         inputs, outputs = [], []
         for r in args_refs:
@@ -270,6 +282,7 @@ class _Extractor:
                                             f"(call_tir_inplace); in-place kernels are not supported, so do not "
                                             f"run DataflowUseInplaceCalls before tvm_swap")
             self.note_inplace(op, value.args, where)
+            self.note_workspace(op)
             self.env[var] = None
         elif kind == Kind.FINALIZED:
             raise GraphError(f"{where}: the module is already memory-planned ({ir.op_name(value)}); extract the "
@@ -407,10 +420,17 @@ def _allocated_after_lowering(prim_func):
 
 def kernel_workspace(prim_func):
     """Bytes of global-scope buffers a kernel allocates internally (its intermediates), measured after TVM's
-    allocation placement and compaction (relay_passes.cpu_inline relies on it)."""
+    allocation placement and compaction (relay_passes.cpu_inline relies on it). Buffers lifted into output
+    parameters (relay_passes.lift_workspace) are tensors of the graph instead, not counted here."""
+    return int(sum(b for _, b in allocated_global_buffers(prim_func)))
+
+
+def allocated_global_buffers(prim_func) -> list[tuple[str, int]]:
+    """(name, bytes) of each global-scope buffer the kernel allocates, after TVM's allocation placement and
+    compaction (a buffer compaction shrinks is listed at its compacted size)."""
     import tvm
 
-    total = 0
+    out = []
     stack = [_allocated_after_lowering(prim_func).body]
     while stack:
         s = stack.pop()
@@ -419,9 +439,14 @@ def kernel_workspace(prim_func):
             bufs.append(s.buffer)
         for buf in bufs:
             if buf.scope() == "global":
-                total += _buffer_nbytes(buf)
+                out.append((str(buf.name), int(_buffer_nbytes(buf))))
         stack.extend(_children(s))
-    return int(total)
+    return out
+
+
+def buffer_nbytes(buf) -> int:
+    """Bytes of a TIR buffer of static shape."""
+    return int(_buffer_nbytes(buf))
 
 
 def _param_kinds(func, param_kinds):
@@ -546,6 +571,8 @@ def graph_from_relax(mod, func_name="main", num_inputs=None, param_kinds=None, u
                and tensors[inp].dtype == tensors[out].dtype]
     if inplace:
         g.meta["inplace"] = inplace
+    if ex.workspace_tensors:
+        g.meta[WORKSPACE_META_KEY] = ex.workspace_tensors
     assert all(t.kind in KINDS for t in g.tensors)
     g.validate()
     return g

@@ -11,12 +11,14 @@ for a training step). Two bounds known before lowering decide most limits far be
     floor  >= WS + W    WS: the largest kernel's aligned inputs and outputs (planner.swapadvisor.arena's
                         working_set_floor; the size-class pool's floor is at least that too)
 
-- S <= S_up, the aligned bytes of every parameter plus every tensor a call_tir writes when each Relax op is
-  legalized alone (this module runs the pipeline's library dispatch and LegalizeOps on one small function
-  per distinct call). Why: the lowered graph's tensors are the parameters and the kernels' outputs; FuseOps
-  and FuseTIR only turn some legalized outputs into a fused kernel's internal buffers, FoldConstant only
-  turns some into constants, RewriteDataflowReshape only into views; none makes a tensor that a legalized
-  call_tir did not write. A best-fit plan creates a storage only for a tensor, of that tensor's size.
+- S <= S_up, the aligned bytes of every parameter plus every tensor a call_tir writes, and every global buffer
+  its kernel allocates, when each Relax op is legalized alone (this module runs the pipeline's library dispatch
+  and LegalizeOps on one small function per distinct call). Why: the lowered graph's tensors are the parameters,
+  the kernels' outputs and the buffers relay_passes.lift_workspace made outputs (a fused kernel's root
+  buffers: legalized outputs fused inside, or a legalized kernel's own buffers); FuseOps and FuseTIR only turn
+  some legalized outputs into a fused kernel's internal buffers, FoldConstant only turns some into constants,
+  RewriteDataflowReshape only into views; none makes a tensor that a legalized call_tir did not write or
+  allocate. A best-fit plan creates a storage only for a tensor, of that tensor's size.
 - WS + W >= A, the largest raw bytes one live, unfolded op surely touches: the parameters it reads (deduplicated
   up to plain aliases), plus its result when that is a result of the function. Why: the kernel that runs the op
   after fusion takes each parameter the op reads as an input (in its WS), and a function result as an output.
@@ -246,6 +248,17 @@ class _Legal:
     pattern: int | None = None   # the kernel's op_pattern (AnnotateTIROpPattern), when `kernel` is set
 
 
+def _global_buffers(pf) -> list[int]:
+    """Declared bytes of a legalized kernel's global-scope root buffers: relay_passes.lift_workspace may make
+    them tensors of the lowered graph (a fused kernel's intermediates are legalized outputs, already counted)."""
+    import tvm
+
+    from ..graph.extract import buffer_nbytes
+
+    root = getattr(getattr(pf, "body", None), "block", None) if isinstance(pf, tvm.tirx.PrimFunc) else None
+    return [buffer_nbytes(b) for b in getattr(root, "alloc_buffers", None) or () if b.scope() == "global"]
+
+
 def _legalized_facts(mod_legal, name: str) -> _Legal:
     import tvm
     from tvm import relax
@@ -263,6 +276,7 @@ def _legalized_facts(mod_legal, name: str) -> _Legal:
                 opn = v.op.name if isinstance(v.op, tvm.ir.Op) else None
                 if opn == "relax.call_tir":
                     tirs.append((b, v))
+                    written += _global_buffers(mod_legal[v.args[0]])
                 elif opn is None or not opn.startswith("relax."):
                     raise _Unsupported(f"call of {v.op}")
                 else:

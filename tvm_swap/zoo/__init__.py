@@ -100,6 +100,7 @@ ZOO: dict[str, dict] = {
 # Models written from formulas at load time (no data file): name -> graph builder (batch, name=..., **config).
 FORMULA = {"nasnet-25": "tvm_swap.zoo.cnn:nasnet_training_graph"}
 
+_SPLIT = re.compile(r",\s*split=(?P<k>\d+)\s*$")     # a trailing ",split=K" (zoo/batch_split.py)
 _SPEC = re.compile(r"^(?:zoo:)?(?P<name>[A-Za-z0-9_.\-]+?)(?:@(?P<opts>.*))?$")
 
 
@@ -145,7 +146,36 @@ def _document(name: str) -> dict:
 
 
 def load_zoo(spec: str) -> DataflowGraph:
-    """The training graph named by `spec` (see parse_zoo_spec; LLMs: tvm_swap.zoo.llm), validated."""
+    """The training graph named by `spec` (see parse_zoo_spec; LLMs: tvm_swap.zoo.llm), validated. Each
+    kernel's workspace is a tensor of its own, written by that kernel and read by no one (graph/workspace.py),
+    as a compiled program has it (relay_passes.lift_workspace): the planner places it for that kernel only.
+    `...@batch=B,split=K`: the ops that set the floor run as K slices of the batch (zoo/batch_split.py)."""
+    from ..graph.workspace import lift_workspace
+
+    m = _SPLIT.search(spec) if isinstance(spec, str) else None
+    if m is None:
+        return lift_workspace(_stored_graph(spec))
+    from .batch_split import batch_tensors, floor_ops, split_batch
+
+    k = int(m.group("k"))
+    if k < 1:
+        raise ZooError(f"bad split in {spec!r}: K in split=K is a positive integer (the slices of the batch)")
+    base = spec[:m.start()]
+    from .llm import llm_name
+
+    if llm_name(base) is not None:
+        raise ZooError(f"split=K is not available for the LLM graphs ({spec!r}); use it with one of: "
+                       f"{', '.join(ZOO)}")
+    name, batch = parse_zoo_spec(base)
+    g = lift_workspace(_stored_graph(base))
+    batch_set = batch_tensors(g, lift_workspace(_stored_graph(f"{name}@batch={2 * batch}")))
+    out = split_batch(g, floor_ops(g, batch_set), batch_set, k)
+    out.name = f"{g.name},split={k}"
+    return out
+
+
+def _stored_graph(spec: str) -> DataflowGraph:
+    """The zoo graph as stored or written from formulas, workspace still a per-op number."""
     from .affine import instantiate
     from .llm import llm_name, load_llm
 

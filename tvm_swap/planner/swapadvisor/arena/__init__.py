@@ -18,8 +18,10 @@ Measurements of each part: notes/arena.md.
 Periodicity: persistent tensors nothing updates (frozen weights) that the first pass keeps to its end are
 pinned for the whole iteration (decide.py); updated params and their optimizer state are read from the host
 and their updates copied out each iteration (graphindex.KEEP_UPDATED off), so the plan repeats without moving
-anything between calls, except the kept pairs (pairs.py, layout.py, renaming.py). Kernel workspace stays as
-in the size-class pool: a reserve of the largest op's workspace beside the arena.
+anything between calls, except the kept pairs (pairs.py, layout.py, renaming.py). A kernel's workspace
+that the lowering lifts into a tensor (relay_passes.lift_workspace; graph/workspace.py for the zoo) is a stay of
+that kernel only, placed like any other; what stays inside a kernel (buffers TVM compacts, other scopes, library
+calls) is, as in the size-class pool, a reserve of the largest op's remaining workspace beside the arena.
 """
 from .arena_plan import ArenaPlan, plan_arena
 from .capacity import arena_bytes_for, working_set_floor
