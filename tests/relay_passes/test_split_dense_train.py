@@ -130,3 +130,25 @@ def test_a_training_step_below_its_floor_compiles_split_and_runs_bitwise(tmp_pat
     assert m.stats()["device_peak_bytes"] <= int(0.3 * m.compiled.info["unsplit_no_swap_bytes"]) + 256
     m2 = tvm_swap.load(m.export_library(tmp_path / "step.so"))
     assert all(np.array_equal(m2.params()[k], got[k]) for k in got)
+
+
+@pytest.mark.slow       # a compile and a run with the unlimited build, each in its own process (~40 s loaded)
+def test_cli_compiles_a_split_training_step_and_run_compares_it_bitwise(tmp_path):
+    """`tvm-swap compile ... --train --init random --split-dense --mem-limit 30%` + `tvm-swap run
+    --compare-unlimited`: the chunk results joined into the user's weights line up with the unsplit build's
+    (cli/run_steps.result_groups), every chained step bitwise equal, the device peak within the limit."""
+    import json
+    from pathlib import Path
+
+    from tests.cli.test_cli import tvm_swap as cli
+
+    sym = Path(__file__).resolve().parents[1] / "data" / "mxnet" / "mlp-symbol.json"
+    lib = str(tmp_path / "step.so")
+    r = cli("compile", str(sym), "--shape", "data=1,784", "--train", "--init", "random", "--mem-limit", "30%",
+            "--split-dense", "--generations", "2", "-o", lib, "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["dense_splits"]["mlp_dense0_weight"] >= 2
+    r = cli("run", lib, "--compare-unlimited", "--repeat", "3", "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["bitwise_equal_per_step"] == [True, True, True] and out["within_limit"]

@@ -8,8 +8,8 @@ transformer's batched dW, before its collapse_sum, reads activations only), so K
 op as for inference (split_to_fit) but from one chunk budget for all weights: each weight larger than the
 budget is cut into the smallest K whose chunks fit it. The budget starts at half the largest weight and halves
 each round; `split_train_to_fit` stops at the first budget whose lowered graph fits the limit (checked exactly),
-`split_train_floor` at the lowest floor (two rounds without a lower one end it). `scale` multiplies every K
-(the ablation: bench/split_k.py).
+`split_train_floor` at the lowest floor (two rounds without a lower one end it). bench/split_k.py weighs
+this smallest K against 2x and 4x as many chunks.
 """
 from __future__ import annotations
 
@@ -28,14 +28,14 @@ def _nbytes(shape, dtype_bits: int = 32) -> int:
     return n * dtype_bits // 8
 
 
-def splits_for_budget(candidates: dict, budget: int, scale: int = 1) -> dict:
-    """{weight: K}: the smallest K whose row chunks are at most `budget` bytes (times `scale`), for each
-    candidate ({name: (OUT, IN)}) larger than the budget; K at most OUT."""
+def splits_for_budget(candidates: dict, budget: int) -> dict:
+    """{weight: K}: the smallest K whose row chunks are at most `budget` bytes, for each candidate
+    ({name: (OUT, IN)}) larger than the budget; K at most OUT."""
     out = {}
     for name, (rows, cols) in candidates.items():
         size = _nbytes((rows, cols))
         if size > budget:
-            k = -(-size // max(1, budget)) * int(scale)
+            k = -(-size // max(1, budget))
             out[name] = int(min(k, rows))
     return out
 
@@ -61,8 +61,7 @@ def fits(graph, limit: int, pool: str, alignment: int, infeasible_floor) -> bool
     return infeasible_floor(graph, limit, pool, alignment) is None
 
 
-def split_train_to_fit(mod, limit, lower_graph, func_name: str, pool: str, alignment: int = 256, first=None,
-                       scale: int = 1):
+def split_train_to_fit(mod, limit, lower_graph, func_name: str, pool: str, alignment: int = 256, first=None):
     """(mod, lowered, graph, splits): the training step `mod` with its trainable dense weights in the fewest
     row chunks (one budget for all, halved each round) that make `limit` bytes feasible; splits {} when the
     unsplit step fits or no split does (the caller's exact check then refuses, naming the op)."""
@@ -76,7 +75,7 @@ def split_train_to_fit(mod, limit, lower_graph, func_name: str, pool: str, align
     candidates = trainable_splittable(mod[func_name])
     tried = None
     for budget in _budgets(candidates):
-        splits = splits_for_budget(candidates, budget, scale)
+        splits = splits_for_budget(candidates, budget)
         if not splits or splits == tried:
             continue
         tried = splits
@@ -87,7 +86,7 @@ def split_train_to_fit(mod, limit, lower_graph, func_name: str, pool: str, align
     return mod, lowered, graph, {}
 
 
-def split_train_floor(mod, lower_graph, func_name: str = "main", alignment: int = 256, scale: int = 1):
+def split_train_floor(mod, lower_graph, func_name: str = "main", alignment: int = 256):
     """(mod, graph, splits) with the lowest arena floor over the budgets (split_train_to_fit's sequence)."""
     from relay_passes.split_dense_train import SplitTrainableDense, trainable_splittable
 
@@ -98,7 +97,7 @@ def split_train_floor(mod, lower_graph, func_name: str = "main", alignment: int 
     candidates = trainable_splittable(mod[func_name])
     misses, tried = 0, None
     for budget in _budgets(candidates):
-        splits = splits_for_budget(candidates, budget, scale)
+        splits = splits_for_budget(candidates, budget)
         if not splits or splits == tried:
             continue
         tried = splits
