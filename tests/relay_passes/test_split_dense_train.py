@@ -152,3 +152,33 @@ def test_cli_compiles_a_split_training_step_and_run_compares_it_bitwise(tmp_path
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["bitwise_equal_per_step"] == [True, True, True] and out["within_limit"]
+
+
+def test_one_chunk_budget_gives_each_weight_its_smallest_k():
+    from tvm_swap.limits.split_train import splits_for_budget
+
+    cands = {"a": (64, 100), "b": (10, 10), "c": (3, 1000)}          # 25600, 400, 12000 bytes
+    assert splits_for_budget(cands, 10000) == {"a": 3, "c": 2}
+    assert splits_for_budget(cands, 100) == {"a": 64, "b": 4, "c": 3}  # (at most one row per chunk)
+
+
+@pytest.mark.slow       # up to 8 lowerings of the step (~40 s loaded)
+def test_split_floor_of_a_training_step_splits_its_trainable_weights():
+    """tvm_swap.limits.split_to_fit.split_floor (bench min_limit's "with splits" column, split_dense=True's
+    search) on a training step: its trainable weights in row chunks, a lower arena floor than unsplit."""
+    from tvm_swap.graph.extract import graph_from_relax
+    from tvm_swap.limits.split_to_fit import split_floor
+    from tvm_swap.planner.api import feasible_floor
+
+    def lower_graph(m):
+        low = lower(m, "llvm")
+        return low, graph_from_relax(low, "main", target="llvm")
+
+    from bench.min_limit import mxnet_module
+
+    mod, prm = mxnet_module("mlp", 1)
+    step, _ = train_step(mod, prm, loss="cross_entropy", optimizer="sgd")
+    before = feasible_floor(lower_graph(step)[1], "arena")[0]
+    _, graph, splits = split_floor(step, lower_graph)
+    assert splits.get("mlp_dense0_weight", 1) >= 2
+    assert feasible_floor(graph, "arena")[0] < 0.3 * before
