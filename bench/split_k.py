@@ -7,7 +7,9 @@ K = the smallest that fits (scale 1) and every K times 2 and 4; each split step 
 the roofline of an H100 (the device the plan is for; no profiling), planned by SwapAdvisor (arena, a fixed
 number of generations, seed 0, one worker: the same search for every row) and verified. The table: the
 chunks, the ops, the plan's predicted step time and its share over the compute-only time of the unsplit step
-(the ideal), and the bytes the plan moves. Prints a table and writes benchmarks/split_k.{json,md}.
+(the ideal), and the bytes the plan moves. Then (--calls) the time of one call of the unsplit and the split
+steps on llvm (what the chained dX kernels and the extra slices cost on a CPU). Prints the tables and writes
+benchmarks/split_k.{json,md}.
 
     python -m bench split-k
     python -m bench split-k --models mlp@8 --limits 30,50 --scales 1,2 --generations 4
@@ -102,6 +104,56 @@ def _line(r: dict) -> str:
             f"({r['over_ideal']:.3f}x ideal), moved {r['moved_bytes'] / 1e6:.2f} MB; {ks}")
 
 
+def call_seconds(step, repeat: int) -> float:
+    """Median seconds of one call of `step` (llvm, TVM's own memory plan; random inputs and params)."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    from relay_passes.lower import build_lowered, lower
+
+    vm = relax.VirtualMachine(build_lowered(lower(step, "llvm"), "llvm"), tvm.cpu())
+    rng = np.random.default_rng(0)
+    args = []
+    for p in step["main"].params:
+        shape, dtype = [int(d) for d in p.ty.shape.values], str(p.ty.dtype.dtype)
+        a = rng.integers(0, 2, shape) if "int" in dtype else rng.standard_normal(shape) * 0.1
+        args.append(tvm.runtime.tensor(a.astype(dtype)))
+    vm["main"](*args)
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        vm["main"](*args)
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def call_cost(name: str, splits: dict, scales, repeat: int) -> list[dict]:
+    """Time per call of the unsplit step and of the split ones (each K of `splits` times each scale)."""
+    from relay_passes.split_dense_train import SplitTrainableDense, trainable_splittable
+
+    step = step_of(name)
+    rows = trainable_splittable(step["main"])
+    base = call_seconds(step, repeat)
+    out = []
+    for scale in scales:
+        ks = {w: min(k * scale, rows[w][0]) for w, k in splits.items()}
+        t = call_seconds(SplitTrainableDense(ks)(step), repeat)
+        out.append({"model": name, "splits": ks, "unsplit_s": base, "split_s": t, "ratio": t / base})
+        print(f"{name:22s} call: unsplit {base * 1e3:.2f} ms, {ks}: {t * 1e3:.2f} ms ({t / base:.2f}x)", flush=True)
+    return out
+
+
+def render_calls(rows: list[dict]) -> str:
+    out = ["", "## Time per call, llvm (TVM's own memory plan, median; shared loaded 2-core machine: read the ratios)",
+           "", "| model | chunks | unsplit | split | ratio |", "|---|---|---|---|---|"]
+    for r in rows:
+        ks = ", ".join(f"{w} x{k}" for w, k in r["splits"].items())
+        out.append(f"| {r['model']} | {ks} | {r['unsplit_s'] * 1e3:.2f} ms | {r['split_s'] * 1e3:.2f} ms | "
+                   f"{r['ratio']:.2f} |")
+    return "\n".join(out) + "\n"
+
+
 def render(rows: list[dict], commit: str) -> str:
     out = ["# K as a choice: the fewest row chunks that fit vs 2x and 4x (training steps)", "",
            f"Commit {commit}. Predicted step time of a verified SwapAdvisor arena plan (H100 roofline op times, the "
@@ -124,6 +176,9 @@ def main(argv=None) -> int:
     ap.add_argument("--limits", default="30,50,70", help="percent of the unsplit step's no-swap need")
     ap.add_argument("--scales", default="1,2,4", help="K times these (1: the smallest K that fits)")
     ap.add_argument("--generations", type=int, default=6)
+    ap.add_argument("--calls", default="mlp@8,small_cnn@1,transformer_encoder@8", help="also time one call of "
+                    "these steps (llvm) unsplit and split as planned at the lowest limit ('' for none)")
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out-dir", default=str(ROOT / "benchmarks"))
     args = ap.parse_args(argv)
     from tvm_swap.provenance import git_commit
@@ -133,12 +188,18 @@ def main(argv=None) -> int:
     rows = []
     for name in [m for m in args.models.split(",") if m]:
         rows += measure(name, shares, scales, args.generations)
+    calls = []
+    for name in [m for m in args.calls.split(",") if m]:
+        planned = [r for r in rows if r["model"] == name and r["scale"] == 1 and r["splits"]]
+        if planned:     # the smallest K at the lowest limit that needed a split
+            calls += call_cost(name, min(planned, key=lambda r: r["share"])["splits"], scales, args.repeat)
     commit = git_commit()
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    record.write(out / "split_k.json", {"commit": commit, "rows": rows})
-    (out / "split_k.md").write_text(render(rows, commit))
-    print(render(rows, commit))
+    record.write(out / "split_k.json", {"commit": commit, "rows": rows, "calls": calls})
+    text = render(rows, commit) + (render_calls(calls) if calls else "")
+    (out / "split_k.md").write_text(text)
+    print(text)
     return 0
 
 
