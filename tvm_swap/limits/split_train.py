@@ -9,7 +9,9 @@ op as for inference (split_to_fit) but from one chunk budget for all weights: ea
 budget is cut into the smallest K whose chunks fit it. The budget starts at half the largest weight and halves
 each round; `split_train_to_fit` stops at the first budget whose lowered graph fits the limit (checked exactly),
 `split_train_floor` at the lowest floor (two rounds without a lower one end it). bench/split_k.py weighs
-this smallest K against 2x and 4x as many chunks.
+this smallest K against 2x and 4x as many chunks (benchmarks/split_k.md): fastest on small, launch-bound steps
+(each slice is a kernel launch), but a large weight (a BERT head's 94 MB) plans faster in 2-4x as many chunks
+at limits well above the floor, where the smallest K leaves no room to keep chunks resident or overlap copies.
 """
 from __future__ import annotations
 
