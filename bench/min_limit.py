@@ -10,6 +10,7 @@ floors come from the graph alone. Prints a table and writes benchmarks/min_limit
     python -m bench min-limit --models small_cnn,resnet18_v1 --batches 1,128
     python -m bench min-limit --models small_cnn --micro-batches 2,4   # + inference in K slices
     python -m bench min-limit --models '' --examples '' --imagenet all       # ImageNet-size CNNs only
+    python -m bench min-limit --train-only --batches 1,8 --bert 12           # training steps + BERT-base-sized
 
 ImageNet-size CNNs (--imagenet, default all): AlexNet-, VGG-16-, ResNet-50-, MobileNetV2- and DenseNet-121-shaped
 symbols written by scripts/make_cnn_symbols.py and scripts/make_resnet50_symbol.py (random weights, as
@@ -19,7 +20,8 @@ a folder instead of writing them (how a commit without the generators is measure
 A micro-batched row's "no-swap peak" is the unsplit model's (the share a user asks for), its floors the split
 model's. So is an inference row's: its arena floor is that of the model with dense layers split by output
 features and regions of ops split (tvm_swap.limits.split_to_fit, as `--split-ops` compiles it), beside the floor
-without splits (arena_min_unsplit).
+without splits (arena_min_unsplit). So is a training step's: its trainable dense weights in row chunks through
+the step (tvm_swap.limits.split_train, as `split_dense=True` compiles it; absent before that commit).
 """
 from __future__ import annotations
 
@@ -96,12 +98,28 @@ def split_graph_of(mod):
         return low, graph_from_relax(low, "main", target="llvm")
 
     m, g, splits = split_floor(fold_frozen_layouts(mod)[0], lower_graph)
+    if "tvm_swap.updates" in m["main"].attrs:     # a training step: its trainable weights' row chunks only
+        return g, splits, []
     try:
         from tvm_swap.limits.split_to_fit import split_regions_floor
     except ImportError:
         return g, splits, []
     _, g, regions = split_regions_floor(m, lower_graph)
     return g, splits, [[r.start, r.end, r.axis, r.k] for r in regions]
+
+
+def bert_step(symbols_dir: Path, layers: int, seq: int = 128):
+    """The BERT-base-sized training step (scripts/make_bert_symbol.py: `layers` encoder layers, hidden 768, the
+    masked-LM head; batch 1, `seq` tokens; SGD on cross-entropy over the vocabulary)."""
+    from tvm_swap.frontends.mxnet import from_mxnet
+    from tvm_swap.training import train_step
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from make_bert_symbol import write
+
+    path = write(symbols_dir / f"bert_{layers}l", layers)
+    mod, _ = from_mxnet(path, None, {"data": [1, seq, 768]})
+    return train_step(mod, None, loss="cross_entropy", optimizer="sgd")[0]
 
 
 def measure(label: str, mod, peak_of=None, split: bool = False) -> dict:
@@ -203,6 +221,9 @@ def main(argv=None) -> int:
                     "(relay_passes.micro_batch; comma list), as a share of the unsplit model's peak")
     ap.add_argument("--imagenet", default="all", help="ImageNet-size CNNs (comma list of "
                     f"{', '.join(IMAGENET)}; 'all'; '' for none), batch 1 inference")
+    ap.add_argument("--train-only", action="store_true", help="training steps only (no inference rows)")
+    ap.add_argument("--bert", type=int, default=0, metavar="LAYERS", help="also the BERT-base-sized training step "
+                    "with that many encoder layers (12: BERT-base; scripts/make_bert_symbol.py), batch 1, seq 128")
     ap.add_argument("--symbols-dir", default="", help="their symbol files (default: written to a temporary folder)")
     ap.add_argument("--before", default="", help="an earlier run's min_limit.json: also write the two side by "
                     "side (min_limit_compared.md)")
@@ -213,12 +234,14 @@ def main(argv=None) -> int:
 
     rows = []
     for name in [x for x in args.examples.split(",") if x]:
-        rows.append(measure(f"example {name}", get_example(name).mod, split="train" not in name))
+        if "train" in name or not args.train_only:   # (training steps split their trainable dense weights)
+            rows.append(measure(f"example {name}", get_example(name).mod, split=True))
     for name in [x for x in args.models.split(",") if x]:
         for b in (int(x) for x in args.batches.split(",")):
             mod, prm = mxnet_module(name, b)
-            rows.append(measure(f"{name} batch {b} inference", mod, split=True))
-            for k in (int(x) for x in args.micro_batches.split(",") if x):
+            if not args.train_only:
+                rows.append(measure(f"{name} batch {b} inference", mod, split=True))
+            for k in (int(x) for x in args.micro_batches.split(",") if x and not args.train_only):
                 if b % k == 0 and b > 1:
                     from relay_passes.micro_batch import split_batch
                     from tvm_swap.errors import UnsupportedModelError
@@ -235,12 +258,15 @@ def main(argv=None) -> int:
                 except Exception as e:  # a model without a gradient path: say so in the table
                     print(f"{name} batch {b} train step: {type(e).__name__}: {str(e).splitlines()[0]}")
                     continue
-                rows.append(measure(f"{name} batch {b} train step", step))
+                rows.append(measure(f"{name} batch {b} train step", step, split=True))
     nets = IMAGENET if args.imagenet == "all" else [x for x in args.imagenet.split(",") if x]
-    if nets:
-        import tempfile
+    import tempfile
 
-        symbols = Path(args.symbols_dir or tempfile.mkdtemp(prefix="imagenet-symbols-"))
+    symbols = Path(args.symbols_dir or tempfile.mkdtemp(prefix="imagenet-symbols-"))
+    if args.bert:
+        rows.append(measure(f"bert-base-sized ({args.bert} layers) seq 128 batch 1 train step",
+                            bert_step(symbols, args.bert), split=True))
+    if nets and not args.train_only:
         for name in nets:
             rows.append(measure(f"{name} batch 1 inference", imagenet_module(name, symbols), split=True))
     out = Path(args.out_dir)

@@ -98,11 +98,15 @@ def _unless(skip: bool):
 
 
 def _may_split(mod, func_name: str) -> bool:
-    """An inference function with a dense weight relay_passes.split_dense may split."""
+    """An inference function with a dense weight relay_passes.split_dense may split, or a training step with
+    a trainable one relay_passes.split_dense_train may split."""
     from relay_passes.split_dense import splittable
+    from relay_passes.split_dense_train import trainable_splittable
 
     func = mod[func_name]
-    return not (func.attrs is not None and "tvm_swap.updates" in func.attrs) and bool(splittable(func))
+    if not _is_inference(mod, func_name):
+        return bool(trainable_splittable(func))
+    return bool(splittable(func))
 
 
 def _is_inference(mod, func_name: str) -> bool:
@@ -114,6 +118,7 @@ def _split_may_help(mod, mem_limit, func_name: str, split_ops: bool = False) -> 
     """Whether a limit refused before lowering may still fit once dense weights are split: not when it is a
     byte limit below a tensor no split makes smaller (an input, a result, a weight that is not split)."""
     from relay_passes.split_dense import splittable
+    from relay_passes.split_dense_train import split_param_names
 
     from .limits.mem_limit import MemLimit
     from .limits.model_checks import _nbytes
@@ -123,10 +128,14 @@ def _split_may_help(mod, mem_limit, func_name: str, split_ops: bool = False) -> 
     if limit is None:
         return True
     func = mod[func_name]
-    can = splittable(func)
+    can = splittable(func) if _is_inference(mod, func_name) else split_param_names(func)
     n = int(func.attrs["num_input"]) if func.attrs is not None and "num_input" in func.attrs else len(func.params)
     whole = [_nbytes(p.ty) or 0 for i, p in enumerate(func.params) if p.name not in can and (i < n or not split_ops)]
-    whole += [_nbytes(t) or 0 for t in (func.ret_ty.fields if hasattr(func.ret_ty, "fields") else [func.ret_ty])]
+    results = list(func.ret_ty.fields if hasattr(func.ret_ty, "fields") else [func.ret_ty])
+    names = [p.name for p in func.params]
+    news = {int(o) for o, p in func.attrs["tvm_swap.updates"] if names[int(p)] in can} \
+        if not _is_inference(mod, func_name) else set()        # a split weight's new value: split too
+    whole += [_nbytes(t) or 0 for i, t in enumerate(results) if i not in news]
     return limit >= max(whole, default=0)
 
 
@@ -183,7 +192,8 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     (tvm_swap.caches.graph), so compiling this module again refuses an infeasible limit before lowering.
     micro_batches: inference in that many slices of the batch (see micro_batched). split_dense: inference
     below the floor runs the dense layers whose weights set it in slices of their output features, as few as
-    fit (tvm_swap.limits.split_to_fit); a percentage limit stays a share of the unsplit model's need. split_ops:
+    fit (tvm_swap.limits.split_to_fit); a training step's trainable dense weights in row chunks through the whole
+    step (tvm_swap.limits.split_train); a percentage limit stays a share of the unsplit model's need. split_ops:
     inference below the floor also runs regions of ops in slices of the batch, channels or rows
     (relay_passes.split_region, chosen by tvm_swap.limits.split_to_fit.split_regions_to_fit), dense splits first."""
     import tvm
@@ -306,7 +316,9 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
     tvm_swap.planner.api.plan_graph. fuse_max_depth caps kernel fusion (deep fusion stretches lifetimes).
     split_dense=True (inference): a limit below the floor set by a dense layer's weight is met by running that
     layer as K slices of its output features, the weight cut into K params at compile time (the user still
-    gives and gets it whole), K as small as fits (tvm_swap.limits.split_to_fit); results bitwise equal.
+    gives and gets it whole), K as small as fits (tvm_swap.limits.split_to_fit); results bitwise equal. A
+    training step: its trainable dense weights (and their optimizer state) as K chunks of their rows through
+    forward, dX, dW and update (relay_passes.split_dense_train), bitwise equal to the unsplit step.
     split_ops=True (inference): also regions of ops in K slices of the batch, channels or rows (a conv by output
     channels), so a limit below the largest op needs no micro_batches (relay_passes.split_region).
     micro_batches=K (inference): run the batch in K slices (relay_passes.micro_batch), each op then holds 1/K

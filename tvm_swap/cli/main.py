@@ -137,9 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "of its activations; a percentage limit stays a share of the unsplit model's no-swap need, "
                         "and --compare-unlimited compares against the unsplit build")
     p.add_argument("--split-dense", action="store_true",
-                   help="inference: below the floor a dense layer's weight sets, run that layer in K slices of its "
-                        "output features (the weight cut at compile time, K as small as fits the limit); results "
-                        "bitwise equal, the params file still holds the whole weights")
+                   help="below the floor a dense layer's weight sets, run that layer in K slices of its output "
+                        "features (the weight cut at compile time, K as small as fits the limit; a training step's "
+                        "trainable weights in K row chunks through forward, gradients and update); results bitwise "
+                        "equal, the params file still holds the whole weights")
     p.add_argument("--host-ops", choices=("optimizer", "auto"), default=None,
                    help="run the optimizer's update kernels on the host (all, or as many as simulate fastest): "
                         "the library runs them as llvm kernels on host memory, their inputs copied out and the "

@@ -7,7 +7,8 @@ Only advice that lowers that op's own need, with the numbers for this limit:
   shipped parameter, nor fuse into the matmul that reads it): named as such, with why; no batch or fusion
   setting moves it;
 - parameters bigger than what the limit leaves: named; for an inference dense layer, the split into K slices
-  of its output features that fits (split_dense=True); no batch or fusion advice;
+  of its output features that fits (split_dense=True); for a training step's, split_dense=True too (its rows
+  through forward, gradients and update: relay_passes.split_dense_train); no batch or fusion advice;
 - activations: split_ops=True (inference: the op and its neighbours in slices, relay_passes.split_region), the
   micro-batch count (inference) or batch factor (training) that fits, only where the batch is larger than 1;
 - a smaller fusion depth only for a fused kernel holding more than one input and output besides its weights;
@@ -121,8 +122,12 @@ def hint_text(f: dict, pool: str, limit: int | None = None) -> str:
     fact = ""
     if params_too_big:
         k = slices_to_fit(wbytes + f["outputs"], f["need"] - wbytes - f["outputs"], room)
-        split = (f"; split_dense=True runs it in {k} slices of its output features (each reading 1/{k} of the "
-                 f"weight), which fits" if k and f["dense"] and not f["training"] and biggest[2] == 2 else "")
+        split = ""
+        if k and f["dense"] and biggest[2] == 2:
+            split = (f"; split_dense=True runs the weight through the step (forward, gradients, update) in {k} or "
+                     f"more chunks of its rows, which may fit" if f["training"] else
+                     f"; split_dense=True runs it in {k} slices of its output features (each reading 1/{k} of "
+                     f"the weight), which fits")
         fact = (f"; its parameters ({format_bytes(wbytes)}, the largest {biggest[0]!r}) must be on the device at "
                 f"once, which no batch size or fusion setting lowers{split}")
     if not knobs:

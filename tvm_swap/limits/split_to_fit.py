@@ -9,12 +9,14 @@ must hold whole (its input), checked exactly on the lowered split graph, and rai
 weight's slice still sets a floor above the limit. Another layer's weight setting the floor next is split
 the same way; an op that no split helps ends the search (the exact check refuses, naming that op).
 `split_floor` is the same search without a limit: the floor once no dense layer's weight sets it.
+A training step's trainable weights are split by tvm_swap.limits.split_train (row chunks through the step).
 """
 from __future__ import annotations
 
 from ..graph.dataflow import PERSISTENT_KINDS
 from .floor_hint import slices_to_fit as _slices_to_fit
 from .mem_limit import floor_op
+from .split_train import fits as _fits, is_training, split_train_floor, split_train_to_fit
 from ..plan import aligned_bytes
 
 MAX_ROUNDS = 12
@@ -69,9 +71,11 @@ def split_to_fit(mod, limit: int | None, lower_graph, func_name: str, pool: str,
     from ..planner.api import infeasible_floor
 
     base = mod
-    lowered, graph = first if first is not None else lower_graph(mod)
     func = base[func_name]
-    if limit is None or (func.attrs is not None and "tvm_swap.updates" in func.attrs):
+    if limit is not None and is_training(func):     # trainable weights: row chunks through the whole step
+        return split_train_to_fit(mod, limit, lower_graph, func_name, pool, alignment, first)
+    lowered, graph = first if first is not None else lower_graph(mod)
+    if limit is None or is_training(func):
         return mod, lowered, graph, {}
     candidates = splittable(func)
     splits: dict = {}
@@ -88,22 +92,13 @@ def split_to_fit(mod, limit: int | None, lower_graph, func_name: str, pool: str,
     return mod, lowered, graph, splits
 
 
-def _fits(graph, limit: int, pool: str, alignment: int, infeasible_floor) -> bool:
-    """Whether `limit` is feasible; below the largest op's working set at once, without the floor's search."""
-    from ..planner.graphindex import GraphIndex
-    from ..planner.swapadvisor.arena import working_set_floor
-
-    gi = GraphIndex.of(graph, alignment, keep_updated=False)
-    if limit < working_set_floor(gi) + gi.workspace:
-        return False
-    return infeasible_floor(graph, limit, pool, alignment) is None
-
-
 def split_floor(mod, lower_graph, func_name: str = "main", alignment: int = 256):
     """(mod, graph, splits) once no splittable dense weight sets the floor: each round splits the floor op's
     weight until that op needs no more than the next-largest op (what would set the floor without it)."""
     from relay_passes.split_dense import SplitDenseByOutputFeatures, splittable
 
+    if is_training(mod[func_name]):
+        return split_train_floor(mod, lower_graph, func_name, alignment)
     base = mod
     _, graph = lower_graph(mod)
     candidates = splittable(base[func_name])
@@ -176,6 +171,8 @@ def split_regions_floor(mod, lower_graph, func_name: str = "main", alignment: in
     from relay_passes.split_region import SplitRefused, SplitRegions
 
     _, graph = lower_graph(mod)
+    if is_training(mod[func_name]):      # (regions split inference only)
+        return mod, graph, []
     best = (_arena_floor(graph, alignment), mod, graph, [])
     room, misses, tried = best[0], 0, None
     for _ in range(rounds):

@@ -1,0 +1,115 @@
+"""Which trainable dense weights to split, and into how many row chunks, so a training step fits (issue 26).
+
+    mod, lowered, graph, splits = split_train_to_fit(mod, limit, lower_graph, "main", "arena")
+
+relay_passes.split_dense_train runs a trainable weight through the whole step (forward, dX, dW and the
+optimizer update) as K chunks of its rows. A training step's floor is not always an op reading the weight (a
+transformer's batched dW, before its collapse_sum, reads activations only), so K is not derived from the floor
+op as for inference (split_to_fit) but from one chunk budget for all weights: each weight larger than the
+budget is cut into the smallest K whose chunks fit it. The budget starts at half the largest weight and halves
+each round; `split_train_to_fit` stops at the first budget whose lowered graph fits the limit (checked exactly),
+`split_train_floor` at the lowest floor (two rounds without a lower one end it). bench/split_k.py weighs
+this smallest K against 2x and 4x as many chunks (benchmarks/split_k.md): fastest on small, launch-bound steps
+(each slice is a kernel launch), but a large weight (a BERT head's 94 MB) plans faster in 2-4x as many chunks
+at limits well above the floor, where the smallest K leaves no room to keep chunks resident or overlap copies.
+"""
+from __future__ import annotations
+
+ROUNDS = 8
+MISSES = 2
+
+
+def is_training(func) -> bool:
+    return func.attrs is not None and "tvm_swap.updates" in func.attrs
+
+
+def _nbytes(shape, dtype_bits: int = 32) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n * dtype_bits // 8
+
+
+def splits_for_budget(candidates: dict, budget: int) -> dict:
+    """{weight: K}: the smallest K whose row chunks are at most `budget` bytes, for each candidate
+    ({name: (OUT, IN)}) larger than the budget; K at most OUT."""
+    out = {}
+    for name, (rows, cols) in candidates.items():
+        size = _nbytes((rows, cols))
+        if size > budget:
+            k = -(-size // max(1, budget))
+            out[name] = int(min(k, rows))
+    return out
+
+
+def _budgets(candidates: dict):
+    largest = max((_nbytes(s) for s in candidates.values()), default=0)
+    budget = largest // 2
+    for _ in range(ROUNDS):
+        if budget < 1:
+            return
+        yield budget
+        budget //= 2
+
+
+def fits(graph, limit: int, pool: str, alignment: int, infeasible_floor) -> bool:
+    """Whether `limit` is feasible; below the largest op's working set at once, without the floor's search."""
+    from ..planner.graphindex import GraphIndex
+    from ..planner.swapadvisor.arena import working_set_floor
+
+    gi = GraphIndex.of(graph, alignment, keep_updated=False)
+    if limit < working_set_floor(gi) + gi.workspace:
+        return False
+    return infeasible_floor(graph, limit, pool, alignment) is None
+
+
+def split_train_to_fit(mod, limit, lower_graph, func_name: str, pool: str, alignment: int = 256, first=None):
+    """(mod, lowered, graph, splits): the training step `mod` with its trainable dense weights in the fewest
+    row chunks (one budget for all, halved each round) that make `limit` bytes feasible; splits {} when the
+    unsplit step fits or no split does (the caller's exact check then refuses, naming the op)."""
+    from relay_passes.split_dense_train import SplitTrainableDense, trainable_splittable
+
+    from ..planner.api import infeasible_floor
+
+    lowered, graph = first if first is not None else lower_graph(mod)
+    if limit is None or fits(graph, int(limit), pool, alignment, infeasible_floor):
+        return mod, lowered, graph, {}
+    candidates = trainable_splittable(mod[func_name])
+    tried = None
+    for budget in _budgets(candidates):
+        splits = splits_for_budget(candidates, budget)
+        if not splits or splits == tried:
+            continue
+        tried = splits
+        split = SplitTrainableDense(splits, func_name)(mod)
+        low, g = lower_graph(split)
+        if fits(g, int(limit), pool, alignment, infeasible_floor):
+            return split, low, g, splits
+    return mod, lowered, graph, {}
+
+
+def split_train_floor(mod, lower_graph, func_name: str = "main", alignment: int = 256):
+    """(mod, graph, splits) with the lowest arena floor over the budgets (split_train_to_fit's sequence)."""
+    from relay_passes.split_dense_train import SplitTrainableDense, trainable_splittable
+
+    from ..planner.api import feasible_floor
+
+    _, graph = lower_graph(mod)
+    best = (int(feasible_floor(graph, "arena", alignment)[0]), mod, graph, {})
+    candidates = trainable_splittable(mod[func_name])
+    misses, tried = 0, None
+    for budget in _budgets(candidates):
+        splits = splits_for_budget(candidates, budget)
+        if not splits or splits == tried:
+            continue
+        tried = splits
+        split = SplitTrainableDense(splits, func_name)(mod)
+        _, g = lower_graph(split)
+        floor = int(feasible_floor(g, "arena", alignment)[0])
+        if floor < best[0]:
+            best, misses = (floor, split, g, splits), 0
+        else:
+            misses += 1
+            if misses >= MISSES:
+                break
+    return best[1], best[2], best[3]
