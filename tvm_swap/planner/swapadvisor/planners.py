@@ -114,8 +114,10 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
                          default=math.inf)
         # (decided on the islands recompute off runs too, as off decides, so on stays never slower than off)
         if polish and not res.interrupted and plain_best > floor_s * (1 + (EXTRAS_MIN_GAP if small else 0)):
-            # (a batch of the workers' width takes about one evaluation's wall time of the search)
-            per_eval = res.search_s * getattr(pool, "workers", 1) / max(1, res.evaluations)
+            # (a batch of the workers' width takes about one evaluation's wall time of the search: the last
+            # batch's once the workers were up, where measured; the search's average counts their start, which
+            # at 15 s on Inception-4@32 left the polish no time: 2.9 s per evaluation against 1.2)
+            per_eval = res.batch_s or res.search_s * getattr(pool, "workers", 1) / max(1, res.evaluations)
             # (and the final plan, about 3 evaluations' time as evolve reserves for it, still fits the budget)
             end = None if deadline is None else min(deadline, t0 + ctx.budget_s - 3 * per_eval)
             polished.update(_polish(ev, islands, res, small, end, PolishTimes(ev, pool, per_eval)))
@@ -123,7 +125,7 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
     res = evolve(islands, budget_s=budget, generations=ctx.generations, workers=ctx.workers,
                  progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
                  ray_address=ctx.options.get("ray_address"), stop_at_s=at_floor_s,
-                 recompute_first=recompute_first, then=then)
+                 recompute_first=recompute_first, then=then, final_reserve=0 if deadline is not None else 3)
     if ctx.pool == "arena":
         sp = plan_arena(search.gi, res.best.schedule, ctx.mem_limit, res.best.alloc, ctx.op_time, ctx.device)
     else:
@@ -172,13 +174,17 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
         starts = [(own, int(POLISH_SHARE * sum(isl.evaluations for isl in plain)))]
         if res.best is not own:
             starts.append((res.best, int(POLISH_SHARE * res.evaluations)))
+            if deadline is not None:
+                # under a wall-clock budget the best first (the polish may end after a few evaluations: the
+                # plan is then the best polished, not off's; what holds under a budget, islands.py says)
+                starts.reverse()
     from_s, n, flips = res.best.time_s, 0, 0
     share = int(POLISH_SHARE * res.evaluations)
     for g, budget in starts:
         # (small graphs: the grid coarse first, COARSE_SMALL, within the share of the search's evaluations: the
         # whole grid once cost a search of a few genomes (the fuzz's) several times its own evaluations)
         alloc, t, k = polish_memory(ev, g.schedule, g.alloc, g.time_s, share if budget is None else budget,
-                                    deadline, times, small and COARSE_SMALL)
+                                    deadline, times, small and COARSE_SMALL, near=deadline is not None)
         # (a small graph's grid is cheap: its flips get the share for themselves)
         left = share if budget is None else max(0, budget - k)
         alloc, t, f = fewer_recomputes(ev, g.schedule, alloc, t, left, deadline, times)
