@@ -118,8 +118,9 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
             # batch's once the workers were up, where measured; the search's average counts their start, which
             # at 15 s on Inception-4@32 left the polish no time: 2.9 s per evaluation against 1.2)
             per_eval = res.batch_s or res.search_s * getattr(pool, "workers", 1) / max(1, res.evaluations)
-            # (and the final plan, about 3 evaluations' time as evolve reserves for it, still fits the budget)
-            end = None if deadline is None else min(deadline, t0 + ctx.budget_s - 3 * per_eval)
+            # (and the final plan, about 2 evaluations' time (BERT-large, BRNN-4-8K; Inception-4@32 at load 11:
+            # 0.9 s against 1.5-2.8 s per batch), still fits the budget)
+            end = None if deadline is None else min(deadline, t0 + ctx.budget_s - FINAL_PLAN_EVALS * per_eval)
             polished.update(_polish(ev, islands, res, small, end, PolishTimes(ev, pool, per_eval)))
 
     res = evolve(islands, budget_s=budget, generations=ctx.generations, workers=ctx.workers,
@@ -240,6 +241,10 @@ def _grid_moves(alloc) -> bool:
 # the search ends once its best is within this relative distance of the lower bound (bounds.lower_bound): the
 # simulator and the bound add the same terms in different orders, so "at the bound" is up to rounding
 AT_BOUND_RTOL = 1e-9
+
+# under a wall-clock budget, the final plan's time in evaluations (a batch of the workers' width) kept back after
+# the polish, besides FINAL_PLAN_SHARE
+FINAL_PLAN_EVALS = 2
 
 # under a wall-clock budget, the share of it kept back after the polish for the final plan (planning, verifying,
 # predicting: BERT-large@32 ended 0.5-1.0 s past a 60 s budget with none kept back)
