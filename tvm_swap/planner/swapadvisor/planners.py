@@ -28,7 +28,8 @@ for recomputing plans too; within SMALL_STOP_GAP on graphs of up to polish.POLIS
 timed first and the random genomes skipped when one is there). On those small graphs the hybrid island, the
 polish (of one genome) and the partly-cooled island (up to PARTLY_MAX_OPS ops) run only where the best genome is
 more than EXTRAS_MIN_GAP off the bound: they could win at most that. Side by side with 533543e over 300 fuzz graphs of 3-60 ops at 3 generations
-(bench/small_graphs.py, benchmarks/small_graphs.md): see there for the CPU per plan and plan times.
+(bench/small_graphs.py, benchmarks/small_graphs.md, and with the evaluations compiled benchmarks/speed28.md): see
+there for the CPU per plan and plan times.
 Under a time budget the first generation is timed in the order of what it is likely worth (seed_order.py) and the
 size-class island's keep-updated choice is made on the workers (islands.size_class_islands).
 
