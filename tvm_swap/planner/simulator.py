@@ -9,7 +9,7 @@ Model (the semantics of `tvm_swap.plan`):
   whenever the other direction starts or stops.
 - Iteration time = the latest end.
 
-How it is fast (pure Python + numpy, no compiled code):
+How it is fast (pure Python + numpy; the GA's simulate_time runs the same loop compiled, simulator_jit.py):
 - Drops are folded away before the loop: each action's deps become, per stream, the highest FIFO
   position it waits for (waiting on position p of a stream implies waiting on all before it).
   `pack_actions` / `pack_arrays` compute that `need` table with numpy.
@@ -319,9 +319,21 @@ def _run_streams(p: PackedActions, device):
 
 
 def simulate_time(p: PackedActions, device) -> float:
-    """Only the iteration time (the GA's fitness): skips building per-action arrays.
+    """Only the iteration time (the GA's fitness): skips building per-action arrays. The same loop as
+    _run_streams compiled (simulator_jit.py: the same seconds to the bit; on small graphs the numpy need table
+    cost more than the loop).
 
     A drop ends with one of its deps, so the latest end is the last end on some stream."""
+    from .simulator_jit import sim_time     # (numba, loaded when a plan is first simulated)
+
+    t, ok = sim_time(p.kind, p.work, p.dep_indptr, p.dep_indices, _STREAM_OF_CODE, *_link_rates(device))
+    if not ok:
+        raise PlanError("simulation stalled: an action waits on one that can never run (check the deps)")
+    return float(t)
+
+
+def simulate_time_py(p: PackedActions, device) -> float:
+    """simulate_time by _run_streams (the reference tests compare the compiled loop with)."""
     _, _, c_end, _, d_end, _, h_end, _ = _run_streams(p, device)
     return max(c_end[-1] if c_end else 0.0, d_end[-1] if d_end else 0.0, h_end[-1] if h_end else 0.0)
 

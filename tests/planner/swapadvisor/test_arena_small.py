@@ -107,3 +107,45 @@ def test_place_by_size_orders_is_a_valid_placement(seed):
     _check_placement(first.tolist(), last.tolist(), size.tolist(), offs, fixed, bounds)
     assert need == max(o + s for o, s in zip(offs, size))
     assert place_by_size_orders([0] * 65, [0] * 65, [1] * 65) is None     # small instances only
+
+
+def _ref_place_by_size_orders(first, last, size, fixed=(), bounds=(), fits=None, seed=0):
+    """place_by_size_orders as it was, one by_size call per order from Python: the reference of the compiled
+    loop over the orders (placement_orders_jit.best_of_orders)."""
+    from tvm_swap.planner.swapadvisor.placement import by_size_arrays
+    from tvm_swap.planner.swapadvisor.placement_jit import by_size
+    from tvm_swap.planner.swapadvisor.placement_orders import RANDOM_TRIES
+
+    m = len(first)
+    F, L, S, off0, placed0 = by_size_arrays(first, last, size, fixed, bounds)
+    f, l_, s = F[:m], L[:m], S[:m]
+    span = l_ - f + 1
+    orders = [np.lexsort((f, -s, -span)), np.lexsort((-s, f)), np.lexsort((-s, -l_)), np.lexsort((f, -(s * span)))]
+    rng = np.random.default_rng(seed)
+    orders += [rng.permutation(m) for _ in range(RANDOM_TRIES)]
+    best = None
+    for order in orders:
+        off, peak = by_size(F, L, S, order.astype(np.int64), off0.copy(), placed0.copy())
+        peak = int(max(peak, 0))
+        if best is None or peak < best[1]:
+            best = (off[:m].tolist(), peak)
+            if fits is not None and peak <= fits:
+                break
+    return best
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_place_by_size_orders_is_the_loop_it_compiled(seed):
+    """The same offsets and bytes as one by_size call per order from Python (with and without a size that fits)."""
+    rng = np.random.default_rng(100 + seed)
+    m = int(rng.integers(1, 60))
+    first = rng.integers(-1, 12, size=m)
+    last = first + rng.integers(0, 6, size=m)
+    size = rng.choice([256, 512, 1024, 4096], size=m)
+    fixed = [(-1, int(rng.integers(0, 12)), 0, 4096)] if seed % 2 else []
+    bounds = [4096, 8192] if seed % 2 else []
+    args = (first.tolist(), last.tolist(), size.tolist(), fixed, bounds)
+    ref = _ref_place_by_size_orders(*args)
+    assert place_by_size_orders(*args) == ref
+    for fits in (ref[1], ref[1] + 1024, ref[1] + 4096, 0):
+        assert place_by_size_orders(*args, fits=fits) == _ref_place_by_size_orders(*args, fits=fits)

@@ -183,3 +183,72 @@ def test_the_search_budget_is_what_the_setup_left(monkeypatch):
     assert t_search - t0 >= 2.0
     left = max(0.1 * budget, budget - (t_search - t0))     # (at least a tenth of the budget: planners.py)
     assert search_budget <= left * (1 - planners.POLISH_TIME_SHARE) + 0.2
+
+
+class RecordingPool(FakePool):
+    """FakePool that keeps the genes it was asked to time, in order."""
+
+    def __init__(self, ev, workers):
+        super().__init__(ev, workers)
+        self.asked = []
+
+    def submit_many(self, genomes):
+        self.asked += [g.alloc for g in genomes]
+        return super().submit_many(genomes)
+
+
+def test_near_grid_times_the_points_next_to_the_genes_first():
+    """Under a budget (near=True) the grid starts at the genes' own (keep, headroom), ring by ring, and is the whole
+    grid: the same best as the grid in its order when all of it fits, the neighbours first when it does not."""
+    ev = evaluator(3, 0.2)
+    if not ev.space.has_pairs:
+        pytest.skip("the instance has no kept pairs to move")
+    schedule = np.asarray(ev.gi.default_schedule())
+    genes = ev.space.zero()
+    genes.keep, genes.headroom = KEEPS[3], HEADROOMS[2]
+    t0 = ev.time_of(schedule, genes)
+    fresh_memo(ev)
+    pool = RecordingPool(ev, 1)
+    near = polish_memory(ev, schedule, genes, t0, 8, None, PolishTimes(ev, pool), near=True)
+    assert near[2] == 8
+    assert all(abs(KEEPS.index(g.keep) - 3) <= 1 and abs(HEADROOMS.index(g.headroom) - 2) <= 1
+               for g in pool.asked)          # the 8 neighbours of (3, 2)
+    fresh_memo(ev)
+    whole_near = polish_memory(ev, schedule, genes, t0, None, None, None, near=True)
+    whole = polish_memory(ev, schedule, genes, t0)
+    assert whole_near[1] == whole[1] and whole_near[2] == whole[2]
+
+
+def test_a_budget_keeps_the_final_plans_time_once(monkeypatch):
+    """Under a budget the polish that follows the search keeps the final plan's time (3 batches before the budget
+    ends), so the search does not keep it too (evolve's final_reserve=0): with the time of 3 batches left, the
+    first generation still times the next batches (it stopped 3 batches early before); and it reports the last
+    batch's duration once the workers were up (SearchResult.batch_s), which the polish plans with, not the search's
+    average, which counts their start. A fake clock: each batch takes 1 s, the first 5 s (the workers start)."""
+    from types import SimpleNamespace
+
+    from tvm_swap.planner.swapadvisor import ga
+
+    clock = [0.0]
+    monkeypatch.setattr(ga, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    class G:
+        time_s = float("inf")
+
+    genomes = [G() for _ in range(12)]
+    isl = SimpleNamespace(pop=list(genomes))
+    done = []
+
+    def evaluate(items):
+        clock[0] += 5.0 if not done else 1.0
+        done.extend(items)
+        for _, g in items:
+            g.time_s = 1.0
+
+    for reserve, want in ((3, 6), (0, 9)):
+        done.clear()
+        clock[0] = 0.0
+        isl.pop = list(genomes)
+        batch_s = ga._time_first_generation([isl], evaluate, ([(isl, g) for g in genomes], []), (0.0, 13.5), 1,
+                                            lambda: False, reserve)
+        assert (len(done), batch_s) == (want, 1.0), reserve

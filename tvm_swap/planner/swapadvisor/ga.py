@@ -99,6 +99,9 @@ class SearchResult:
     history: list = field(default_factory=list)   # [generation, elapsed_s, best_time_s]
     seed_times: dict = field(default_factory=dict)  # time of each named seed (e.g. "nosearch")
     interrupted: bool = False                        # Ctrl-C cut the search: `best` is the best so far
+    # under a budget: wall seconds of the last batch of one evaluation per worker once the workers were up
+    # (0: none measured); the search's average counts the workers' start, seconds under load
+    batch_s: float = 0.0
 
 
 class Evaluator:
@@ -326,11 +329,13 @@ def best_genome(islands: list[GeneticSearch]) -> Genome:
 
 
 def _time_first_generation(islands: list[GeneticSearch], evaluate, seeded_rest, clock, n_workers: int,
-                           at_floor) -> None:
+                           at_floor, final_batches: int = 3) -> float:
     """Time the first generation (`seeded_rest`: the seeds, likeliest first, then the random genomes) and
     leave each island's population what was timed. Under a time budget (`clock`: (start, budget_s); None for
     fixed generations) a worker's batch at a time, since on large graphs each evaluation can take seconds;
-    with fixed generations all of it, unless a seed is already at the bound (at_floor)."""
+    with fixed generations all of it, unless a seed is already at the bound (at_floor). `final_batches`: the
+    batches' time kept back for the final plan (evolve's final_reserve). Returns the last batch's wall seconds
+    after the first (0.0: none)."""
     seeded, rest = seeded_rest
     if clock is None:
         evaluate(seeded)
@@ -339,20 +344,23 @@ def _time_first_generation(islands: list[GeneticSearch], evaluate, seeded_rest, 
                 isl.pop = [g for i, g in seeded if i is isl]
         else:
             evaluate(rest)
-        return
+        return 0.0
     t0, budget_s = clock
     first, done_first, step = seeded + rest, [], max(1, n_workers)
+    batch_s = 0.0
     for k in range(0, len(first), step):
         b_start = time.perf_counter()
         evaluate(first[k:k + step])
         done_first += first[k:k + step]
         # stop when the next batch and the final plan (about 3 evaluations) would not fit; the first batch
         # also starts the workers, so it only stops a search already past its budget
-        batch_s = time.perf_counter() - b_start if k else 0.0
-        if (time.perf_counter() - t0 + 4 * batch_s > budget_s or at_floor()) and math.isfinite(best_time(islands)):
+        batch_s = time.perf_counter() - b_start if k else batch_s
+        late = time.perf_counter() - t0 + (1 + final_batches) * batch_s > budget_s
+        if (late or at_floor()) and math.isfinite(best_time(islands)):
             break           # (not before a plan: a seed that does not fit times inf)
     for isl in islands:
         isl.pop = [g for i, g in done_first if i is isl]
+    return batch_s
 
 
 def _seed_times(seeds: list) -> dict:
@@ -387,7 +395,7 @@ def _show_progress(bar, islands: list[GeneticSearch], t0: float) -> None:
 def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: int | None = None,
            workers: int | None = None, progress: bool = False, executor: str = "processes",
            ray_address: str | None = None, stop_at_s: float | None = None,
-           recompute_first: bool = False, then=None) -> SearchResult:
+           recompute_first: bool = False, then=None, final_reserve: int = 3) -> SearchResult:
     """Evolve one or more islands that share an evaluator (and its time cache) side by side; each island
     draws only from its own rng, in the same order as alone, and nothing passes between islands but genome
     times (the same for the same key), so each island's search is its search alone at the same generations.
@@ -396,7 +404,11 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
     stop_at_s: the search ends (before `generations`, or the budget) once the best genome is at most this
     fast: the caller passes the lower bound (no genome can beat it), so what is left could not win.
     recompute_first: the first generation times the recompute seeds before the others (seed_order.py).
-    then(result, pool): run after the search, before its workers stop (the polish evaluates on them)."""
+    then(result, pool): run after the search, before its workers stop (the polish evaluates on them).
+    final_reserve: under a budget, the evaluations' time (per worker) kept back for the final plan (planning,
+    verifying, predicting: about 2 evaluations' time); 0 where the caller keeps that time itself (planners.py,
+    whose polish ends 3 evaluations before the budget: keeping it here too left Inception-4@32 at 15 s a third
+    of its search time unused)."""
     ev = islands[0].ev
     assert all(isl.ev is ev for isl in islands), "islands share one evaluator"
     t0 = time.perf_counter()
@@ -425,8 +437,8 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
     at_floor = lambda: stop_at_s is not None and best_time(plain) <= stop_at_s   # noqa: E731
     try:
         # every island's seeds before any random genome, the likeliest first (seed_order.py)
-        _time_first_generation(islands, evaluate, first_generation(islands, seeds, recompute_first),
-                               (t0, budget_s) if generations is None else None, n_workers, at_floor)
+        batch_s = _time_first_generation(islands, evaluate, first_generation(islands, seeds, recompute_first),
+                               (t0, budget_s) if generations is None else None, n_workers, at_floor, final_reserve)
         seed_times = _seed_times(seeds)
         for isl in islands:
             isl.pop = isl.select(isl.pop, isl.s.population)
@@ -436,7 +448,7 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
         per_eval = elapsed / max(1, sum(len(isl.pop) for isl in islands))   # wall seconds per genome, workers included
         # the final plan (planning with actions, verifying, predicting) in one process: measured about 2
         # evaluations' time on BERT-large and BRNN-4-8K; 3 to be safe
-        reserve = 3 * per_eval * max(1, n_workers)
+        reserve = final_reserve * per_eval * max(1, n_workers)
         cross_s = 4 * per_eval                         # one crossover's 4 children, until one has been timed
         gen = done = 0
         interrupted = False
@@ -486,7 +498,7 @@ def evolve(islands: list[GeneticSearch], budget_s: float = 60.0, generations: in
         except KeyboardInterrupt:      # Ctrl-C: the islands hold their last whole generation; the caller says it was cut
             interrupted = True
         res = SearchResult(best_genome(islands), done, sum(isl.evaluations for isl in islands),
-                           time.perf_counter() - t0, history, seed_times, interrupted)
+                           time.perf_counter() - t0, history, seed_times, interrupted, batch_s)
         if then is not None:
             then(res, pool)
     finally:

@@ -63,6 +63,20 @@ def _latest_covering_drops(dr_pos, dr_lo, dr_hi, q_pos, q_lo, q_hi, span: int):
 def pack_decisions(n_slots: int, sched: np.ndarray, out_objs: list, swap_outs: list, drops: list,
                    swap_ins: list, op_ptr: np.ndarray, op_tensors: np.ndarray, op_nin: np.ndarray,
                    op_time: np.ndarray, nbytes: np.ndarray, ranges=None, recomputes=()) -> PackedActions:
+    """pack_numpy's arrays; in arena mode (`ranges`) computed by packed_jit.pack_arena (numba, one pass: the
+    numpy calls' overhead was a fifth of an evaluation on small graphs), which tests check against pack_numpy."""
+    if ranges is not None:
+        from .packed_jit import pack_arena      # (numba, loaded when a genome is first scored)
+
+        return pack_arena(n_slots, sched, out_objs, swap_outs, drops, swap_ins, op_ptr, op_tensors, op_nin,
+                          op_time, nbytes, ranges, recomputes)
+    return pack_numpy(n_slots, sched, out_objs, swap_outs, drops, swap_ins, op_ptr, op_tensors, op_nin, op_time,
+                      nbytes, ranges, recomputes)
+
+
+def pack_numpy(n_slots: int, sched: np.ndarray, out_objs: list, swap_outs: list, drops: list,
+               swap_ins: list, op_ptr: np.ndarray, op_tensors: np.ndarray, op_nin: np.ndarray,
+               op_time: np.ndarray, nbytes: np.ndarray, ranges=None, recomputes=()) -> PackedActions:
     """The PackedActions that ActionBuilder would produce for these decisions (see swapplan._emit).
 
     sched[i] = op computed at slot i; out_objs[i] = its output objects; swap_outs = [(slot, t)];

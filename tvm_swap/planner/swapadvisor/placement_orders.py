@@ -6,13 +6,17 @@ bench_gap instances: 8-20 ops, tensors of 1-8 MB) that order often packs worse t
 allows, and the arena planner then lowers its capacity (more evictions) or gives up its kept pairs (a
 parameter copied in and its update copied out every iteration). Here the same greedy runs in a few other
 orders (longest stay first, by start, by end, by bytes x slots, then seeded random orders) until one fits;
-each try is one compiled quadratic pass (placement_jit.by_size), microseconds at these sizes.
+each try is one compiled quadratic pass (placement_jit.by_size), microseconds at these sizes, all tries in
+one compiled call (one numba dispatch, the random orders drawn once per size: the Python loop over the tries
+was 10% of a small graph's plan, issue 28).
 
 Same contract as place_by_size (offsets for closed slot intervals such that stays whose intervals intersect
 get disjoint byte ranges; `fixed` stays placed beforehand, `bounds` offsets no stay may straddle); a result
 is only used when it needs fewer bytes than what the caller already has, so it can only help.
 """
 from __future__ import annotations
+
+from functools import lru_cache
 
 import numpy as np
 
@@ -25,7 +29,7 @@ def place_by_size_orders(first: list[int], last: list[int], size: list[int], fix
     """The best greedy-by-size placement over several visit orders: (offsets, bytes needed), stopping at the
     first that needs at most `fits` bytes; None above MAX_STAYS stays (or none at all)."""
     from .placement import by_size_arrays
-    from .placement_jit import by_size
+    from .placement_orders_jit import best_of_orders
 
     m = len(first)
     if not m or m > MAX_STAYS:
@@ -37,14 +41,15 @@ def place_by_size_orders(first: list[int], last: list[int], size: list[int], fix
               np.lexsort((-s, f)),                 # by start, largest first
               np.lexsort((-s, -l_)),               # by end, latest first
               np.lexsort((f, -(s * span)))]        # most bytes x slots first
+    orders = np.concatenate((np.stack(orders), _random_orders(m, seed))).astype(np.int64)
+    off, peak = best_of_orders(F, L, S, orders, off0, placed0, -1 if fits is None else int(fits))
+    return off[:m].tolist(), int(peak)
+
+
+@lru_cache(maxsize=128)
+def _random_orders(m: int, seed: int) -> np.ndarray:
+    """RANDOM_TRIES seeded random visit orders of m stays (the same for every call: kept, not drawn again)."""
     rng = np.random.default_rng(seed)
-    orders += [rng.permutation(m) for _ in range(RANDOM_TRIES)]
-    best = None
-    for order in orders:
-        off, peak = by_size(F, L, S, order.astype(np.int64), off0.copy(), placed0.copy())
-        peak = int(max(peak, 0))
-        if best is None or peak < best[1]:
-            best = (off[:m].tolist(), peak)
-            if fits is not None and peak <= fits:
-                break
-    return best
+    out = np.stack([rng.permutation(m) for _ in range(RANDOM_TRIES)])
+    out.flags.writeable = False
+    return out

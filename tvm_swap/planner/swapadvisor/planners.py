@@ -28,7 +28,8 @@ for recomputing plans too; within SMALL_STOP_GAP on graphs of up to polish.POLIS
 timed first and the random genomes skipped when one is there). On those small graphs the hybrid island, the
 polish (of one genome) and the partly-cooled island (up to PARTLY_MAX_OPS ops) run only where the best genome is
 more than EXTRAS_MIN_GAP off the bound: they could win at most that. Side by side with 533543e over 300 fuzz graphs of 3-60 ops at 3 generations
-(bench/small_graphs.py, benchmarks/small_graphs.md): see there for the CPU per plan and plan times.
+(bench/small_graphs.py, benchmarks/small_graphs.md, and with the evaluations compiled benchmarks/speed28.md): see
+there for the CPU per plan and plan times.
 Under a time budget the first generation is timed in the order of what it is likely worth (seed_order.py) and the
 size-class island's keep-updated choice is made on the workers (islands.size_class_islands).
 
@@ -114,16 +115,19 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
                          default=math.inf)
         # (decided on the islands recompute off runs too, as off decides, so on stays never slower than off)
         if polish and not res.interrupted and plain_best > floor_s * (1 + (EXTRAS_MIN_GAP if small else 0)):
-            # (a batch of the workers' width takes about one evaluation's wall time of the search)
-            per_eval = res.search_s * getattr(pool, "workers", 1) / max(1, res.evaluations)
-            # (and the final plan, about 3 evaluations' time as evolve reserves for it, still fits the budget)
-            end = None if deadline is None else min(deadline, t0 + ctx.budget_s - 3 * per_eval)
+            # (a batch of the workers' width takes about one evaluation's wall time of the search: the last
+            # batch's once the workers were up, where measured; the search's average counts their start, which
+            # at 15 s on Inception-4@32 left the polish no time: 2.9 s per evaluation against 1.2)
+            per_eval = res.batch_s or res.search_s * getattr(pool, "workers", 1) / max(1, res.evaluations)
+            # (and the final plan, about 2 evaluations' time (BERT-large, BRNN-4-8K; Inception-4@32 at load 11:
+            # 0.9 s against 1.5-2.8 s per batch), still fits the budget)
+            end = None if deadline is None else min(deadline, t0 + ctx.budget_s - FINAL_PLAN_EVALS * per_eval)
             polished.update(_polish(ev, islands, res, small, end, PolishTimes(ev, pool, per_eval)))
 
     res = evolve(islands, budget_s=budget, generations=ctx.generations, workers=ctx.workers,
                  progress=ctx.progress, executor=ctx.options.get("executor", "processes"),
                  ray_address=ctx.options.get("ray_address"), stop_at_s=at_floor_s,
-                 recompute_first=recompute_first, then=then)
+                 recompute_first=recompute_first, then=then, final_reserve=0 if deadline is not None else 3)
     if ctx.pool == "arena":
         sp = plan_arena(search.gi, res.best.schedule, ctx.mem_limit, res.best.alloc, ctx.op_time, ctx.device)
     else:
@@ -172,13 +176,17 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
         starts = [(own, int(POLISH_SHARE * sum(isl.evaluations for isl in plain)))]
         if res.best is not own:
             starts.append((res.best, int(POLISH_SHARE * res.evaluations)))
+            if deadline is not None:
+                # under a wall-clock budget the best first (the polish may end after a few evaluations: the
+                # plan is then the best polished, not off's; what holds under a budget, islands.py says)
+                starts.reverse()
     from_s, n, flips = res.best.time_s, 0, 0
     share = int(POLISH_SHARE * res.evaluations)
     for g, budget in starts:
         # (small graphs: the grid coarse first, COARSE_SMALL, within the share of the search's evaluations: the
         # whole grid once cost a search of a few genomes (the fuzz's) several times its own evaluations)
         alloc, t, k = polish_memory(ev, g.schedule, g.alloc, g.time_s, share if budget is None else budget,
-                                    deadline, times, small and COARSE_SMALL)
+                                    deadline, times, small and COARSE_SMALL, near=deadline is not None)
         # (a small graph's grid is cheap: its flips get the share for themselves)
         left = share if budget is None else max(0, budget - k)
         alloc, t, f = fewer_recomputes(ev, g.schedule, alloc, t, left, deadline, times)
@@ -234,6 +242,10 @@ def _grid_moves(alloc) -> bool:
 # the search ends once its best is within this relative distance of the lower bound (bounds.lower_bound): the
 # simulator and the bound add the same terms in different orders, so "at the bound" is up to rounding
 AT_BOUND_RTOL = 1e-9
+
+# under a wall-clock budget, the final plan's time in evaluations (a batch of the workers' width) kept back after
+# the polish, besides FINAL_PLAN_SHARE
+FINAL_PLAN_EVALS = 2
 
 # under a wall-clock budget, the share of it kept back after the polish for the final plan (planning, verifying,
 # predicting: BERT-large@32 ended 0.5-1.0 s past a 60 s budget with none kept back)

@@ -53,14 +53,18 @@ SPLITS = (-1.0, 0.3, 0.5, 0.7)
 
 
 def polish_memory(ev, schedule, genes: ArenaGenes, time_s: float, max_evals: int | None = None,
-                  deadline: float | None = None, times=None, coarse: bool = False) -> tuple[ArenaGenes, float, int]:
+                  deadline: float | None = None, times=None, coarse: bool = False,
+                  near: bool = False) -> tuple[ArenaGenes, float, int]:
     """The fastest of `genes` (simulated `time_s` on `schedule`) and its grid neighbours by `ev.time_of`:
     keep x headroom (keep only where the graph has updated params to keep), then split at the best of those,
     at most `max_evals` evaluations (None: the whole grid), none started that would end after `deadline`
     (time.perf_counter() seconds; None: no deadline). `times`: a PolishTimes (where the evaluations run: on the
     search's workers, a batch at a time); None: one at a time in this process. Returns (genes, their time,
     evaluations made). `coarse`: every other keep and headroom first, then the whole grid's neighbours of the
-    best of those (COARSE: about half the evaluations). Size-class genomes (the size-class island's Allocation,
+    best of those (COARSE: about half the evaluations). `near`: the whole grid nearest the genes' own (keep,
+    headroom) first, ring by ring (under a wall-clock budget the polish may end after a few points: on
+    Inception-4@32 the points next to the best seed's won, 0.985 -> 0.9875 of ideal in 3 evaluations, where the
+    grid in its order spent 16 on keeps 6-28% slower first). Size-class genomes (the size-class island's Allocation,
     or ArenaGenes.classes) are returned as they are."""
     if not isinstance(genes, ArenaGenes) or genes.classes is not None:
         return genes, time_s, 0
@@ -79,10 +83,19 @@ def polish_memory(ev, schedule, genes: ArenaGenes, time_s: float, max_evals: int
         grid = [point(genes, keeps[k], HEADROOMS[h], genes.split) for k, h in _neighbours(best, keeps)]
     else:
         best, best_t, n = genes, time_s, 0
-        grid = [point(genes, keep, headroom, genes.split) for keep in keeps for headroom in HEADROOMS]
+        cells = [(k, h) for k in range(len(keeps)) for h in range(len(HEADROOMS))]
+        if near:
+            cells.sort(key=lambda c, o=_nearest(genes, keeps): max(abs(c[0] - o[0]), abs(c[1] - o[1])))
+        grid = [point(genes, keeps[k], HEADROOMS[h], genes.split) for k, h in cells]
     best, best_t, n = climb(times, schedule, grid, best, best_t, n, max_evals, deadline)
     splits = [point(best, best.keep, best.headroom, split) for split in SPLITS]
     return climb(times, schedule, splits, best, best_t, n, max_evals, deadline)
+
+
+def _nearest(genes: ArenaGenes, keeps) -> tuple[int, int]:
+    """The grid's (keep, headroom) indices nearest the genes' own (the first on a tie)."""
+    k = min(range(len(keeps)), key=lambda i: abs(keeps[i] - genes.keep))
+    return k, min(range(len(HEADROOMS)), key=lambda i: abs(HEADROOMS[i] - genes.headroom))
 
 
 def _neighbours(best: ArenaGenes, keeps) -> list[tuple[int, int]]:

@@ -20,7 +20,41 @@ def pair_candidates(gi: GraphIndex) -> list[tuple[int, int]]:
     return sorted(out)
 
 
-def choose_pairs(gi: GraphIndex, schedule: np.ndarray, capacity: int, keep: float) -> list[tuple[int, int]]:
+class PairFacts:
+    """What choose_pairs reads of one schedule, whatever the capacity and keep gene: the candidates, each op's
+    own bytes by slot, the slots touching each candidate's tensors, the candidates in order of first use. A walk
+    keeps them (facts_of): an evaluation chooses pairs at each capacity it tries, on one schedule."""
+
+    def __init__(self, gi: GraphIndex, schedule: np.ndarray):
+        self.cands = cands = pair_candidates(gi)
+        n = self.n = gi.n_ops
+        if not cands or n == 0:
+            return
+        pos = np.empty(n, dtype=np.int64)
+        pos[schedule] = np.arange(n)
+        per_op = np.add.reduceat(gi.size[gi.op_tensors], gi.op_ptr[:-1]) if len(gi.op_tensors) else np.zeros(n)
+        per_op = np.where(np.diff(gi.op_ptr) > 0, per_op, 0)
+        self.load = np.zeros(n, dtype=np.int64)
+        self.load[pos] = per_op               # per slot: the op's own bytes
+        self.floor = int(per_op.max(initial=0))
+        touch_pos = np.repeat(pos, np.diff(gi.op_ptr))
+        self.slots_of = slots_of = {}         # tensor -> slots of the ops touching it
+        cand_t = {t for pr in cands for t in pr}
+        for k in np.flatnonzero(np.isin(gi.op_tensors, list(cand_t))).tolist():
+            slots_of.setdefault(int(gi.op_tensors[k]), []).append(int(touch_pos[k]))
+        self.by_first = sorted(cands, key=lambda pr: (min(slots_of.get(pr[0], [n])), pr[0]))
+
+
+def facts_of(walk) -> PairFacts:
+    """The walk's schedule's PairFacts, computed on first use."""
+    f = walk.__dict__.get("_pair_facts")
+    if f is None:
+        f = walk._pair_facts = PairFacts(walk.gi, np.asarray(walk.sched, dtype=np.int64))
+    return f
+
+
+def choose_pairs(gi: GraphIndex, schedule: np.ndarray, capacity: int, keep: float,
+                 facts: PairFacts | None = None) -> list[tuple[int, int]]:
     """The pairs kept under `keep`, those first used earliest first (their copies would sit at the start of
     the iteration, where nothing overlaps them), each taken while every op still fits beside the kept bytes:
     a kept pair holds its old value from the start to its last read and its update from its production to
@@ -29,24 +63,14 @@ def choose_pairs(gi: GraphIndex, schedule: np.ndarray, capacity: int, keep: floa
     walk can keep without evicting any of them. keep in (1, 2]: after those, more pairs while the first
     and the last op still fit beside them (within floor + (keep - 1) x (capacity - floor)): the walk evicts
     a kept pair's old value or update when room is short (its update is then copied out, and brought back
-    by the end)."""
-    cands = pair_candidates(gi)
-    n = gi.n_ops
+    by the end). `facts`: the schedule's PairFacts (facts_of(walk)), computed here when not given."""
+    f = PairFacts(gi, schedule) if facts is None else facts
+    cands, n = f.cands, f.n
     if not cands or keep <= 0 or n == 0:
         return []
-    pos = np.empty(n, dtype=np.int64)
-    pos[schedule] = np.arange(n)
-    per_op = np.add.reduceat(gi.size[gi.op_tensors], gi.op_ptr[:-1]) if len(gi.op_tensors) else np.zeros(n)
-    per_op = np.where(np.diff(gi.op_ptr) > 0, per_op, 0)
-    load = np.zeros(n, dtype=np.int64)
-    load[pos] = per_op                        # per slot: the op's own bytes, then the kept bytes beside it
-    floor = int(per_op.max(initial=0))
+    load = f.load.copy()                      # per slot: the op's own bytes, then the kept bytes beside it
+    floor, slots_of = f.floor, f.slots_of
     budget = floor + keep * max(0, int(capacity) - floor)
-    touch_pos = np.repeat(pos, np.diff(gi.op_ptr))
-    slots_of: dict = {}                       # tensor -> slots of the ops touching it
-    cand_t = {t for pr in cands for t in pr}
-    for k in np.flatnonzero(np.isin(gi.op_tensors, list(cand_t))).tolist():
-        slots_of.setdefault(int(gi.op_tensors[k]), []).append(int(touch_pos[k]))
     out = []
     # zone bytes: with rotation (tuning.ROTATE_KEPT) each group of equal size holds as many slots as its old values
     # and updates alive at once need (layout.rotation_layout); ping-pong pairs hold two zones each
@@ -75,7 +99,7 @@ def choose_pairs(gi: GraphIndex, schedule: np.ndarray, capacity: int, keep: floa
         cnt[pr:] += 1
         groups[sz] = [k + 1, slots + extra // sz, cnt]
 
-    for old, new in sorted(cands, key=lambda pr: (min(slots_of.get(pr[0], [n])), pr[0])):
+    for old, new in f.by_first:
         so, sn = slots_of.get(old, []), slots_of.get(new, [])
         if not so or not sn:
             continue
@@ -104,7 +128,7 @@ def choose_pairs(gi: GraphIndex, schedule: np.ndarray, capacity: int, keep: floa
         ends = (int(load[0]), int(load[n - 1]))
         s0 = {t for t in gi.op_tensors[gi.op_ptr[schedule[0]]:gi.op_ptr[schedule[0] + 1]].tolist()}
         s1 = {t for t in gi.op_tensors[gi.op_ptr[schedule[-1]]:gi.op_ptr[schedule[-1] + 1]].tolist()}
-        for old, new in sorted(cands, key=lambda pr: (min(slots_of.get(pr[0], [n])), pr[0])):
+        for old, new in f.by_first:
             if (old, new) in taken or not slots_of.get(old) or not slots_of.get(new):
                 continue
             sz = int(gi.size[old])

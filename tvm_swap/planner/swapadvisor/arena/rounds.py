@@ -17,7 +17,7 @@ from . import tuning
 from .cooling import cooled
 from .decisions import Placed, Rounds, WalkInputs, floored_firsts
 from .layout import place_with_pairs
-from .pairs import choose_pairs, pairs_last
+from .pairs import choose_pairs, facts_of, pairs_last
 
 
 def decide_and_place(walk, arena_bytes: int, genes, pinned=(), judge=None) -> Placed:
@@ -76,7 +76,7 @@ def rounds(walk, arena_bytes: int, genes, pinned=()) -> Rounds:
             capacity = floor                    # last try: nothing but the largest working set planned
         tried.append(capacity)
         # the pairs the capacity affords (fewer when fragmentation lowered it): "keep 1" keeps all it can
-        pairs = choose_pairs(walk.gi, sched, capacity, genes.keep)
+        pairs = choose_pairs(walk.gi, sched, capacity, genes.keep, facts_of(walk))
         if n_pairs is not None:
             pairs = pairs[:n_pairs]
         inputs = WalkInputs(pairs_last(bias0, pairs), pinned, pairs, genes)
@@ -106,7 +106,8 @@ def rounds(walk, arena_bytes: int, genes, pinned=()) -> Rounds:
 
 def _just_in_time(walk, arena_bytes: int, genes, pinned, sched, floor: int, bias) -> Rounds:
     """The last resort, at the floor: every swap-in just in time (a prefetch spans stays it need not)."""
-    inputs = WalkInputs(bias, pinned, choose_pairs(walk.gi, sched, floor, genes.keep), genes)
+    inputs = WalkInputs(bias, pinned, choose_pairs(walk.gi, sched, floor, genes.keep, facts_of(walk)),
+                        genes)
     d = inputs.run(walk, floor, window=1)
     first = floored_firsts(d)
     sizes = [walk.size[t] for t in d.stay_t]
