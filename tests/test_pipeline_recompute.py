@@ -62,7 +62,7 @@ def test_mlp_training_with_recompute_chains_three_steps():
 # a search, a build and three calls over a 1 MB/s emulated link: 12 s on the shared 2-core machine under load
 def test_the_default_planner_recomputes_and_chains_three_steps_bitwise_equal():
     """recompute is on by default for swapadvisor: with no planner option, the search's plan for the CNN
-    training step at 40% recomputes (over a slow link, where a rebuild beats a copy; on the fast default link
+    training step at 23% recomputes (over a slow link, where a rebuild beats a copy; on the fast default link
     it copies) and three chained steps match the unlimited build bit for bit, the params included. The polish
     (small graphs: the memory genes on a grid after the search, and a partly cooled island) is off: here it
     finds a swap-only plan faster than any the search's recomputes give (0.448 vs 0.572 s predicted), which
@@ -71,7 +71,9 @@ def test_the_default_planner_recomputes_and_chains_three_steps_bitwise_equal():
     recomputes); recompute itself is left at its default."""
     ex = MODELS["cnn-train"]()
     want = reference("cnn-train", ex)
-    m = tvm_swap.build(ex.mod, mem_limit="25%", params=ex.params, generations=2, workers=1, profile=False,
+    # 23%: a 2-generation search at a fixed seed; at 25% it chose recompute before the max-pool backward's argmax
+    # became a tensor of its own (relay_passes.lift_workspace: one more tensor, other draws), now at 23%
+    m = tvm_swap.build(ex.mod, mem_limit="23%", params=ex.params, generations=2, workers=1, profile=False,
                        bandwidth="1MB/s", polish="off", size_class_island="off")
     assert m.plan.planner == "swapadvisor" and m.plan.search["recompute"] is True
     assert recomputes(m.plan) > 0, "the default search chose no recompute: the test would show nothing"
