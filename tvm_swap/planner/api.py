@@ -291,17 +291,17 @@ def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: Devic
 
 
 def _predict_with_host(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: DeviceSpec, sim) -> dict:
-    """predict() of a plan with host ops: the host-aware bound (host_bound.py, the optimizer's updates and the
-    plan's host ops eligible) as both bounds, the host's busy seconds beside the streams'."""
+    """predict() of a plan with host ops: the host-aware bound (host_bound.py, the ops the placement search may
+    place and the plan's host ops eligible) as both bounds, the host's busy seconds beside the streams'."""
     from ..cost.devices import get_host
     from ..cost.host import host_times
     from .bounds import ideal_time
     from .host_bound import host_lower_bound_detail
-    from .host_split import optimizer_host_ops
+    from .host_split import host_eligible
     from .timeline import peak_in_use
 
     host = get_host(device)
-    eligible = set(optimizer_host_ops(graph)) | set(plan.host_ops)
+    eligible = set(host_eligible(graph)) | set(plan.host_ops)   # (every op the placement search may place)
     hb = host_lower_bound_detail(graph, op_time, host_times(graph, host), device, plan.mem_limit, eligible,
                                  plan.pool.alignment)
     ideal = ideal_time(graph, op_time)

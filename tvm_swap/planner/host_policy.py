@@ -1,15 +1,19 @@
-"""Which ops run on the host: a deterministic policy over the optimizer's update kernels (plan_graph's
-`host_ops` option), for any planner; the search choosing per op is later work.
+"""Which ops run on the host (plan_graph's `host_ops` option), for any planner: a policy over the optimizer's
+update kernels, whose candidates seed the search over host placements ("auto").
 
     host_ops="optimizer"   every update kernel on the host (ZeRO-Offload's placement)
-    host_ops="auto"        the first k of the n update kernels (graph order) on the host. The host's work
+    host_ops="auto"        searched (swapadvisor/host_genes.py: a gene per op that may run on the host, the
+                           genomes seeded from the candidates below, each scored by the simulator with the host
+                           on its own stream, for the screening share of the budget or `host_generations`
+                           generations); the candidates: the first k of the n update kernels (graph order) on
+                           the host. The host's work
                            (H: all n updates on the host) overlaps the device's (C: the other ops), so k starts
                            at n * min(1, C / H), where both take as long; its neighbours (+-0.01 n,
                            +-0.02 n, +-0.05 n, +-0.1 n) are tried too. Each candidate is planned (a search
                            planner with its seeds only, generations=0) and simulated with the host on its own
-                           stream while 60% of the budget
-                           lasts; the search planner then searches from the fastest with the budget left (when
-                           at least 40% of it is), and the faster of that and the seeds' plan is kept. The first
+                           stream while 60% of the budget lasts (the placement search's seeds and
+                           generations); the search planner then searches from the fastest with the budget left
+                           (when at least 40% of it is), and the faster of that and the seeds' plan is kept. The first
                            updates of backward go to the host first: the host works while backward goes on,
                            where the last ones would add a tail; the updates left on the device keep their
                            state there when it fits.
@@ -35,6 +39,8 @@ from .host_split import close_host_ops, device_graph, lift_plan, optimizer_host_
 # jumps from one split to the next (llama-13b at 141 GB: 0.82 s at 40% of the updates, 0.91 s at 39%, 0.82 s at 38%)
 STEPS = (0.0, 0.01, -0.01, 0.02, -0.02, 0.05, -0.05, 0.1, -0.1)
 SCREEN_SHARE, SEARCH_SHARE = 0.6, 0.4
+# generations of the placement search (host_genes.py) when the planner runs a fixed number of generations
+HOST_GENERATIONS = 2
 
 
 def plan_on_host_split(ctx: PlanningContext, planner: str, host_ops) -> Plan:
@@ -71,6 +77,33 @@ def candidates(ctx: PlanningContext, choice) -> list[list[int]]:
     raise TvmSwapError(f"host_ops must be 'optimizer', 'auto' or a list of op ids, got {choice!r}")
 
 
+def _search_placement(ctx: PlanningContext, planner: str, seeds: list, t0: float):
+    """The search over host placements (swapadvisor/host_genes.py) from the policy's candidates `seeds`, each
+    genome planned as the seeds were screened (a search planner with generations=0) and simulated with the
+    host on its own stream: for SCREEN_SHARE of the budget, or `host_generations` generations (planner option,
+    default HOST_GENERATIONS) when the search runs a fixed number of generations."""
+    from .host_sim import simulate_plan
+    from .registry import SEARCH_PLANNERS
+    from .swapadvisor.host_genes import search_host_ops
+
+    screen = replace(ctx, generations=0) if planner in SEARCH_PLANNERS else ctx
+
+    def score(ops):
+        try:
+            p = plan_on_host_split(screen, planner, ops)
+        except (InfeasibleLimitError, PlanError):       # (PlanError: the arena's fragmentation refusal)
+            return float("inf"), None
+        return float(simulate_plan(ctx.graph, p, ctx.op_time, ctx.device).time_s), p
+
+    gens = ctx.options.get("host_generations", HOST_GENERATIONS)
+    if not isinstance(gens, (int, np.integer)) or isinstance(gens, bool) or gens < 0:
+        raise TvmSwapError(f"host_generations must be a non-negative integer, got {gens!r}")
+    # (generations=0 plans the seeds only: here, the policy's candidates)
+    gens = None if ctx.generations is None else 0 if ctx.generations == 0 else int(gens)
+    deadline = None if gens is not None else t0 + SCREEN_SHARE * ctx.budget_s
+    return search_host_ops(ctx.graph, score, seeds, deadline, gens, ctx.seed)
+
+
 def plan_with_host(ctx: PlanningContext, planner: str, choice) -> Plan:
     """The plan of `planner` with the ops `choice` names on the host (see the module docstring)."""
     from .host_sim import simulate_plan
@@ -81,7 +114,7 @@ def plan_with_host(ctx: PlanningContext, planner: str, choice) -> Plan:
                            f"use a device with one (h100, h200, cpu) or leave host_ops out")
     t0 = time.perf_counter()
     cands = candidates(ctx, choice)
-    if len(cands) == 1:
+    if len(cands) == 1 and choice != "auto":
         try:
             plan = plan_on_host_split(ctx, planner, cands[0])
         except (InfeasibleLimitError, PlanError) as e:     # (PlanError: the arena's fragmentation refusal)
@@ -97,29 +130,17 @@ def plan_with_host(ctx: PlanningContext, planner: str, choice) -> Plan:
                                       "host_ops": len(cands[0])}
         return plan
     search = planner in SEARCH_PLANNERS
-    tried, best = [], None
-    for c in cands:
-        if tried and time.perf_counter() - t0 > SCREEN_SHARE * ctx.budget_s:
-            break
-        try:
-            p = plan_on_host_split(replace(ctx, generations=0) if search else ctx, planner, c)
-        except (InfeasibleLimitError, PlanError) as e:       # this split does not fit
-            tried.append({"host_ops": len(c), "time_s": None, "why": str(e)[:120]})
-            continue
-        t = float(simulate_plan(ctx.graph, p, ctx.op_time, ctx.device).time_s)
-        tried.append({"host_ops": len(c), "time_s": t})
-        if best is None or t < best[0]:
-            best = (t, c, p)
+    best, summary = _search_placement(ctx, planner, cands, t0)
     if best is None:         # no split fits (see above): every op on the device
         plan = plan_on_host_split(ctx, planner, [])
-        plan.search["host_policy"] = {"choice": "auto", "host_ops": 0, "tried": tried}
+        plan.search["host_policy"] = {"choice": "auto", "host_ops": 0, **summary}
         return plan
-    t_best, c, plan = best
+    c, plan, t_best = list(best.ops), best.plan, best.time_s
     left = ctx.budget_s - (time.perf_counter() - t0)
     if search and ctx.generations != 0 and (ctx.generations or left >= SEARCH_SHARE * ctx.budget_s):
         found = plan_on_host_split(replace(ctx, budget_s=max(left, 0.1 * ctx.budget_s)), planner, c)
         # a search cut by the budget may end below its own seeds: keep the faster
         if simulate_plan(ctx.graph, found, ctx.op_time, ctx.device).time_s <= t_best:
             plan = found
-    plan.search["host_policy"] = {"choice": "auto", "host_ops": len(c), "tried": tried}
+    plan.search["host_policy"] = {"choice": "auto", "host_ops": len(c), **summary}
     return plan

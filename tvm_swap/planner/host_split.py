@@ -28,6 +28,33 @@ def update_ops(graph: DataflowGraph) -> set[int]:
     return {int(prod[new]) for new in graph.updates if prod[new] >= 0}
 
 
+# an op at most this many flops per byte it touches is memory-bound (an elementwise kernel does ~1-10)
+MEMORY_BOUND_FLOPS_PER_BYTE = 16.0
+
+
+def host_eligible(graph: DataflowGraph) -> list[int]:
+    """Ops the placement search (swapadvisor/host_genes.py) may put on the host, in graph order: the update
+    kernels, then memory-bound ops (at most MEMORY_BOUND_FLOPS_PER_BYTE flops per byte they touch: elementwise
+    work, which the host's bandwidth runs as well as anything) whose every reader is eligible and whose
+    outputs leave the step through no graph output, no update and no persistent tensor."""
+    ups = update_ops(graph)
+    cons = graph.consumers()
+    leaving = set(graph.outputs) | set(graph.updates)
+    nbytes = graph.tensor_bytes()
+    ok = set(ups)
+    for op in reversed(graph.ops):          # (readers come later in graph order: decided first)
+        if op.id in ok or not op.outputs:
+            continue
+        touched = float(sum(int(nbytes[t]) for t in set(op.inputs) | set(op.outputs)))
+        if op.flops > MEMORY_BOUND_FLOPS_PER_BYTE * max(touched, 1.0):
+            continue
+        if any(t in leaving or graph.is_persistent(t) or not cons[t] for t in op.outputs):
+            continue
+        if all(c in ok for t in op.outputs for c in cons[t]):
+            ok.add(op.id)
+    return sorted(ok)
+
+
 def optimizer_host_ops(graph: DataflowGraph) -> list[int]:
     """The optimizer's update kernels: the ops that write an update of a persistent tensor."""
     return sorted(update_ops(graph))
