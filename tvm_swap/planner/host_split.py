@@ -116,7 +116,8 @@ def device_graph(graph: DataflowGraph, host_ops) -> tuple[DataflowGraph, list[in
 
 def lift_plan(graph: DataflowGraph, dev_plan: Plan, keep: list[int], host_ops) -> Plan:
     """The plan of `graph` that runs `dev_plan` (a plan of device_graph(graph, host_ops)) on the device and the
-    host ops on the host: each right after the last copy out (or host op) it waits for, in graph order."""
+    host ops on the host: after every device action, in the order of the last copy out (or host op) each waits
+    for, then graph order."""
     host = sorted(check_host_ops(graph, host_ops))
     prod = graph.producer()
     # where each host op's produced inputs become host copies in the device plan: their first swap_out
@@ -140,15 +141,18 @@ def lift_plan(graph: DataflowGraph, dev_plan: Plan, keep: list[int], host_ops) -
         deps = [index[copied[t]] for t in graph.ops[o].inputs if prod[t] >= 0 and int(prod[t]) not in host]
         actions.append(Action("compute", op=o, deps=tuple(sorted(set(deps)))))
 
-    for o in after.get(-1, ()):
-        emit_host(o)
     for i, a in enumerate(dev_plan.actions):
         a = replace(a, deps=tuple(index[d] for d in a.deps))
         if a.kind in ("compute", "recompute"):
             a = replace(a, op=keep[a.op])
         index[i] = len(actions)
         actions.append(a)
-        for o in after.get(i, ()):
+    # the host ops after every device action, in the order their inputs are copied out: the program runs a
+    # host op on the thread that issues every action (relay_passes/host_ops.py), so an action after one is
+    # issued only once it has run (host_sim models that); no device action of the step waits on a host op,
+    # so after all of them it delays none
+    for at in sorted(after):
+        for o in after[at]:
             emit_host(o)
     schedule = [a.op for a in actions if a.kind == "compute"]
     search = {**dev_plan.search, "host_ops": len(host)}
