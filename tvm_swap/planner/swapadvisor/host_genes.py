@@ -32,7 +32,8 @@ from ..host_split import close_host_ops, host_eligible
 INF = float("inf")
 CHILDREN = 4            # genomes bred per generation
 KEEP = 4                # the population: the fastest genomes so far
-BLOCK_SHARE = 0.125     # a block mutation sets a run of up to this share of the eligible ops to one side
+BLOCK_SHARE = 0.125
+SEED_SHARE = 0.5        # of a deadline, what the seeds may take before children are bred     # a block mutation sets a run of up to this share of the eligible ops to one side
 
 
 def repair(graph: DataflowGraph, host) -> list[int]:
@@ -123,8 +124,12 @@ def search_host_ops(graph: DataflowGraph, score, seeds: list, deadline: float | 
     `deadline`). score(ops) -> (seconds, plan or None), as HostSearch.score."""
     hs = HostSearch(graph, host_eligible(graph), score, seed)
     tried = []
+    t0 = time.perf_counter()
+    # under a deadline the seeds get SEED_SHARE of it, the children the rest (a seeds-only plan of a 13B step's
+    # device part takes ~8 s on a loaded 2-core machine: the policy's nine seeds alone would take a 60 s budget)
+    seeds_until = None if deadline is None else t0 + SEED_SHARE * max(0.0, deadline - t0)
     for c in seeds:
-        if tried and deadline is not None and time.perf_counter() > deadline:
+        if tried and seeds_until is not None and time.perf_counter() > seeds_until:
             break
         s = hs.evaluate(c, "seed")
         tried.append({"host_ops": len(s.ops), "time_s": None if s.time_s == INF else s.time_s})
