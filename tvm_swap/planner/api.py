@@ -152,8 +152,8 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     recompute="on"/"off": whether evicted activations may be dropped and recomputed instead of copied, the
     search choosing per tensor; default on for swapadvisor in the arena pool, off for swapadvisor-nosearch
     and the size-class pool, see swapadvisor/planners.py).
-    host_ops: ops run on the host instead ("optimizer": the update kernels; "auto": as many of them as
-    simulate fastest; a list of op ids; see host_policy.py), the planner planning the rest.
+    host_ops: ops run on the host instead ("optimizer": the update kernels; "auto": the ops the search over
+    host placements puts there, from the policy's candidates; a list of op ids; see host_policy.py), the planner planning the rest.
     pool: the device memory model, "arena" (one region, a byte offset per stay; the default of the
     swapadvisor planners) or "size-classes" (the paper's pool; the only one the baselines model).
     Raises InfeasibleLimitError (with the smallest feasible limit) when no plan can meet the limit.
