@@ -5,19 +5,19 @@ update kernels, whose candidates seed the search over host placements ("auto").
     host_ops="auto"        searched (swapadvisor/host_genes.py: a gene per op that may run on the host, the
                            genomes seeded from the candidates below, each scored by the simulator with the host
                            on its own stream, for the screening share of the budget or `host_generations`
-                           generations); the candidates: the first k of the n update kernels (graph order) on
-                           the host. The host's work
-                           (H: all n updates on the host) overlaps the device's (C: the other ops), so k starts
-                           between n * min(1, C / H), where both take as long, and the k where the host,
-                           starting once the first gradient exists, ends with the device (balanced_fractions);
-                           then both ends, then the neighbours (+-0.01 n, +-0.02 n, +-0.05 n, +-0.1 n) of each. Each candidate is planned (a search
-                           planner with its seeds only, generations=0) and simulated with the host on its own
-                           stream while 60% of the budget lasts (the placement search's seeds and
-                           generations); the search planner then searches from the fastest with the budget left
-                           (when at least 40% of it is), and the faster of that and the seeds' plan is kept. The first
-                           updates of backward go to the host first: the host works while backward goes on,
-                           where the last ones would add a tail; the updates left on the device keep their
-                           state there when it fits.
+                           generations). The candidates: the first k of the n update kernels (graph order) on
+                           the host. The host's work (H: all n updates on the host) overlaps the device's (C:
+                           the other ops), so k starts between n * min(1, C / H), where both take as long, and
+                           the k where the host, starting once the first gradient exists, ends with the device
+                           (balanced_fractions); then both ends, then the neighbours (+-0.01 n, +-0.02 n,
+                           +-0.05 n, +-0.1 n) of each. Each is planned (a search planner with its seeds only,
+                           generations=0) and simulated with the host on its own stream while 60% of the budget
+                           lasts (the placement search's seeds and generations); the search planner then
+                           searches from the fastest placement with the budget left (when at least 40% of it
+                           is), and the faster of that and the screened plan is kept. The first updates of
+                           backward go to the host first: the host works while backward goes on, where the last
+                           ones would add a tail; the updates left on the device keep their state there when it
+                           fits.
     host_ops=[op ids]      those ops
 Each set also gets the update op of every persistent tensor its ops read (host_split.close_host_ops: a step
 counter updated and kept on the device would leave a stale host copy for the host's updates to read).
