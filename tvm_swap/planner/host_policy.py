@@ -51,8 +51,32 @@ def plan_on_host_split(ctx: PlanningContext, planner: str, host_ops) -> Plan:
     if not host_ops:
         return PLANNERS[planner](ctx)
     g_dev, keep = device_graph(ctx.graph, host_ops)
+    check_device_part(g_dev, ctx)
     dev_plan = PLANNERS[planner](replace(ctx, graph=g_dev, op_time=ctx.op_time[keep]))
     return lift_plan(ctx.graph, dev_plan, keep, host_ops)
+
+
+def check_device_part(g_dev, ctx: PlanningContext) -> None:
+    """InfeasibleLimitError when the device part of a split has no plan under the limit: its floor is its own
+    (plan_graph checked the whole step's), and a search planner asked below it finds no genome at all (the
+    placement search's fuzz, scripts/fuzz.py, found one: a ValueError from inside the GA)."""
+    from .graphindex import GraphIndex
+
+    why = "the device part of this host placement"
+    if ctx.pool == "arena":
+        from .swapadvisor.arena import arena_fits, working_set_floor
+
+        gi = GraphIndex.of(g_dev, ctx.alignment, keep_updated=False)
+        floor = working_set_floor(gi) + gi.workspace
+        if ctx.mem_limit >= floor and arena_fits(gi, ctx.mem_limit):
+            return
+        raise InfeasibleLimitError(ctx.mem_limit, max(floor, ctx.mem_limit + 1), f"{why} has no arena plan",
+                                   exact=False)
+    from .feasibility import min_feasible_limit
+
+    floor = min_feasible_limit(g_dev, ctx.alignment)
+    if ctx.mem_limit < floor:
+        raise InfeasibleLimitError(ctx.mem_limit, floor, f"{why} needs a larger size-class pool")
 
 
 def balanced_fractions(ctx: PlanningContext, ups: list[int]) -> tuple[float, float]:
