@@ -83,8 +83,8 @@ def main(argv=None) -> int:
     ap.add_argument("--pool", choices=("arena", "size-classes"), default=None,
                     help="the search planners' memory model (default: theirs)")
     ap.add_argument("--host-ops", choices=("optimizer", "auto"), default=None,
-                    help="swapadvisor planners: run the optimizer's updates on the host (all, or as many as "
-                         "simulate fastest; tvm_swap/planner/host_policy.py)")
+                    help="swapadvisor planners: run the optimizer's updates on the host (all, or the placement "
+                         "the search finds from the policy's candidates; tvm_swap/planner/host_policy.py)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "llm.json"))
     args = ap.parse_args(argv)
     rows = [r for case in args.cases

@@ -4,6 +4,9 @@ The program runs each one where relay_passes/host_ops.py put it: `host_begin(i)`
 the events of the action's deps (the copies out it reads; CUDA: cudaEventSynchronize), `host_tensor(i, t)`
 hands the kernel host memory (the host copy of an input, the host buffer of an output), the kernel runs on
 the program's thread, and `host_end(i)` records the action's event for the copies in that wait on it.
+While it runs, the thread issues nothing else: the device keeps running what was issued before it, and every
+action after it waits (the simulator's host stream models that, planner/host_sim.issue_gates; the planners put
+the host ops after every device action, host_split.lift_plan, where that delays nothing).
 Its outputs are then host copies like a swap_out's: a swap_in may bring one to the device, an update written
 there is renamed into its param's host copy at the end of the call, a result is read from there.
 """

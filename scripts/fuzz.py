@@ -78,7 +78,9 @@ VARIANTS = {"swapadvisor-swap-only": ("swapadvisor", {"recompute": "off", "pool"
             "swapadvisor-size-classes": ("swapadvisor", {"recompute": "off", "pool": "size-classes"}),
             # every optimizer update on the host (Plan.host_ops), the rest planned on the device; on a device
             # without a host spec (v100) the option is left out
-            "swapadvisor-nosearch+host": ("swapadvisor-nosearch", {"host_ops": "optimizer"})}
+            "swapadvisor-nosearch+host": ("swapadvisor-nosearch", {"host_ops": "optimizer"}),
+            # the search over host placements (planner/swapadvisor/host_genes.py) from the policy's candidates
+            "swapadvisor+host-search": ("swapadvisor", {"host_ops": "auto", "host_generations": 1})}
 ALL_PLANNERS = [*PLANNERS, *VARIANTS]
 
 

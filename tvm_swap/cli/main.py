@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "link bytes go (NAME-breakdown.txt/.json, also printed) here")
     p.add_argument("--host-ops", choices=("optimizer", "auto"), default=None,
                    help="run the optimizer's update kernels on the host (the device's host spec): all of them, or "
-                        "as many as simulate fastest; the planner plans the rest (devices with a host: h100, "
+                        "where the search places them (auto); the planner plans the rest (devices with a host: h100, "
                         "h200, cpu)")
 
     p = sub.add_parser("compile", help="compile a model into a library that runs under the limit",
@@ -142,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "trainable weights in K row chunks through forward, gradients and update); results bitwise "
                         "equal, the params file still holds the whole weights")
     p.add_argument("--host-ops", choices=("optimizer", "auto"), default=None,
-                   help="run the optimizer's update kernels on the host (all, or as many as simulate fastest): "
+                   help="run the optimizer's update kernels on the host (all, or where the search places them): "
                         "the library runs them as llvm kernels on host memory, their inputs copied out and the "
                         "updated weights copied back in as the plan says")
     p.add_argument("--split-ops", action="store_true",

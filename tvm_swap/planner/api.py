@@ -152,8 +152,8 @@ def plan_graph(graph: DataflowGraph, mem_limit, device="v100-16gb", op_time=None
     recompute="on"/"off": whether evicted activations may be dropped and recomputed instead of copied, the
     search choosing per tensor; default on for swapadvisor in the arena pool, off for swapadvisor-nosearch
     and the size-class pool, see swapadvisor/planners.py).
-    host_ops: ops run on the host instead ("optimizer": the update kernels; "auto": as many of them as
-    simulate fastest; a list of op ids; see host_policy.py), the planner planning the rest.
+    host_ops: ops run on the host instead ("optimizer": the update kernels; "auto": the ops the search over
+    host placements puts there, from the policy's candidates; a list of op ids; see host_policy.py), the planner planning the rest.
     pool: the device memory model, "arena" (one region, a byte offset per stay; the default of the
     swapadvisor planners) or "size-classes" (the paper's pool; the only one the baselines model).
     Raises InfeasibleLimitError (with the smallest feasible limit) when no plan can meet the limit.
@@ -291,17 +291,17 @@ def predict(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: Devic
 
 
 def _predict_with_host(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, device: DeviceSpec, sim) -> dict:
-    """predict() of a plan with host ops: the host-aware bound (host_bound.py, the optimizer's updates and the
-    plan's host ops eligible) as both bounds, the host's busy seconds beside the streams'."""
+    """predict() of a plan with host ops: the host-aware bound (host_bound.py, the ops the placement search may
+    place and the plan's host ops eligible) as both bounds, the host's busy seconds beside the streams'."""
     from ..cost.devices import get_host
     from ..cost.host import host_times
     from .bounds import ideal_time
     from .host_bound import host_lower_bound_detail
-    from .host_split import optimizer_host_ops
+    from .host_split import host_eligible
     from .timeline import peak_in_use
 
     host = get_host(device)
-    eligible = set(optimizer_host_ops(graph)) | set(plan.host_ops)
+    eligible = set(host_eligible(graph)) | set(plan.host_ops)   # (every op the placement search may place)
     hb = host_lower_bound_detail(graph, op_time, host_times(graph, host), device, plan.mem_limit, eligible,
                                  plan.pool.alignment)
     ideal = ideal_time(graph, op_time)

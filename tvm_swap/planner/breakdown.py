@@ -24,7 +24,7 @@ from collections import Counter
 import numpy as np
 
 from ..graph import DataflowGraph
-from .host_split import update_ops
+from .host_split import host_eligible, update_ops
 
 ROLES = ("weights", "master weights", "optimizer state", "gradients", "activations", "other")
 
@@ -129,7 +129,7 @@ def _bound(graph, plan, op_time, device) -> dict:
     from ..cost.host import host_times
     from .host_bound import host_lower_bound_detail
     hb = host_lower_bound_detail(graph, op_time, host_times(graph, get_host(device)), device, plan.mem_limit,
-                                 update_ops(graph) | set(plan.host_ops), plan.pool.alignment)
+                                 set(host_eligible(graph)) | set(plan.host_ops), plan.pool.alignment)
     return {**hb, "tight_in_bytes": hb["in_bytes"], "tight_out_bytes": hb["out_bytes"], "activation_bytes": 0.0,
             "joint_param_activation_in": 0.0, "tight_lower_bound_s": hb["host_lower_bound_s"]}
 

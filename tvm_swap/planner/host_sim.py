@@ -3,7 +3,12 @@
 Same model as `simulator.py` (FIFO streams in action-list order, an action starts when its stream is free
 and its deps have ended, a drop ends with its deps, the two copy directions share the link), plus the
 host-compute stream: an op in `host_ops` runs there for `host_time[op]` seconds (tvm_swap.cost.host), in
-parallel with the device's compute stream and both copies. Plans without host ops go to `simulator.simulate`
+parallel with the device's compute stream and both copies, as the runtime runs it: on the thread that issues
+the program's actions (relay_passes/host_ops.py, runtime_ext/host_ops.py), which waits for the host op's
+inputs and runs its kernel before it issues the next action. So every action after a host op in list order
+starts no earlier than that host op ends (`issue_gates`); the device work issued before it goes on meanwhile
+(a GPU's streams run ahead of the thread). host_split.lift_plan puts the host ops after every device action,
+where the gate delays nothing. Plans without host ops go to `simulator.simulate`
 (the GA's fast loop, untouched); this loop is plain Python over the actions, fine for a plan at a time.
 
 Why a copy may run alone: computes (device and host) and drops are resolved as soon as their deps have
@@ -38,11 +43,29 @@ def simulate_plan(graph, plan, op_time, device, host_time=None) -> SimResult:
     stream[on_host] = HOST
     work = p.work.copy()
     work[on_host] = host_time[p.op[on_host]]
-    start, end = _run(stream.tolist(), work.tolist(), p.dep_indptr.tolist(), p.dep_indices.tolist(), device)
+    indptr, indices = issue_gates(on_host, p.dep_indptr, p.dep_indices)
+    start, end = _run(stream.tolist(), work.tolist(), indptr, indices, device)
     start_a, end_a = np.array(start), np.array(end)
     busy = {name: float((end_a[stream == s] - start_a[stream == s]).sum())
             for s, name in enumerate(("compute", "d2h", "h2d", "host"))}
     return SimResult(float(end_a.max()) if len(end_a) else 0.0, start_a, end_a, busy, p)
+
+
+def issue_gates(on_host: np.ndarray, indptr, indices) -> tuple[list, list]:
+    """The deps (CSR) with, for every action after a host op in list order, that host op added: the thread
+    that runs it issues nothing after it until it has run (see the module docstring)."""
+    out_ptr, out_idx = [0], []
+    indptr, indices = list(map(int, indptr)), list(map(int, indices))
+    last = -1
+    for i in range(len(on_host)):
+        deps = indices[indptr[i]:indptr[i + 1]]
+        if last >= 0 and last not in deps:
+            deps = deps + [last]
+        out_idx.extend(deps)
+        out_ptr.append(len(out_idx))
+        if on_host[i]:
+            last = i
+    return out_ptr, out_idx
 
 
 def _run(stream, work, indptr, indices, device):

@@ -28,6 +28,33 @@ def update_ops(graph: DataflowGraph) -> set[int]:
     return {int(prod[new]) for new in graph.updates if prod[new] >= 0}
 
 
+# an op at most this many flops per byte it touches is memory-bound (an elementwise kernel does ~1-10)
+MEMORY_BOUND_FLOPS_PER_BYTE = 16.0
+
+
+def host_eligible(graph: DataflowGraph) -> list[int]:
+    """Ops the placement search (swapadvisor/host_genes.py) may put on the host, in graph order: the update
+    kernels, then memory-bound ops (at most MEMORY_BOUND_FLOPS_PER_BYTE flops per byte they touch: elementwise
+    work, which the host's bandwidth runs as well as anything) whose every reader is eligible and whose
+    outputs leave the step through no graph output, no update and no persistent tensor."""
+    ups = update_ops(graph)
+    cons = graph.consumers()
+    leaving = set(graph.outputs) | set(graph.updates)
+    nbytes = graph.tensor_bytes()
+    ok = set(ups)
+    for op in reversed(graph.ops):          # (readers come later in graph order: decided first)
+        if op.id in ok or not op.outputs:
+            continue
+        touched = float(sum(int(nbytes[t]) for t in set(op.inputs) | set(op.outputs)))
+        if op.flops > MEMORY_BOUND_FLOPS_PER_BYTE * max(touched, 1.0):
+            continue
+        if any(t in leaving or graph.is_persistent(t) or not cons[t] for t in op.outputs):
+            continue
+        if all(c in ok for t in op.outputs for c in cons[t]):
+            ok.add(op.id)
+    return sorted(ok)
+
+
 def optimizer_host_ops(graph: DataflowGraph) -> list[int]:
     """The optimizer's update kernels: the ops that write an update of a persistent tensor."""
     return sorted(update_ops(graph))
@@ -89,7 +116,8 @@ def device_graph(graph: DataflowGraph, host_ops) -> tuple[DataflowGraph, list[in
 
 def lift_plan(graph: DataflowGraph, dev_plan: Plan, keep: list[int], host_ops) -> Plan:
     """The plan of `graph` that runs `dev_plan` (a plan of device_graph(graph, host_ops)) on the device and the
-    host ops on the host: each right after the last copy out (or host op) it waits for, in graph order."""
+    host ops on the host: after every device action, in the order of the last copy out (or host op) each waits
+    for, then graph order."""
     host = sorted(check_host_ops(graph, host_ops))
     prod = graph.producer()
     # where each host op's produced inputs become host copies in the device plan: their first swap_out
@@ -113,15 +141,18 @@ def lift_plan(graph: DataflowGraph, dev_plan: Plan, keep: list[int], host_ops) -
         deps = [index[copied[t]] for t in graph.ops[o].inputs if prod[t] >= 0 and int(prod[t]) not in host]
         actions.append(Action("compute", op=o, deps=tuple(sorted(set(deps)))))
 
-    for o in after.get(-1, ()):
-        emit_host(o)
     for i, a in enumerate(dev_plan.actions):
         a = replace(a, deps=tuple(index[d] for d in a.deps))
         if a.kind in ("compute", "recompute"):
             a = replace(a, op=keep[a.op])
         index[i] = len(actions)
         actions.append(a)
-        for o in after.get(i, ()):
+    # the host ops after every device action, in the order their inputs are copied out: the program runs a
+    # host op on the thread that issues every action (relay_passes/host_ops.py), so an action after one is
+    # issued only once it has run (host_sim models that); no device action of the step waits on a host op,
+    # so after all of them it delays none
+    for at in sorted(after):
+        for o in after[at]:
             emit_host(o)
     schedule = [a.op for a in actions if a.kind == "compute"]
     search = {**dev_plan.search, "host_ops": len(host)}
