@@ -147,6 +147,8 @@ def _walk_slots(walk: ArenaWalk, st: WalkState) -> None:
                 x = over[t]
                 sid = loc[x]
                 loc[x] = -1
+                if -2 < host_ready[x] < i:     # x's host copy may still feed a rebuild: not swapped in
+                    host_ready[x] = i          # before its stay, now t's, ends here
                 loc[t] = sid
                 nxt[t] = i
                 prod_slot[t] = i
