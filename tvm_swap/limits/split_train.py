@@ -52,6 +52,23 @@ def _budgets(candidates: dict):
         budget //= 2
 
 
+def _split_steps(mod, lower_graph, func_name: str):
+    """(splits, split module, lowered, graph) for each chunk budget in turn (halved each round), skipping a
+    budget that splits nothing or the same as the one before."""
+    from relay_passes.split_dense_train import SplitTrainableDense, trainable_splittable
+
+    candidates = trainable_splittable(mod[func_name])
+    tried = None
+    for budget in _budgets(candidates):
+        splits = splits_for_budget(candidates, budget)
+        if not splits or splits == tried:
+            continue
+        tried = splits
+        split = SplitTrainableDense(splits, func_name)(mod)
+        low, g = lower_graph(split)
+        yield splits, split, low, g
+
+
 def fits(graph, limit: int, pool: str, alignment: int, infeasible_floor) -> bool:
     """Whether `limit` is feasible; below the largest op's working set at once, without the floor's search."""
     from ..planner.graphindex import GraphIndex
@@ -67,22 +84,12 @@ def split_train_to_fit(mod, limit, lower_graph, func_name: str, pool: str, align
     """(mod, lowered, graph, splits): the training step `mod` with its trainable dense weights in the fewest
     row chunks (one budget for all, halved each round) that make `limit` bytes feasible; splits {} when the
     unsplit step fits or no split does (the caller's exact check then refuses, naming the op)."""
-    from relay_passes.split_dense_train import SplitTrainableDense, trainable_splittable
-
     from ..planner.api import infeasible_floor
 
     lowered, graph = first if first is not None else lower_graph(mod)
     if limit is None or fits(graph, int(limit), pool, alignment, infeasible_floor):
         return mod, lowered, graph, {}
-    candidates = trainable_splittable(mod[func_name])
-    tried = None
-    for budget in _budgets(candidates):
-        splits = splits_for_budget(candidates, budget)
-        if not splits or splits == tried:
-            continue
-        tried = splits
-        split = SplitTrainableDense(splits, func_name)(mod)
-        low, g = lower_graph(split)
+    for splits, split, low, g in _split_steps(mod, lower_graph, func_name):
         if fits(g, int(limit), pool, alignment, infeasible_floor):
             return split, low, g, splits
     return mod, lowered, graph, {}
@@ -90,21 +97,12 @@ def split_train_to_fit(mod, limit, lower_graph, func_name: str, pool: str, align
 
 def split_train_floor(mod, lower_graph, func_name: str = "main", alignment: int = 256):
     """(mod, graph, splits) with the lowest arena floor over the budgets (split_train_to_fit's sequence)."""
-    from relay_passes.split_dense_train import SplitTrainableDense, trainable_splittable
-
     from ..planner.api import feasible_floor
 
     _, graph = lower_graph(mod)
     best = (int(feasible_floor(graph, "arena", alignment)[0]), mod, graph, {})
-    candidates = trainable_splittable(mod[func_name])
-    misses, tried = 0, None
-    for budget in _budgets(candidates):
-        splits = splits_for_budget(candidates, budget)
-        if not splits or splits == tried:
-            continue
-        tried = splits
-        split = SplitTrainableDense(splits, func_name)(mod)
-        _, g = lower_graph(split)
+    misses = 0
+    for splits, split, _, g in _split_steps(mod, lower_graph, func_name):
         floor = int(feasible_floor(g, "arena", alignment)[0])
         if floor < best[0]:
             best, misses = (floor, split, g, splits), 0
