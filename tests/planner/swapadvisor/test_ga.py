@@ -162,3 +162,16 @@ def test_seed_schedules_one_tries_the_memory_seeds_on_the_default_schedule_only(
 
     with pytest.raises(TvmSwapError, match="seed_schedules"):
         plan_graph(g, limit, seed_schedules=2, **kw)
+
+
+def test_no_timed_genome_is_a_plan_error_not_a_bare_value_error():
+    """Islands whose populations are empty (every genome refused) give a PlanError that says what to do."""
+    from types import SimpleNamespace
+
+    from tvm_swap.errors import PlanError
+    from tvm_swap.planner.swapadvisor.ga import best_genome
+
+    with pytest.raises(PlanError, match="raise the memory limit"):
+        best_genome([SimpleNamespace(pop=[]), SimpleNamespace(pop=[])])
+    a, b = SimpleNamespace(time_s=2.0), SimpleNamespace(time_s=1.0)
+    assert best_genome([SimpleNamespace(pop=[a]), SimpleNamespace(pop=[]), SimpleNamespace(pop=[b])]) is b

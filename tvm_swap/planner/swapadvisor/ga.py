@@ -325,7 +325,11 @@ def best_time(islands: list[GeneticSearch]) -> float:
 
 def best_genome(islands: list[GeneticSearch]) -> Genome:
     """The fastest genome of all islands; on a tie the earlier island's (min keeps the first)."""
-    return min((isl.pop[0] for isl in islands if isl.pop), key=lambda g: g.time_s)
+    timed = [isl.pop[0] for isl in islands if isl.pop]
+    if not timed:          # (min() of nothing: a bare ValueError from inside the search, found by the host fuzz)
+        raise PlanError("the search found no genome that plans under this limit (every one it timed was "
+                        "refused); raise the memory limit, or plan with more generations or a larger budget")
+    return min(timed, key=lambda g: g.time_s)
 
 
 def _time_first_generation(islands: list[GeneticSearch], evaluate, seeded_rest, clock, n_workers: int,
