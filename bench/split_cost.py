@@ -44,8 +44,21 @@ def _kernel_seconds(low, graph) -> list[float]:
     return [float(t) for t in profile_times(low, graph, "llvm", cache=CostTable())]
 
 
-def _call_seconds(mod, params: dict, x, repeat: int) -> float:
+def median_call_seconds(fn, args, repeat: int) -> float:
+    """Median wall seconds of `fn(*args)` over `repeat` calls after one warm-up call (split_k times its steps
+    with it too)."""
     import numpy as np
+
+    fn(*args)
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def _call_seconds(mod, params: dict, x, repeat: int) -> float:
     import tvm
     from tvm import relax
 
@@ -56,13 +69,7 @@ def _call_seconds(mod, params: dict, x, repeat: int) -> float:
     p = lay.to_compute(params) if lay is not None else params
     vm = relax.VirtualMachine(lower_unlimited_build(mod, "llvm"), tvm.cpu())
     args = [tvm.runtime.tensor(a) for a in [x] + [p[q.name] for q in mod["main"].params[1:]]]
-    vm["main"](*args)
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        vm["main"](*args)
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
+    return median_call_seconds(vm["main"], args, repeat)
 
 
 def _region_ops(graph_unsplit, graph_split):

@@ -112,6 +112,8 @@ def call_seconds(step, repeat: int) -> float:
 
     from relay_passes.lower import build_lowered, lower
 
+    from bench.split_cost import median_call_seconds
+
     vm = relax.VirtualMachine(build_lowered(lower(step, "llvm"), "llvm"), tvm.cpu())
     rng = np.random.default_rng(0)
     args = []
@@ -119,13 +121,7 @@ def call_seconds(step, repeat: int) -> float:
         shape, dtype = [int(d) for d in p.ty.shape.values], str(p.ty.dtype.dtype)
         a = rng.integers(0, 2, shape) if "int" in dtype else rng.standard_normal(shape) * 0.1
         args.append(tvm.runtime.tensor(a.astype(dtype)))
-    vm["main"](*args)
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        vm["main"](*args)
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
+    return median_call_seconds(vm["main"], args, repeat)
 
 
 def call_cost(name: str, splits: dict, scales, repeat: int) -> list[dict]:
