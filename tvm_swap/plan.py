@@ -342,6 +342,11 @@ class Plan:
             "time_s": time_s,                     # the same (kept: no run here, so no measured time either)
             "throughput_vs_ideal": p.get("throughput_vs_ideal"),
             "time_vs_lower_bound": (time_s / lb) if time_s and lb else None,
+            # the bound that counts what the limit forces across the link (planner/tight_bound.py); None for a
+            # plan that recomputes (it is no bound then) or a planner that does not compute it
+            "tight_lower_bound_s": p.get("tight_lower_bound_s"),
+            "time_vs_tight_bound": (time_s / p["tight_lower_bound_s"])
+            if time_s and p.get("tight_lower_bound_s") else None,
             "swap_out_bytes": p.get("swap_out_bytes"),
             "swap_in_bytes": p.get("swap_in_bytes"),
             "swap_out_count": p.get("swap_out_count"),

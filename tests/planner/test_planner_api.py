@@ -124,6 +124,13 @@ def test_predictions_and_search_record():
     assert pr["throughput_vs_ideal"] == pytest.approx(pr["ideal_time_s"] / pr["time_s"])
     assert pr["lower_bound_s"] <= pr["time_s"] * (1 + 1e-9)
     assert pr["peak_bytes"] <= pr["pool_bytes"] <= p.mem_limit
+    sm = p.summary()        # the summary's ratios are against the bound they name
+    assert sm["time_vs_lower_bound"] == pytest.approx(pr["time_s"] / pr["lower_bound_s"])
+    if pr.get("tight_lower_bound_s"):
+        assert sm["time_vs_tight_bound"] == pytest.approx(pr["time_s"] / pr["tight_lower_bound_s"])
+        assert pr["lower_bound_s"] <= pr["tight_lower_bound_s"] * (1 + 1e-9)
+    else:
+        assert sm["time_vs_tight_bound"] is None
     outs = [a.tensor for a in p.actions if a.kind == "swap_out"]
     assert pr["swap_out_count"] == len(outs)
     assert pr["swap_out_bytes"] == int(g.tensor_bytes()[outs].sum())

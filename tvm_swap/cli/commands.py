@@ -40,6 +40,12 @@ def print_plan_table(summary: dict, out=None) -> None:
         ("lower bound", format_seconds(summary["lower_bound_s"])),
         ("throughput vs ideal", f"{summary['throughput_vs_ideal']:.3f}"),
         ("time vs lower bound", f"{summary['time_vs_lower_bound']:.3f}x" if summary["time_vs_lower_bound"] else "-"),
+    ]
+    if summary.get("time_vs_tight_bound"):
+        rows.append(("time vs tight bound", f"{summary['time_vs_tight_bound']:.3f}x (tight bound "
+                                            f"{format_seconds(summary['tight_lower_bound_s'])}: what the limit "
+                                            "forces across the link)"))
+    rows += [
         ("swapped out", f"{format_bytes(summary['swap_out_bytes'])} in {summary['swap_out_count']} copies"),
         ("swapped in", f"{format_bytes(summary['swap_in_bytes'])} in {summary['swap_in_count']} copies"),
     ]

@@ -115,7 +115,8 @@ SUMMARY_LABELS = {     # the numbers' words where the commands print the same nu
     "peak_bytes": LABELS["peak_bytes"], "pool_bytes": LABELS["pool_bytes"], "ideal_time_s": "ideal (no limit)",
     "lower_bound_s": "lower bound", "predicted_time_s": LABELS["predicted_time_s"],
     "time_s": LABELS["predicted_time_s"], "throughput_vs_ideal": "throughput vs ideal",
-    "time_vs_lower_bound": "time vs lower bound", "swap_out_bytes": "swapped out",
+    "time_vs_lower_bound": "time vs lower bound", "tight_lower_bound_s": "tight lower bound",
+    "time_vs_tight_bound": "time vs tight bound", "swap_out_bytes": "swapped out",
     "swap_in_bytes": "swapped in", "swap_out_count": "swap-outs", "swap_in_count": "swap-ins",
     "verified": "verified", "search_s": "search time", "generations": "generations", "seed": "seed",
 }
@@ -132,7 +133,7 @@ def format_summary_value(key: str, value) -> str:
         return format_seconds(value)
     if key == "throughput_vs_ideal":
         return f"{float(value):.3f}"
-    if key == "time_vs_lower_bound":
+    if key in ("time_vs_lower_bound", "time_vs_tight_bound"):
         return f"{float(value):.3f}x"
     return str(value)
 
