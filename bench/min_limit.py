@@ -414,7 +414,7 @@ def _share(row: dict) -> str:
 
 
 def _order(spec: dict) -> tuple:
-    kinds = ["example", "mxnet", "bert", "imagenet"]
+    kinds = ["example", "mxnet", "imagenet", "bert"]
     names = EXAMPLES + MXNET + IMAGENET
     return (kinds.index(spec["kind"]), names.index(spec["name"]) if spec["name"] in names else 99,
             spec["batch"], spec["train"], spec.get("micro", 0))
