@@ -181,6 +181,118 @@ def _check_limit(graph, mem_limit, planner, spec, planner_options, key=None):
     return limit
 
 
+def _check_module(mod, func_name: str):
+    import tvm
+
+    if not isinstance(mod, tvm.IRModule):
+        raise TvmSwapError(f"build needs a Relax tvm.IRModule, got {type(mod).__name__}")
+    names = [gv.name_hint for gv in mod.functions]
+    if func_name not in names:
+        raise TvmSwapError(f"the module has no function {func_name!r}; it has: {', '.join(sorted(names))}")
+
+
+@dataclass
+class _Job:
+    """What compile_model's steps share: the settings, and the module as the steps change it."""
+    mod: object
+    user_mod: object
+    params: object
+    user_params: object
+    target: object
+    mem_limit: object
+    spec: object
+    planner: str
+    planner_options: dict
+    func_name: str
+    fuse_max_depth: object
+    split_ops: bool
+    may_split: bool = False
+    key: object = None
+    checked: bool = False
+
+    def lower_graph(self, m):
+        from relay_passes.lower import lower
+
+        from .graph.extract import graph_from_relax
+
+        low = lower(m, self.target, fuse_max_depth=self.fuse_max_depth, func_name=self.func_name)
+        return low, graph_from_relax(low, self.func_name, target=str(self.target))
+
+
+def _check_early(job: _Job):
+    """Refuse an infeasible limit before lowering: exactly from the cached graph of this module when there is
+    one (job.checked then), else where bounds from the Relax function prove it."""
+    from .caches.graph import cached_graph
+    from .limits.model_checks import check_limit_before_lowering
+
+    if job.mem_limit is None:
+        return
+    skip = job.may_split and _split_may_help(job.mod, job.mem_limit, job.func_name, job.split_ops)
+    if job.key is not None:
+        early = cached_graph(job.key)      # this module lowered before: the exact check, before lowering again
+        if early is not None:
+            # below the unsplit floor, splitting a dense layer may still fit it
+            with _unless(skip):
+                _check_limit(early, job.mem_limit, job.planner, job.spec, job.planner_options, job.key)
+                job.checked = True     # (on the very graph lowering makes again: no second check below)
+                return
+    # first compile of this module: refused now where bounds from the Relax function prove it (a tensor
+    # bigger than the limit; tvm_swap.limits.early_floor: never a feasible limit; the rest gets the exact check
+    # after lowering). Not before the cache lookup above: a lowered graph names the exact min instead
+    from .limits.early_floor import check_before_lowering
+
+    with _unless(skip):
+        check_limit_before_lowering(job.user_mod, job.mem_limit, job.func_name)      # (names the user's params)
+        check_before_lowering(job.mod, job.mem_limit, job.func_name, job.target)
+
+
+def _lower_and_split(job: _Job):
+    """(lowered, graph, splits, regions, unsplit need): `job.mod` lowered, its dense layers (then regions) split
+    until the limit fits where the job may split; job.mod, job.params, job.mem_limit, job.key follow."""
+    from .caches.graph import store_graph
+    from .limits.mem_limit import no_swap_bytes, resolve_limit
+
+    lowered, graph = job.lower_graph(job.mod)
+    if job.key is not None:
+        store_graph(job.key, graph)
+    splits, regions, unsplit_need = {}, [], None
+    if job.may_split and not job.checked:     # dense layers split by output features, then regions, until it fits
+        job.mem_limit = resolve_limit(graph, job.mem_limit)        # a percentage: of the unsplit model's need
+        unsplit_need = no_swap_bytes(graph)
+        job.mod, lowered, graph, splits, regions = _split(job.mod, job.mem_limit, job.lower_graph, job.func_name,
+                                                          (lowered, graph), job.planner,
+                                                          job.planner_options.get("pool"), job.split_ops)
+        if splits or regions:
+            job.key = None                 # (the floor memo belongs to the unsplit graph)
+            job.params = fold_frozen_layouts(job.mod, job.user_params, job.func_name)[1]
+    return lowered, graph, splits, regions, unsplit_need
+
+
+def _start(mod, target, mem_limit, device, bandwidth, planner, planner_options, func_name, fuse_max_depth,
+           micro_batches, params, graph_cache: bool, split_dense: bool, split_ops: bool) -> _Job:
+    """The checked settings of one compile, its module with frozen layouts folded, refused early where it can."""
+    from relay_passes.cuda_build import resolve_target   # CUDA: kernels in a fatbin
+
+    from .caches.graph import graph_key
+    from .limits.mem_limit import MemLimit
+
+    _check_module(mod, func_name)
+    mem_limit = MemLimit.of(mem_limit)      # parsed once; every check below reads this value
+    if micro_batches is not None and int(micro_batches) > 1:
+        mod, mem_limit, _ = micro_batched(mod, int(micro_batches), mem_limit, target, fuse_max_depth, func_name)
+    target = resolve_target(target)
+    spec = _device_spec(device, target.kind.name, bandwidth)
+    key = graph_key(mod, target, fuse_max_depth, func_name) if graph_cache else None
+    folded, folded_params = fold_frozen_layouts(mod, params, func_name)   # (keyed above by the user's module)
+    split_dense = bool(split_dense) or bool(split_ops)
+    job = _Job(folded, mod, folded_params, params, target, mem_limit, spec, planner, planner_options, func_name,
+               fuse_max_depth, bool(split_ops), key=key)
+    job.may_split = mem_limit is not None and ((split_dense and _may_split(folded, func_name))
+                                               or (bool(split_ops) and _is_inference(folded, func_name)))
+    _check_early(job)
+    return job
+
+
 def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str = "swapadvisor",
                   budget_s: float = 10.0, seed: int = 0, generations: int | None = None, fuse_max_depth=None,
                   profile: bool = True, bandwidth=None, func_name: str = "main", workers: int | None = 1,
@@ -196,86 +308,30 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     step (tvm_swap.limits.split_train); a percentage limit stays a share of the unsplit model's need. split_ops:
     inference below the floor also runs regions of ops in slices of the batch, channels or rows
     (relay_passes.split_region, chosen by tvm_swap.limits.split_to_fit.split_regions_to_fit), dense splits first."""
-    import tvm
-
     if planner == "zero-offload":     # the runtime runs device ops only (yet): its optimizer on the device
         planner_options = {"zero_update": "device", **planner_options}
 
     from relay_passes.apply import ApplySwapPlan
-    from relay_passes.cuda_build import build_lowered, resolve_target   # CUDA: kernels in a fatbin
-    from relay_passes.lower import lower
+    from relay_passes.cuda_build import build_lowered
 
-    from .graph.extract import graph_from_relax
-    from .caches.graph import cached_graph, graph_key, store_graph
     from .planner.api import plan_graph
-    from .limits.mem_limit import no_swap_bytes, resolve_limit
     from .planner.baselines.noswap import noswap_need
     from .cost.profile import per_op_times
 
-    if not isinstance(mod, tvm.IRModule):
-        raise TvmSwapError(f"build needs a Relax tvm.IRModule, got {type(mod).__name__}")
-    names = [gv.name_hint for gv in mod.functions]
-    if func_name not in names:
-        raise TvmSwapError(f"the module has no function {func_name!r}; it has: {', '.join(sorted(names))}")
-    from .limits.mem_limit import MemLimit
-
-    mem_limit = MemLimit.of(mem_limit)      # parsed once; every check below reads this value
-    if micro_batches is not None and int(micro_batches) > 1:
-        mod, mem_limit, _ = micro_batched(mod, int(micro_batches), mem_limit, target, fuse_max_depth, func_name)
-    from .limits.model_checks import check_limit_before_lowering
-
-    target = resolve_target(target)
-    kind = target.kind.name
     times = {}
-    spec = _device_spec(device, kind, bandwidth)
     t0 = time.perf_counter()
-    key = graph_key(mod, target, fuse_max_depth, func_name) if graph_cache else None
-    user_mod, user_params = mod, params
-    mod, params = fold_frozen_layouts(mod, params, func_name)   # (keyed above by the user's module)
-    split_dense = bool(split_dense) or bool(split_ops)
-    may_split = mem_limit is not None and ((split_dense and _may_split(mod, func_name))
-                                           or (bool(split_ops) and _is_inference(mod, func_name)))
-    checked = False
-    if key is not None and mem_limit is not None:
-        early = cached_graph(key)      # this module lowered before: the exact check, before lowering again
-        if early is not None:
-            # below the unsplit floor, splitting a dense layer may still fit it
-            with _unless(may_split and _split_may_help(mod, mem_limit, func_name, split_ops)):
-                _check_limit(early, mem_limit, planner, spec, planner_options, key)
-                checked = True         # (on the very graph lowering makes again: no second check below)
-    if mem_limit is not None and not checked:
-        # first compile of this module: refused now where bounds from the Relax function prove it (a tensor
-        # bigger than the limit; tvm_swap.limits.early_floor: never a feasible limit; the rest gets the exact check
-        # after lowering). Not before the cache lookup above: a lowered graph names the exact min instead
-        from .limits.early_floor import check_before_lowering
-
-        with _unless(may_split and _split_may_help(mod, mem_limit, func_name, split_ops)):
-            check_limit_before_lowering(user_mod, mem_limit, func_name)      # (names the user's params)
-            check_before_lowering(mod, mem_limit, func_name, target)
-
-    def lower_graph(m):
-        low = lower(m, target, fuse_max_depth=fuse_max_depth, func_name=func_name)
-        return low, graph_from_relax(low, func_name, target=str(target))
-
-    lowered, graph = lower_graph(mod)
-    if key is not None:
-        store_graph(key, graph)
-    splits, regions, unsplit_need = {}, [], None
-    if may_split and not checked:     # dense layers split by output features, then regions, until it fits
-        mem_limit = resolve_limit(graph, mem_limit)        # a percentage: of the unsplit model's need
-        unsplit_need = no_swap_bytes(graph)
-        mod, lowered, graph, splits, regions = _split(mod, mem_limit, lower_graph, func_name, (lowered, graph),
-                                                      planner, planner_options.get("pool"), split_ops)
-        if splits or regions:
-            key = None                 # (the floor memo belongs to the unsplit graph)
-            params = fold_frozen_layouts(mod, user_params, func_name)[1]
+    job = _start(mod, target, mem_limit, device, bandwidth, planner, planner_options, func_name, fuse_max_depth,
+                 micro_batches, params, graph_cache, split_dense, split_ops)
+    target, spec, kind = job.target, job.spec, job.target.kind.name
+    lowered, graph, splits, regions, unsplit_need = _lower_and_split(job)
     times["lower_s"] = time.perf_counter() - t0
-    if mem_limit is not None and not checked:
+    mem_limit = job.mem_limit
+    if mem_limit is not None and not job.checked:
         # a limit no plan can meet is refused now, before any kernel is profiled
-        mem_limit = _check_limit(graph, mem_limit, planner, spec, planner_options, key)   # (resolved on `graph`)
+        mem_limit = _check_limit(graph, mem_limit, planner, spec, planner_options, job.key)   # (resolved on `graph`)
     t1 = time.perf_counter()
     if op_time is None:
-        op_time, cost_source = per_op_times(lowered, graph, target, spec, profile, cost_cache, params,
+        op_time, cost_source = per_op_times(lowered, graph, target, spec, profile, cost_cache, job.params,
                                             example_inputs, func_name)
     else:
         cost_source = "given"
