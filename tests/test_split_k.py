@@ -136,3 +136,13 @@ def test_cli_says_what_split_k_may_be():
     r = cli("compile", "mlp-train", "--split-dense", "--split-k", "most", "--mem-limit", "30%", "-o", "x.so", "-q")
     assert r.returncode != 0 and "--split-k must be one of 'fewest', 'auto'" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_larger_k_the_planner_refuses_is_not_chosen():
+    def plan_one(built, share):
+        if built == 2:
+            raise TvmSwapError("every island refused")
+        return _Plan(1.0)
+
+    best, rows = choose_k([(1, {"w": 2}), (2, {"w": 4})], lambda ks: ks["w"] // 2, lambda b: 0.0, plan_one, 1.0)
+    assert best.scale == 1 and rows[1]["not_planned"] == "no plan: every island refused"

@@ -92,7 +92,13 @@ def choose_k(cands: list[tuple[int, dict]], build, bound, plan_one, budget_s: fl
         if best is not None and c.bound_s >= best.time_s:
             c.why = f"its lower bound {c.bound_s:.6g} s is no faster than the plan of {best.scale}x"
             continue
-        c.plan = plan_one(built, share)
+        try:
+            c.plan = plan_one(built, share)
+        except TvmSwapError as e:       # (K_min's refusal is the caller's to see; another K is just not chosen)
+            if best is None and scale == cands[0][0]:
+                raise
+            c.why = f"no plan: {str(e).splitlines()[0]}"
+            continue
         if best is None or c.time_s < best.time_s:
             best = c
     if best is None:
