@@ -50,6 +50,7 @@ def _bitwise_over_three_steps(ref, m):
     assert sorted(want) == sorted(got) and all(np.array_equal(want[k], got[k]) for k in want)
 
 
+@pytest.mark.slow       # two compiles, each planning up to three K, and the unlimited build (~55 s loaded)
 @pytest.mark.parametrize("limit, more", [("70%", True), ("30%", False)])
 def test_auto_picks_more_chunks_where_that_plans_faster_and_keeps_the_fewest_where_not(limit, more):
     """At 70% the head in the fewest chunks (2) leaves no room to keep one resident or overlap copies: 2x as
