@@ -76,7 +76,45 @@ def plan_row(name: str, share: float, scale: int, step, unsplit, need: int, idea
             "plan_cpu_s": time.process_time() - t}
 
 
-def measure(name: str, shares, scales, generations: int) -> list[dict]:
+def auto_row(name: str, share: float, step, unsplit, need: int, ideal: float, generations: int) -> dict:
+    """split_k="auto" (tvm_swap.limits.split_k.choose_k, as the pipeline runs it): 1x, 2x and 4x the fewest
+    chunks, each lowered and planned with the same search as the rows above unless its lower bound is no faster
+    than the best plan so far; the fastest kept. cpu_s: the whole choice (the 2x and 4x lowerings included)."""
+    from tvm_swap.cost.devices import get_device
+    from tvm_swap.cost.roofline import roofline_times
+    from tvm_swap.limits.split_k import candidate_splits, choose_k
+    from tvm_swap.limits.split_to_fit import resplit, split_maxima
+    from tvm_swap.limits.split_train import fits, split_train_to_fit
+    from tvm_swap.planner.api import infeasible_floor, plan_graph
+    from tvm_swap.planner.bounds import lower_bound
+
+    limit, spec = int(need * share), get_device("h100")
+    _, _, graph, splits = split_train_to_fit(step, limit, _lower_graph, "main", "arena", first=(None, unsplit))
+    if not splits:
+        return {}
+    t = time.process_time()
+
+    def build(ks):
+        g = graph if ks == splits else _lower_graph(resplit(step, ks))[1]
+        if ks != splits and not fits(g, limit, "arena", 256, infeasible_floor):
+            return "its graph does not fit the limit"
+        return g
+
+    def plan_one(g, _share):
+        return plan_graph(g, limit, device=spec, op_time=roofline_times(g, spec), planner="swapadvisor",
+                          generations=generations, seed=0, workers=1, pool="arena")
+
+    best, cands = choose_k(candidate_splits(splits, split_maxima(step)), build,
+                           lambda g: lower_bound(g, roofline_times(g, spec), spec, limit), plan_one, 1.0)
+    p = best.plan.predicted
+    return {"model": name, "share": share, "limit": limit, "scale": "auto", "splits": best.splits,
+            "chosen_scale": best.scale, "ops": best.built.num_ops, "verified": bool(best.plan.verified),
+            "time_s": float(p["time_s"]), "over_ideal": p["time_s"] / ideal,
+            "moved_bytes": int(p.get("swap_out_bytes", 0)) + int(p.get("swap_in_bytes", 0)),
+            "plan_cpu_s": time.process_time() - t, "candidates": cands}
+
+
+def measure(name: str, shares, scales, generations: int, auto: bool = True) -> list[dict]:
     from tvm_swap.cost.devices import get_device
     from tvm_swap.cost.roofline import roofline_times
     from tvm_swap.planner.bounds import noswap_peak
@@ -93,6 +131,10 @@ def measure(name: str, shares, scales, generations: int) -> list[dict]:
             rows.append(r)
             if not r["splits"]:
                 break           # (fits unsplit, or nothing fits: no K to scale)
+        if auto and rows[-1]["splits"]:
+            r = auto_row(name, share, step, unsplit, need, ideal, generations)
+            print(_line(r), flush=True)
+            rows.append(r)
     return rows
 
 
@@ -100,6 +142,8 @@ def _line(r: dict) -> str:
     ks = ", ".join(f"{w} x{k}" for w, k in r["splits"].items()) or "none"
     if r.get("infeasible"):
         return f"{r['model']:22s} {r['share']:4.0%} scale {r['scale']}: no split fits"
+    if r["scale"] == "auto":
+        ks += f" (chose {r['chosen_scale']}x; plan+choice {r['plan_cpu_s']:.1f} CPU s)"
     return (f"{r['model']:22s} {r['share']:4.0%} scale {r['scale']}: {r['ops']:4d} ops, {r['time_s'] * 1e3:9.3f} ms "
             f"({r['over_ideal']:.3f}x ideal), moved {r['moved_bytes'] / 1e6:.2f} MB; {ks}")
 
@@ -166,6 +210,26 @@ def render(rows: list[dict], commit: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def render_summary(rows: list[dict]) -> str:
+    """One line per model and limit: x ideal at each scale, auto's choice, and the CPU seconds of fewest
+    (scale 1's plan) and auto (its whole choice)."""
+    out = ["", "## auto next to the fixed scales (x ideal; CPU s of planning: fewest = scale 1's plan, auto = "
+           "its whole choice, the extra lowerings included)", "",
+           "| model | limit | x1 | x2 | x4 | auto (chosen) | CPU s fewest | CPU s auto |", "|---|---|---|---|---|---|---|---|"]
+    keys = []
+    for r in rows:
+        if (r["model"], r["share"]) not in keys:
+            keys.append((r["model"], r["share"]))
+    for model, share in keys:
+        at = {r["scale"]: r for r in rows if r["model"] == model and r["share"] == share and "over_ideal" in r}
+        x = [f"{at[s]['over_ideal']:.3f}" if s in at else "" for s in (1, 2, 4)]
+        a = at.get("auto")
+        auto = f"{a['over_ideal']:.3f} ({a['chosen_scale']}x)" if a else "(no split)"
+        cpu = [f"{at[1]['plan_cpu_s']:.1f}" if 1 in at else "", f"{a['plan_cpu_s']:.1f}" if a else ""]
+        out.append(f"| {model} | {share:.0%} | {' | '.join(x)} | {auto} | {' | '.join(cpu)} |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default=",".join(MODELS))
@@ -175,6 +239,7 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", default="mlp@8,small_cnn@1,transformer_encoder@8", help="also time one call of "
                     "these steps (llvm) unsplit and split as planned at the lowest limit ('' for none)")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--no-auto", action="store_true", help="skip the split_k='auto' row")
     ap.add_argument("--out-dir", default=str(ROOT / "benchmarks"))
     args = ap.parse_args(argv)
     from tvm_swap.provenance import git_commit
@@ -183,17 +248,17 @@ def main(argv=None) -> int:
     scales = [int(x) for x in args.scales.split(",") if x]
     rows = []
     for name in [m for m in args.models.split(",") if m]:
-        rows += measure(name, shares, scales, args.generations)
+        rows += measure(name, shares, scales, args.generations, auto=not args.no_auto)
     calls = []
     for name in [m for m in args.calls.split(",") if m]:
-        planned = [r for r in rows if r["model"] == name and r["scale"] == 1 and r["splits"]]
+        planned = [r for r in rows if r["model"] == name and r["scale"] == 1 and r["splits"] and "ops" in r]
         if planned:     # the smallest K at the lowest limit that needed a split
             calls += call_cost(name, min(planned, key=lambda r: r["share"])["splits"], scales, args.repeat)
     commit = git_commit()
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     record.write(out / "split_k.json", {"commit": commit, "rows": rows, "calls": calls})
-    text = render(rows, commit) + (render_calls(calls) if calls else "")
+    text = render(rows, commit) + render_summary(rows) + (render_calls(calls) if calls else "")
     (out / "split_k.md").write_text(text)
     print(text)
     return 0

@@ -181,112 +181,235 @@ def _check_limit(graph, mem_limit, planner, spec, planner_options, key=None):
     return limit
 
 
-def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str = "swapadvisor",
-                  budget_s: float = 10.0, seed: int = 0, generations: int | None = None, fuse_max_depth=None,
-                  profile: bool = True, bandwidth=None, func_name: str = "main", workers: int | None = 1,
-                  progress: bool = False, cost_cache=None, op_time=None, params=None, example_inputs=None,
-                  debug_poison: bool = False, graph_cache: bool = True, _plan_hook=None, micro_batches=None,
-                  split_dense: bool = False, split_ops: bool = False, **planner_options) -> CompiledModel:
-    """Everything `build` does except creating the runtime. See `build` for the arguments (params and
-    example_inputs only feed in-situ profiling here). graph_cache: keep the lowered graph on disk
-    (tvm_swap.caches.graph), so compiling this module again refuses an infeasible limit before lowering.
-    micro_batches: inference in that many slices of the batch (see micro_batched). split_dense: inference
-    below the floor runs the dense layers whose weights set it in slices of their output features, as few as
-    fit (tvm_swap.limits.split_to_fit); a training step's trainable dense weights in row chunks through the whole
-    step (tvm_swap.limits.split_train); a percentage limit stays a share of the unsplit model's need. split_ops:
-    inference below the floor also runs regions of ops in slices of the batch, channels or rows
-    (relay_passes.split_region, chosen by tvm_swap.limits.split_to_fit.split_regions_to_fit), dense splits first."""
+def _check_module(mod, func_name: str):
     import tvm
-
-    if planner == "zero-offload":     # the runtime runs device ops only (yet): its optimizer on the device
-        planner_options = {"zero_update": "device", **planner_options}
-
-    from relay_passes.apply import ApplySwapPlan
-    from relay_passes.cuda_build import build_lowered, resolve_target   # CUDA: kernels in a fatbin
-    from relay_passes.lower import lower
-
-    from .graph.extract import graph_from_relax
-    from .caches.graph import cached_graph, graph_key, store_graph
-    from .planner.api import plan_graph
-    from .limits.mem_limit import no_swap_bytes, resolve_limit
-    from .planner.baselines.noswap import noswap_need
-    from .cost.profile import per_op_times
 
     if not isinstance(mod, tvm.IRModule):
         raise TvmSwapError(f"build needs a Relax tvm.IRModule, got {type(mod).__name__}")
     names = [gv.name_hint for gv in mod.functions]
     if func_name not in names:
         raise TvmSwapError(f"the module has no function {func_name!r}; it has: {', '.join(sorted(names))}")
+
+
+@dataclass
+class _Job:
+    """What compile_model's steps share: the settings, and the module as the steps change it."""
+    mod: object
+    user_mod: object
+    params: object
+    user_params: object
+    target: object
+    mem_limit: object
+    spec: object
+    planner: str
+    planner_options: dict
+    func_name: str
+    fuse_max_depth: object
+    split_ops: bool
+    may_split: bool = False
+    key: object = None
+    checked: bool = False
+    base: object = None          # the folded module before any split (split_k re-splits it)
+
+    def lower_graph(self, m):
+        from relay_passes.lower import lower
+
+        from .graph.extract import graph_from_relax
+
+        low = lower(m, self.target, fuse_max_depth=self.fuse_max_depth, func_name=self.func_name)
+        return low, graph_from_relax(low, self.func_name, target=str(self.target))
+
+
+def _check_early(job: _Job):
+    """Refuse an infeasible limit before lowering: exactly from the cached graph of this module when there is
+    one (job.checked then), else where bounds from the Relax function prove it."""
+    from .caches.graph import cached_graph
+    from .limits.model_checks import check_limit_before_lowering
+
+    if job.mem_limit is None:
+        return
+    skip = job.may_split and _split_may_help(job.mod, job.mem_limit, job.func_name, job.split_ops)
+    if job.key is not None:
+        early = cached_graph(job.key)      # this module lowered before: the exact check, before lowering again
+        if early is not None:
+            # below the unsplit floor, splitting a dense layer may still fit it
+            with _unless(skip):
+                _check_limit(early, job.mem_limit, job.planner, job.spec, job.planner_options, job.key)
+                job.checked = True     # (on the very graph lowering makes again: no second check below)
+                return
+    # first compile of this module: refused now where bounds from the Relax function prove it (a tensor
+    # bigger than the limit; tvm_swap.limits.early_floor: never a feasible limit; the rest gets the exact check
+    # after lowering). Not before the cache lookup above: a lowered graph names the exact min instead
+    from .limits.early_floor import check_before_lowering
+
+    with _unless(skip):
+        check_limit_before_lowering(job.user_mod, job.mem_limit, job.func_name)      # (names the user's params)
+        check_before_lowering(job.mod, job.mem_limit, job.func_name, job.target)
+
+
+def _lower_and_split(job: _Job):
+    """(lowered, graph, splits, regions, unsplit need): `job.mod` lowered, its dense layers (then regions) split
+    until the limit fits where the job may split; job.mod, job.params, job.mem_limit, job.key follow."""
+    from .caches.graph import store_graph
+    from .limits.mem_limit import no_swap_bytes, resolve_limit
+
+    lowered, graph = job.lower_graph(job.mod)
+    if job.key is not None:
+        store_graph(job.key, graph)
+    splits, regions, unsplit_need = {}, [], None
+    job.base = job.mod
+    if job.may_split and not job.checked:     # dense layers split by output features, then regions, until it fits
+        job.mem_limit = resolve_limit(graph, job.mem_limit)        # a percentage: of the unsplit model's need
+        unsplit_need = no_swap_bytes(graph)
+        job.mod, lowered, graph, splits, regions = _split(job.mod, job.mem_limit, job.lower_graph, job.func_name,
+                                                          (lowered, graph), job.planner,
+                                                          job.planner_options.get("pool"), job.split_ops)
+        if splits or regions:
+            job.key = None                 # (the floor memo belongs to the unsplit graph)
+            job.params = fold_frozen_layouts(job.mod, job.user_params, job.func_name)[1]
+    return lowered, graph, splits, regions, unsplit_need
+
+
+def _start(mod, target, mem_limit, device, bandwidth, planner, planner_options, func_name, fuse_max_depth,
+           micro_batches, params, graph_cache: bool, split_dense: bool, split_ops: bool) -> _Job:
+    """The checked settings of one compile, its module with frozen layouts folded, refused early where it can."""
+    from relay_passes.cuda_build import resolve_target   # CUDA: kernels in a fatbin
+
+    from .caches.graph import graph_key
     from .limits.mem_limit import MemLimit
 
+    _check_module(mod, func_name)
     mem_limit = MemLimit.of(mem_limit)      # parsed once; every check below reads this value
     if micro_batches is not None and int(micro_batches) > 1:
         mod, mem_limit, _ = micro_batched(mod, int(micro_batches), mem_limit, target, fuse_max_depth, func_name)
-    from .limits.model_checks import check_limit_before_lowering
-
     target = resolve_target(target)
-    kind = target.kind.name
-    times = {}
-    spec = _device_spec(device, kind, bandwidth)
-    t0 = time.perf_counter()
+    spec = _device_spec(device, target.kind.name, bandwidth)
     key = graph_key(mod, target, fuse_max_depth, func_name) if graph_cache else None
-    user_mod, user_params = mod, params
-    mod, params = fold_frozen_layouts(mod, params, func_name)   # (keyed above by the user's module)
+    folded, folded_params = fold_frozen_layouts(mod, params, func_name)   # (keyed above by the user's module)
     split_dense = bool(split_dense) or bool(split_ops)
-    may_split = mem_limit is not None and ((split_dense and _may_split(mod, func_name))
-                                           or (bool(split_ops) and _is_inference(mod, func_name)))
-    checked = False
-    if key is not None and mem_limit is not None:
-        early = cached_graph(key)      # this module lowered before: the exact check, before lowering again
-        if early is not None:
-            # below the unsplit floor, splitting a dense layer may still fit it
-            with _unless(may_split and _split_may_help(mod, mem_limit, func_name, split_ops)):
-                _check_limit(early, mem_limit, planner, spec, planner_options, key)
-                checked = True         # (on the very graph lowering makes again: no second check below)
-    if mem_limit is not None and not checked:
-        # first compile of this module: refused now where bounds from the Relax function prove it (a tensor
-        # bigger than the limit; tvm_swap.limits.early_floor: never a feasible limit; the rest gets the exact check
-        # after lowering). Not before the cache lookup above: a lowered graph names the exact min instead
-        from .limits.early_floor import check_before_lowering
+    job = _Job(folded, mod, folded_params, params, target, mem_limit, spec, planner, planner_options, func_name,
+               fuse_max_depth, bool(split_ops), key=key)
+    job.may_split = mem_limit is not None and ((split_dense and _may_split(folded, func_name))
+                                               or (bool(split_ops) and _is_inference(folded, func_name)))
+    _check_early(job)
+    return job
 
-        with _unless(may_split and _split_may_help(mod, mem_limit, func_name, split_ops)):
-            check_limit_before_lowering(user_mod, mem_limit, func_name)      # (names the user's params)
-            check_before_lowering(mod, mem_limit, func_name, target)
 
-    def lower_graph(m):
-        low = lower(m, target, fuse_max_depth=fuse_max_depth, func_name=func_name)
-        return low, graph_from_relax(low, func_name, target=str(target))
+def _cost(job: _Job, lowered, graph, op_time, cost_kw: dict):
+    """(seconds per op, where they came from): the given op_time, else tvm_swap.cost.profile's."""
+    from .cost.profile import per_op_times
 
-    lowered, graph = lower_graph(mod)
-    if key is not None:
-        store_graph(key, graph)
-    splits, regions, unsplit_need = {}, [], None
-    if may_split and not checked:     # dense layers split by output features, then regions, until it fits
-        mem_limit = resolve_limit(graph, mem_limit)        # a percentage: of the unsplit model's need
-        unsplit_need = no_swap_bytes(graph)
-        mod, lowered, graph, splits, regions = _split(mod, mem_limit, lower_graph, func_name, (lowered, graph),
-                                                      planner, planner_options.get("pool"), split_ops)
-        if splits or regions:
-            key = None                 # (the floor memo belongs to the unsplit graph)
-            params = fold_frozen_layouts(mod, user_params, func_name)[1]
+    if op_time is not None:
+        return op_time, "given"
+    return per_op_times(lowered, graph, job.target, job.spec, cost_kw["profile"], cost_kw["cost_cache"], job.params,
+                        cost_kw["example_inputs"], job.func_name)
+
+
+def _plan_k(job: _Job, first, splits: dict, mem_limit, cost_kw: dict, plan_kw: dict, budget_s: float):
+    """(lowered, graph, splits, op_time, cost source, plan, rows): the dense splits' K chosen among 1x, 2x and 4x
+    the fewest that fit (tvm_swap.limits.split_k): each lowered, timed and planned, the fastest plan kept."""
+    from .limits.split_k import candidate_splits, choose_k
+    from .limits.split_to_fit import resplit, split_maxima
+    from .planner.api import infeasible_floor, plan_graph, resolve_pool
+    from .planner.bounds import lower_bound
+    from .limits.split_train import fits
+
+    limit = int(_limit_bytes(mem_limit))
+    pool = resolve_pool(job.planner, job.planner_options.get("pool"))
+
+    def build(ks):
+        if ks == splits:
+            lowered, graph, mod = first[0], first[1], job.mod
+        else:
+            mod = resplit(job.base, ks, job.func_name)
+            lowered, graph = job.lower_graph(mod)
+            if not fits(graph, limit, pool, 256, infeasible_floor):
+                return "its graph does not fit the limit"
+        params = fold_frozen_layouts(mod, job.user_params, job.func_name)[1]
+        saved, job.params = job.params, params
+        op_time, source = _cost(job, lowered, graph, None, cost_kw)
+        job.params = saved
+        return {"mod": mod, "lowered": lowered, "graph": graph, "splits": ks, "op_time": op_time,
+                "source": source, "params": params}
+
+    def bound(b):
+        if job.planner_options.get("host_ops") is not None:     # (the device-only bound does not hold there)
+            return 0.0
+        return lower_bound(b["graph"], getattr(b["op_time"], "times", b["op_time"]), job.spec, limit)
+
+    def plan_one(b, share):
+        return plan_graph(b["graph"], mem_limit, op_time=b["op_time"], budget_s=share, **plan_kw)
+
+    best, rows = choose_k(candidate_splits(splits, split_maxima(job.base, job.func_name)), build, bound, plan_one,
+                          budget_s)
+    b = best.built
+    job.mod, job.params = b["mod"], b["params"]
+    return b["lowered"], b["graph"], b["splits"], b["op_time"], b["source"], best.plan, rows
+
+
+def _limit_bytes(mem_limit) -> int:
+    return int(getattr(mem_limit, "nbytes", mem_limit))
+
+
+def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str = "swapadvisor",
+                  budget_s: float = 10.0, seed: int = 0, generations: int | None = None, fuse_max_depth=None,
+                  profile: bool = True, bandwidth=None, func_name: str = "main", workers: int | None = 1,
+                  progress: bool = False, cost_cache=None, op_time=None, params=None, example_inputs=None,
+                  debug_poison: bool = False, graph_cache: bool = True, _plan_hook=None, micro_batches=None,
+                  split_dense: bool = False, split_ops: bool = False, split_k: str | None = None,
+                  **planner_options) -> CompiledModel:
+    """Everything `build` does except creating the runtime. See `build` for the arguments (params and
+    example_inputs only feed in-situ profiling here). graph_cache: keep the lowered graph on disk
+    (tvm_swap.caches.graph), so compiling this module again refuses an infeasible limit before lowering.
+    micro_batches: inference in that many slices of the batch (see micro_batched). split_dense: inference
+    below the floor runs the dense layers whose weights set it in slices of their output features
+    (tvm_swap.limits.split_to_fit); a training step's trainable dense weights in row chunks through the whole
+    step (tvm_swap.limits.split_train); a percentage limit stays a share of the unsplit model's need. split_k:
+    "fewest" (the fewest slices that fit) or "auto" (the default: the fastest plan of 1x, 2x and 4x that many,
+    the search budget shared; tvm_swap.limits.split_k). split_ops: inference below the floor also runs regions
+    of ops in slices of the batch, channels or rows (relay_passes.split_region, chosen by
+    tvm_swap.limits.split_to_fit.split_regions_to_fit), dense splits first."""
+    from .limits.split_k import check_split_k
+
+    split_k = check_split_k(split_k)
+    if planner == "zero-offload":     # the runtime runs device ops only (yet): its optimizer on the device
+        planner_options = {"zero_update": "device", **planner_options}
+
+    from relay_passes.apply import ApplySwapPlan
+    from relay_passes.cuda_build import build_lowered
+
+    from .planner.api import plan_graph
+    from .planner.baselines.noswap import noswap_need
+
+    times = {}
+    t0 = time.perf_counter()
+    job = _start(mod, target, mem_limit, device, bandwidth, planner, planner_options, func_name, fuse_max_depth,
+                 micro_batches, params, graph_cache, split_dense, split_ops)
+    target, spec, kind = job.target, job.spec, job.target.kind.name
+    lowered, graph, splits, regions, unsplit_need = _lower_and_split(job)
     times["lower_s"] = time.perf_counter() - t0
-    if mem_limit is not None and not checked:
+    mem_limit = job.mem_limit
+    if mem_limit is not None and not job.checked:
         # a limit no plan can meet is refused now, before any kernel is profiled
-        mem_limit = _check_limit(graph, mem_limit, planner, spec, planner_options, key)   # (resolved on `graph`)
+        mem_limit = _check_limit(graph, mem_limit, planner, spec, planner_options, job.key)   # (resolved on `graph`)
+    cost_kw = {"profile": profile, "cost_cache": cost_cache, "example_inputs": example_inputs}
+    plan_kw = {"device": spec, "planner": planner, "seed": seed, "generations": generations, "workers": workers,
+               "progress": progress, **planner_options}
+    k_rows = None
     t1 = time.perf_counter()
-    if op_time is None:
-        op_time, cost_source = per_op_times(lowered, graph, target, spec, profile, cost_cache, params,
-                                            example_inputs, func_name)
+    if split_k == "auto" and splits and not regions and op_time is None:
+        lowered, graph, splits, op_time, cost_source, plan, k_rows = _plan_k(job, (lowered, graph), splits,
+                                                                             mem_limit, cost_kw, plan_kw, budget_s)
+        times["cost_plan_s"] = time.perf_counter() - t1
     else:
-        cost_source = "given"
-    times["cost_s"] = time.perf_counter() - t1
-    t2 = time.perf_counter()
-    if mem_limit is None:
-        planner = "noswap"
-        mem_limit = noswap_need(graph, 256)
-    plan = plan_graph(graph, mem_limit, device=spec, op_time=op_time, planner=planner, budget_s=budget_s, seed=seed,
-                      generations=generations, workers=workers, progress=progress, **planner_options)
-    times["plan_s"] = time.perf_counter() - t2
+        op_time, cost_source = _cost(job, lowered, graph, op_time, cost_kw)
+        times["cost_s"] = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        if mem_limit is None:
+            plan_kw["planner"] = "noswap"
+            mem_limit = noswap_need(graph, 256)
+        plan = plan_graph(graph, mem_limit, op_time=op_time, budget_s=budget_s, **plan_kw)
+        times["plan_s"] = time.perf_counter() - t2
     if _plan_hook is not None:   # private: tests corrupt a verified plan on purpose to prove the runtime's checks
         plan = _plan_hook(plan)
     t3 = time.perf_counter()
@@ -296,6 +419,7 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
     info = {"target": kind, "planner": plan.planner, "cost": cost_source, "num_ops": graph.num_ops,
             "device": spec.name, **{k: round(v, 4) for k, v in times.items()},
             **({"dense_splits": dict(splits)} if splits else {}),
+            **({"split_k": {"mode": split_k, "candidates": k_rows}} if k_rows else {}),
             **({"split_regions": [[r.start, r.end, r.axis, r.k] for r in regions]} if regions else {}),
             **({"unsplit_no_swap_bytes": int(unsplit_need)} if splits or regions else {})}
     return CompiledModel(executable, plan, graph, lowered, op_time, spec, target, info)
@@ -305,7 +429,8 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
           budget_s: float = 10.0, seed: int = 0, generations: int | None = None, fuse_max_depth=None,
           profile: bool = True, bandwidth=None, debug_poison: bool = False, func_name: str = "main",
           workers: int | None = 1, progress: bool = False, example_inputs=None, cost_cache=None, op_time=None,
-          _plan_hook=None, split_dense: bool = False, split_ops: bool = False, **planner_options):
+          _plan_hook=None, split_dense: bool = False, split_ops: bool = False, split_k: str | None = None,
+          **planner_options):
     """Compile `mod` to run inside `mem_limit` and return a SwapModule holding `params`.
 
     mem_limit: bytes, '8GB', '512MiB', a percentage of the no-swap peak ('60%'), or None (no limit).
@@ -316,7 +441,9 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
     tvm_swap.planner.api.plan_graph. fuse_max_depth caps kernel fusion (deep fusion stretches lifetimes).
     split_dense=True (inference): a limit below the floor set by a dense layer's weight is met by running that
     layer as K slices of its output features, the weight cut into K params at compile time (the user still
-    gives and gets it whole), K as small as fits (tvm_swap.limits.split_to_fit); results bitwise equal. A
+    gives and gets it whole), K as small as fits (tvm_swap.limits.split_to_fit); results bitwise equal.
+    split_k: "auto" (default) plans 1x, 2x and 4x the fewest slices that fit, each on a share of the budget, and
+    keeps the fastest plan (build_info["split_k"] lists each K's predicted time); "fewest" keeps the fewest. A
     training step: its trainable dense weights (and their optimizer state) as K chunks of their rows through
     forward, dX, dW and update (relay_passes.split_dense_train), bitwise equal to the unsplit step.
     split_ops=True (inference): also regions of ops in K slices of the batch, channels or rows (a conv by output
@@ -359,7 +486,7 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
                        bandwidth=bandwidth, func_name=func_name, workers=workers, progress=progress,
                        cost_cache=cost_cache, op_time=op_time, params=params_dict, example_inputs=example_inputs,
                        debug_poison=debug_poison, _plan_hook=_plan_hook, split_dense=split_dense, split_ops=split_ops,
-                       **planner_options)
+                       split_k=split_k, **planner_options)
     link = cm.device if bandwidth is not None else None
     m = SwapModule(cm.executable, params, plan=cm.plan, bandwidth=link, debug_poison=debug_poison,
                    build_info=cm.info)

@@ -177,7 +177,7 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
                        device=None, planner="swapadvisor", budget_s=10.0, seed=0, generations=None,
                        fuse_max_depth=None, progress=False, pool=None, init=None, train=None,
                        refresh_timings=False, recompute=None, micro_batches=None, split_dense=False,
-                       host_ops=None, split_ops=False) -> dict:
+                       host_ops=None, split_ops=False, split_k=None) -> dict:
     """Build MODEL under the limit and write OUTPUT (params inside, and how it was made, so `run
     --compare-unlimited` can build the unlimited reference on demand) and OUTPUT.inputs.npz (example inputs).
     init: "random"/"zeros" for params without a value; train: a train_args.TrainOptions (one training step).
@@ -185,8 +185,13 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
     Kernel timings come from the disk cache when this model was compiled before (tvm_swap.cost.timing_cache);
     refresh_timings measures them again. micro_batches: inference in that many slices of the batch
     (relay_passes.micro_batch); the recipe stays the unsplit model, so the unlimited reference is its build.
-    host_ops: "optimizer" / "auto": the optimizer's updates run on the host (plan_graph's host_ops)."""
+    host_ops: "optimizer" / "auto": the optimizer's updates run on the host (plan_graph's host_ops).
+    split_k: "fewest" / "auto" (tvm_swap.limits.split_k; None: its default)."""
     import time
+
+    from ..limits.split_k import check_split_k
+
+    split_k = check_split_k(split_k)       # a bad value: said before anything is loaded
 
     from ..examples.floors import refuse_below_floor
     from ..limits.mem_limit import MemLimit
@@ -216,7 +221,7 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
         info = cross_compile(mod, prm, output, target=target, mem_limit=mem_limit, device=device, planner=planner,
                              budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
                              progress=progress, pool=pool, notes=notes, recompute=recompute,
-                             split_dense=split_dense, host_ops=host_ops, split_ops=split_ops)
+                             split_dense=split_dense, host_ops=host_ops, split_ops=split_ops, split_k=split_k)
         if example_inputs:
             save_inputs(output, dict(example_inputs))
         return {"output": output, "build_s": round(time.perf_counter() - t0, 3),
@@ -227,6 +232,7 @@ def compile_to_library(model: str, output: str, *, target="llvm", mem_limit="50%
     m = tvm_swap.build(mod, target=target, mem_limit=mem_limit, params=prm, device=device, planner=planner,
                        budget_s=budget_s, seed=seed, generations=generations, fuse_max_depth=fuse_max_depth,
                        progress=progress, pool=pool, cost_cache=timings, split_dense=split_dense, split_ops=split_ops,
+                       split_k=split_k,
                        **({} if recompute is None else {"recompute": recompute}),
                        **({} if host_ops is None else {"host_ops": host_ops}))
     m.build_info.update(notes)
@@ -254,7 +260,7 @@ def _split_facts(info: dict, limit: int) -> dict:
     if not need:
         return {}
     return {"unsplit_no_swap_bytes": need, "limit_vs_unsplit_no_swap": round(limit / need, 4),
-            **{k: info[k] for k in ("dense_splits", "split_regions") if k in info}}
+            **{k: info[k] for k in ("dense_splits", "split_k", "split_regions") if k in info}}
 
 
 def _micro_batched(mod, k: int, mem_limit, train, target, fuse_max_depth):
@@ -293,7 +299,8 @@ def cmd_compile(args) -> int:
                               micro_batches=getattr(args, "micro_batches", None),
                               split_dense=getattr(args, "split_dense", False),
                               host_ops=getattr(args, "host_ops", None),
-                              split_ops=getattr(args, "split_ops", False))
+                              split_ops=getattr(args, "split_ops", False),
+                              split_k=getattr(args, "split_k", None))
     from ..cost.devices import get_device
 
     if "device" in info:

@@ -37,7 +37,7 @@ def params_archive_for(mod, params: dict, info: dict | None = None) -> bytes:
 def cross_compile(mod, params: dict, output: str, *, target, mem_limit, device=None, planner="swapadvisor",
                   budget_s=10.0, seed=0, generations=None, fuse_max_depth=None, progress=False, pool=None,
                   notes: dict | None = None, recompute=None, split_dense: bool = False, host_ops=None,
-                  split_ops: bool = False) -> dict:
+                  split_ops: bool = False, split_k=None) -> dict:
     """Plan (roofline costs of `device`), build and export; returns the facts `tvm-swap compile` prints.
     recompute: "on" / "off", or None for the planner's default."""
     from runtime_ext.library_check import write_check
@@ -49,7 +49,7 @@ def cross_compile(mod, params: dict, output: str, *, target, mem_limit, device=N
     spec = device or DEFAULT_CUDA_DEVICE
     cm = compile_model(mod, target=target, mem_limit=mem_limit, device=spec, planner=planner, budget_s=budget_s,
                        seed=seed, generations=generations, fuse_max_depth=fuse_max_depth, profile=False,
-                       progress=progress, pool=pool, split_dense=split_dense, split_ops=split_ops,
+                       progress=progress, pool=pool, split_dense=split_dense, split_ops=split_ops, split_k=split_k,
                        **({} if recompute is None else {"recompute": recompute}),
                        **({} if host_ops is None else {"host_ops": host_ops}))
     cm.executable.export_library(output)

@@ -141,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "features (the weight cut at compile time, K as small as fits the limit; a training step's "
                         "trainable weights in K row chunks through forward, gradients and update); results bitwise "
                         "equal, the params file still holds the whole weights")
+    p.add_argument("--split-k", default=None, metavar="fewest|auto",
+                   help="with --split-dense: K as the fewest chunks that fit (fewest), or the fastest plan of 1x, 2x "
+                        "and 4x that many, each planned on a share of the budget (auto, the default); the output "
+                        "says which K was chosen and each one's predicted time")
     p.add_argument("--host-ops", choices=("optimizer", "auto"), default=None,
                    help="run the optimizer's update kernels on the host (all, or where the search places them): "
                         "the library runs them as llvm kernels on host memory, their inputs copied out and the "

@@ -14,6 +14,7 @@ _PY_TO_CLI = [
     (re.compile(r"\bmicro_batches=(\w+)"), r"--micro-batches \1"),
     (re.compile(r"\bsplit_dense=True"), "--split-dense"),
     (re.compile(r"\bsplit_ops=True"), "--split-ops"),
+    (re.compile(r"\bsplit_k must\b"), "--split-k must"),
     (re.compile(r"\bbudget_s=(\w+)"), r"--budget-s \1"),
     (re.compile(r"\braise mem_limit\b"), "raise --mem-limit"),
     (re.compile(r"\bmem_limit=(\S+)"), r"--mem-limit \1"),

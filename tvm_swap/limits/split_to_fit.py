@@ -196,3 +196,26 @@ def split_regions_floor(mod, lower_graph, func_name: str = "main", alignment: in
         if misses >= 2:
             break
     return best[1], best[2], best[3]
+
+
+# ---- the same weights in another number of chunks (tvm_swap.limits.split_k) ------------------------------
+
+def split_maxima(base, func_name: str = "main") -> dict:
+    """{weight: the most chunks it can take}: a trainable weight's rows, an inference weight's output features."""
+    from relay_passes.split_dense import splittable
+    from relay_passes.split_dense_train import trainable_splittable
+
+    func = base[func_name]
+    if is_training(func):
+        return {w: rows for w, (rows, _) in trainable_splittable(func).items()}
+    return {w: out for w, (_, out) in splittable(func).items()}
+
+
+def resplit(base, splits: dict, func_name: str = "main"):
+    """The unsplit module `base` with its dense weights in `splits` chunks (the pass split_to_fit uses)."""
+    from relay_passes.split_dense import SplitDenseByOutputFeatures
+    from relay_passes.split_dense_train import SplitTrainableDense
+
+    if is_training(base[func_name]):
+        return SplitTrainableDense(splits, func_name)(base)
+    return SplitDenseByOutputFeatures(splits, func_name)(base)

@@ -12,6 +12,7 @@ each round; `split_train_to_fit` stops at the first budget whose lowered graph f
 this smallest K against 2x and 4x as many chunks (benchmarks/split_k.md): fastest on small, launch-bound steps
 (each slice is a kernel launch), but a large weight (a BERT head's 94 MB) plans faster in 2-4x as many chunks
 at limits well above the floor, where the smallest K leaves no room to keep chunks resident or overlap copies.
+split_k="auto" (tvm_swap.limits.split_k) plans 1x, 2x and 4x this K and keeps the fastest plan.
 """
 from __future__ import annotations
 
