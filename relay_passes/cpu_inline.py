@@ -28,22 +28,34 @@ from __future__ import annotations
 
 import tvm
 from tvm import s_tir, tirx
+from tvm.s_tir.schedule import _ffi_api as _sch
 
 SPATIAL, REDUCE = 0, 2           # tirx.IterVar iter types (kDataPar, kCommReduce)
+
+# Most attempts below are refused by the primitive's own checks (a block that cannot be inlined is tried again
+# after every change): the schedule's primitives are called through TVM's C++ functions, not the Python methods'
+# per-call type checker, on an untraced schedule that does not render the refused attempts' error messages
+# (the same primitives, so the same kernels; a third of the lowering's time before).
+_compute_inline = _sch.ScheduleComputeInline
+_reverse_compute_inline = _sch.ScheduleReverseComputeInline
+
+
+def _schedule(func):
+    return s_tir.Schedule._create_non_traced(func, error_render_level="none")
 
 
 def _root_blocks(sch):
     try:
-        return list(sch.get_child_blocks(sch.get_sblock("root")))
+        return list(_sch.ScheduleGetChildBlocks(sch, _sch.ScheduleGetSBlock(sch, "root", None)))
     except Exception:  # no root block (hand-written or already lowered TIR)
         return []
 
 
 def _inline_once(sch) -> bool:
     for block in _root_blocks(sch):
-        for prim in (sch.compute_inline, sch.reverse_compute_inline):
+        for prim in (_compute_inline, _reverse_compute_inline):
             try:
-                prim(block)
+                prim(sch, block)
             except Exception:  # the primitive's own checks refuse it: try the next one
                 continue
             return True
@@ -52,21 +64,22 @@ def _inline_once(sch) -> bool:
 
 def _attach_epilogue_once(sch) -> bool:
     """Move one spatial consumer of a root reduction under that reduction's spatial loops; True if moved."""
+    get = _sch.ScheduleGet
     for block in _root_blocks(sch):
-        iters = [int(iv.iter_type) for iv in sch.get(block).iter_vars]
+        iters = [int(iv.iter_type) for iv in get(sch, block).iter_vars]
         if REDUCE not in iters:
             continue
         n_spatial = next((i for i, t in enumerate(iters) if t != SPATIAL), len(iters))
-        loops = sch.get_loops(block)
+        loops = list(_sch.ScheduleGetLoops(sch, block))
         if n_spatial == 0 or len(loops) < n_spatial:
             continue
-        for consumer in sch.get_consumers(block):
-            if any(int(iv.iter_type) != SPATIAL for iv in sch.get(consumer).iter_vars):
+        for consumer in _sch.ScheduleGetConsumers(sch, block):
+            if any(int(iv.iter_type) != SPATIAL for iv in get(sch, consumer).iter_vars):
                 continue
-            if sch.get(consumer) not in [sch.get(b) for b in _root_blocks(sch)]:
+            if get(sch, consumer) not in [get(sch, b) for b in _root_blocks(sch)]:
                 continue                                    # already attached
             try:
-                sch.reverse_compute_at(consumer, loops[n_spatial - 1], preserve_unit_loops=True)
+                _sch.ScheduleReverseComputeAt(sch, consumer, loops[n_spatial - 1], True, -1)
             except Exception:  # the consumer needs more than one output element of the reduction
                 continue
             return True
@@ -78,7 +91,7 @@ def inline_stages(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if func.attrs is not None and func.attrs.get("tirx.is_scheduled", 0) == 1:
         return func
     try:
-        sch = s_tir.Schedule(func)
+        sch = _schedule(func)
     except Exception:  # not schedulable TIR (e.g. opaque blocks): keep it as it is
         return func
     changed = False

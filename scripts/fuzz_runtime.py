@@ -9,8 +9,9 @@ with NaN, copies landing late: a missing wait then shows as wrong numbers). Trai
 second step on the updated params, and the params are compared too. The device peak must stay within the
 limit. Then a limit below the min must be refused with a short error naming the min (run_case; not for a case with
 host ops, whose device part has a floor of its own). A third of the inference cases also build below that min
-with split_ops=True (regions of ops in slices, issue 26): planned, it must be bitwise and within its limit;
-refused, with a short error.
+with split_ops=True (regions of ops in slices, issue 26), and a third of the training cases without host ops
+with split_dense=True (trainable dense weights in row chunks through the step, 2 chained steps, the chunks
+joined into the user's weights): planned, it must be bitwise and within its limit; refused, with a short error.
 Failures by kind: refused-at-min, below-min, mismatch, peak, workaround, crash. Known limitations are counted
 apart (never as a pass): tvm-codegen, TVM 0.27's LLVM codegen failing on a kernel (tvm_swap KernelCodegenError),
 whose advice (fuse_max_depth=1) is then taken and must build and match ('workaround' when it does not).
@@ -68,9 +69,14 @@ def _unlimited(mod, fuse_max_depth=None):
     import tvm
     from tvm import relax
 
-    from relay_passes.lower import lower_unlimited_build
+    from relay_passes.lower import build_lowered, lower_unlimited_build
 
-    vm = relax.VirtualMachine(lower_unlimited_build(mod, "llvm", fuse_max_depth=fuse_max_depth), tvm.cpu())
+    low = _LOWERED.get((id(mod), fuse_max_depth))
+    if low is not None and low[0] is mod:     # lowered_graph lowered this very module: build that lowering
+        ex = build_lowered(low[1], "llvm")     # (lower_unlimited_build is build_lowered(lower(mod)))
+    else:
+        ex = lower_unlimited_build(mod, "llvm", fuse_max_depth=fuse_max_depth)
+    vm = relax.VirtualMachine(ex, tvm.cpu())
 
     def call(args):
         res = vm["main"](*[tvm.runtime.tensor(np.ascontiguousarray(a)) for a in args])
@@ -98,6 +104,11 @@ FAILURE_KINDS = ("refused-at-min", "below-min", "split", "mismatch", "peak", "wo
 KNOWN_KINDS = {"tvm-codegen": "TVM 0.27's LLVM codegen fails on a kernel (KernelCodegenError)"}
 
 
+# the last llvm lowering lowered_graph made: {(id(module), fuse_max_depth): (module, lowered)}, which
+# _unlimited then builds instead of lowering the same module again (a case's model: one entry at a time)
+_LOWERED: dict = {}
+
+
 def lowered_graph(mod, target: str = "llvm", fuse_max_depth=None):
     """The DataflowGraph tvm_swap.build plans for `mod` (its own lowering and extraction)."""
     from relay_passes.cuda_build import resolve_target
@@ -106,8 +117,11 @@ def lowered_graph(mod, target: str = "llvm", fuse_max_depth=None):
     from tvm_swap.graph.extract import graph_from_relax
 
     tgt = resolve_target(target)
-    return graph_from_relax(lower(mod, tgt, fuse_max_depth=fuse_max_depth, func_name="main"), "main",
-                            target=str(tgt))
+    low = lower(mod, tgt, fuse_max_depth=fuse_max_depth, func_name="main")
+    if tgt.kind.name == "llvm":
+        _LOWERED.clear()
+        _LOWERED[(id(mod), fuse_max_depth)] = (mod, low)
+    return graph_from_relax(low, "main", target=str(tgt))
 
 
 def first_compile(seed: int) -> bool:
@@ -156,6 +170,33 @@ def draws_split(seed: int) -> float | None:
     """For a third of the cases (own stream of draws): the share of the min to build at with split_ops=True."""
     rng = np.random.default_rng([seed, 15])
     return float(rng.uniform(0.5, 0.98)) if rng.random() < 1 / 3 else None
+
+
+def draws_split_dense(seed: int) -> float | None:
+    """For a third of the training cases (own stream of draws): the share of the min to build at with
+    split_dense=True (the step's trainable dense weights in row chunks: relay_passes.split_dense_train)."""
+    rng = np.random.default_rng([seed, 16])
+    return float(rng.uniform(0.3, 0.98)) if rng.random() < 1 / 3 else None
+
+
+def _check_split_dense(ex, kw, limit, ref, inputs, params) -> dict:
+    """Build the training step at `limit` (below the unsplit min) with split_dense=True: {'limit', 'outcome',
+    'weights', 'failure'}: planned (2 chained steps bitwise, the chunks joined into the user's weights, within
+    the limit) or refused with a short error."""
+    import tvm_swap
+    from tvm_swap.errors import InfeasibleLimitError, TvmSwapError
+
+    res = {"limit": limit, "outcome": "refused", "weights": 0, "failure": ""}
+    try:
+        m = tvm_swap.build(ex.mod, mem_limit=limit, params=ex.params, split_dense=True, **kw)
+    except (InfeasibleLimitError, TvmSwapError) as e:
+        if short_error(e):
+            res["failure"] = f"split_dense at {limit}: the refusal is not a short error: {short_error(e)}"
+        return res
+    res.update(outcome="planned", weights=len(m.build_info.get("dense_splits", {})))
+    res["failure"] = _compare(m, ref, inputs, params, True)
+    m.close()
+    return res
 
 
 def _check_split(ex, kw, limit, ref, inputs, params) -> dict:
@@ -242,11 +283,12 @@ def run_case(seed: int) -> dict:
         if host is not None:     # the below-min check is about the all-device floor, which host ops change
             out["ok"] = True
             return out
-        share = draws_split(seed) if not train else None
+        share = draws_split_dense(seed) if train else draws_split(seed)
         if share is not None:
-            out["split"] = _check_split(ex, kw, max(1, int(lo * share)), ref, inputs, params)
-            if out["split"]["failure"]:
-                return fail("split", out["split"]["failure"])
+            name, check = ("split_dense", _check_split_dense) if train else ("split", _check_split)
+            out[name] = check(ex, kw, max(1, int(lo * share)), ref, inputs, params)
+            if out[name]["failure"]:
+                return fail("split", out[name]["failure"])
         # half the time as a first compile (no graph cache): refused before lowering where tvm_swap.limits.early_floor's
         # bounds prove it (a lower bound then, which must not exceed the min), else after lowering
         first = first_compile(seed)
@@ -289,8 +331,13 @@ def _check_workaround(e, ex, kw, out, train) -> str:
 
 def _compare(m, ref, inputs, params, train) -> str:
     """Why the module `m` is not bitwise the unlimited build `ref` (or broke its limit); '' when it is."""
+    from tvm_swap.cli.run_steps import _joined, result_groups
+
+    groups = result_groups(m.manifest)
+    chunked = any(len(ix) > 1 for _, ix in groups)     # weights in row chunks: joined into the user's layout
     for step in range(2 if train else 1):
         got = _flat(m(*inputs))
+        got = _joined(m.manifest, got, groups) if chunked else got
         want = ref([*inputs, *params])
         if not _same(got, want):
             return f"step {step}: outputs differ from the unlimited build"
@@ -336,6 +383,11 @@ def _check_below(ex, kw, lo, below, pool, ref, inputs, params, train) -> dict:
     return res
 
 
+def _outcomes(results: list[dict], check: str, outcome: str) -> int:
+    """How many cases' `check` ('split', 'split_dense') ended in `outcome`."""
+    return sum((r.get(check) or {}).get("outcome") == outcome for r in results)
+
+
 def summarize(results: list[dict], wall_s: float) -> tuple[str, dict]:
     """(the table: cases, passes, failures and known limitations by kind; the same as a dict)."""
     n = len(results)
@@ -353,12 +405,16 @@ def summarize(results: list[dict], wall_s: float) -> tuple[str, dict]:
     rows += [("plans with ops run in place", sum(bool(r.get("inplace")) for r in results)),
              ("plans with ops run on the host", sum(bool(r.get("host_ops")) for r in results)),
              ("ops run on the host, all plans", sum(r.get("host_ops") or 0 for r in results)),
-             ("split_ops below the min: planned", sum((r.get("split") or {}).get("outcome") == "planned"
-                                                       for r in results)),
-             ("split_ops below the min: refused", sum((r.get("split") or {}).get("outcome") == "refused"
-                                                      for r in results)),
+             ("split_ops below the min: planned", _outcomes(results, "split", "planned")),
+             ("split_ops below the min: refused", _outcomes(results, "split", "refused")),
              ("split_ops plans with regions of ops in slices", sum(bool((r.get("split") or {}).get("regions"))
                                                                    for r in results)),
+             ("split_ops plans with dense layers in slices", sum(bool((r.get("split") or {}).get("dense"))
+                                                                 for r in results)),
+             ("split_dense training below the min: planned", _outcomes(results, "split_dense", "planned")),
+             ("split_dense training below the min: refused", _outcomes(results, "split_dense", "refused")),
+             ("split_dense training: weights split, all plans", sum((r.get("split_dense") or {}).get("weights", 0)
+                                                                    for r in results)),
              ("limit at exactly the min", sum(r.get("limit") == r.get("min") for r in results)),
              ("wall s", round(wall_s, 1))]
     width = max(len(k) for k, _ in rows)
@@ -375,9 +431,16 @@ def case_line(r: dict) -> str:
     return (f"{status} seed {r['seed']:<5} {r.get('planner', '-'):<21} min {r.get('min', '-')!s:<9} "
             f"limit {r.get('limit', '-')!s:<9} below {b.get('limit', '-')!s:<8} {b.get('outcome', '-'):<8} "
             f"swap-ins {r.get('swaps', '-')!s:<4} in place {r.get('inplace', '-')!s:<3} "
-            f"host {r.get('host_ops', '-')!s:<3} poison {r.get('poison', '-')!s:<5} {r.get('model', '')}"
+            f"host {r.get('host_ops', '-')!s:<3} poison {r.get('poison', '-')!s:<5}{_split_note(r)} "
+            f"{r.get('model', '')}"
             + ("" if r["ok"] else f"\n     {r['kind']}: {r['why'][:600]}\n     python scripts/fuzz_runtime.py "
                f"--case {r['seed']}"))
+
+
+def _split_note(r: dict) -> str:
+    """' split_ops planned' / ' split_dense refused' ...: the below-min split build's outcome, if one ran."""
+    name = "split_dense" if r.get("split_dense") else "split_ops" if r.get("split") else None
+    return f" {name} {r[name if name == 'split_dense' else 'split']['outcome']}" if name else ""
 
 
 def run_cases(seeds, workers: int = 1):

@@ -209,3 +209,28 @@ def test_in_place_kernel_is_refused():
 
     with pytest.raises(UnsupportedModelError, match="in place"):
         from_relax(lower(InPlace, fuse=False))
+
+
+def _kernel_with_buffer(name: str, n: int = 512):
+    """A kernel that allocates one global buffer `name` of n floats (x + 1 then * 2 through it)."""
+    from tvm import te
+
+    x = te.placeholder((n,), "float32", name="x")
+    tmp = te.compute((n,), lambda i: x[i] + 1.0, name=name)
+    y = te.compute((n,), lambda i: tmp[i] * 2.0, name="y")
+    return te.create_prim_func([x, y])
+
+
+def test_allocated_buffers_of_equal_kernels_with_other_buffer_names_are_their_own():
+    """allocated_global_buffers remembers its answer per kernel (structural hash and equality, which ignore
+    buffer names): a kernel equal but for its buffer's name gets its own names, not the remembered ones."""
+    from tvm_swap.graph.extract import _alloc_names, allocated_global_buffers
+
+    a, b = _kernel_with_buffer("first"), _kernel_with_buffer("second")
+    import tvm_ffi
+
+    assert tvm_ffi.structural_equal(a, b) and _alloc_names(a) != _alloc_names(b)
+    assert allocated_global_buffers(a) == [("first", 2048)]
+    assert allocated_global_buffers(b) == [("second", 2048)]
+    assert allocated_global_buffers(_kernel_with_buffer("first")) == [("first", 2048)]
+    assert allocated_global_buffers(_kernel_with_buffer("first", 256)) == [("first", 1024)]

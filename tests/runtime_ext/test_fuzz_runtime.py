@@ -1,6 +1,7 @@
 """scripts/fuzz_runtime.py: random small models built under random limits run bitwise equal to the unlimited
 build, and the fuzz notices when they do not."""
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -43,6 +44,38 @@ def test_an_inference_case_below_the_min_runs_a_region_of_ops_in_slices_and_matc
     assert r["ok"] and r["kind"] is None, r
     s = r["split"]
     assert s["outcome"] == "planned" and s["regions"] >= 1 and s["limit"] < r["min"], s
+
+
+def test_a_training_case_below_the_min_splits_a_dense_weight_and_matches():
+    """Seed 84: an MLP training step built below the unsplit planner's min with split_dense=True
+    (scripts/fuzz_runtime.py draws_split_dense): a trainable weight in row chunks, two chained steps bitwise
+    equal to the unlimited build (the chunks joined into the user's weights), within its limit."""
+    assert fuzz_runtime.draws_split_dense(84) is not None and not fuzz_runtime.draws_host_ops(84)
+    r = fuzz_runtime.run_case(84)
+    assert r["ok"] and r["kind"] is None, r
+    s = r["split_dense"]
+    assert s["outcome"] == "planned" and s["weights"] >= 1 and s["limit"] < r["min"], s
+    table, _ = fuzz_runtime.summarize([r], 1.0)
+    assert re.search(r"\| split_dense training below the min: planned +\| +1 \|", table), table
+
+
+def test_a_split_dense_case_whose_chunks_differ_is_a_failure(monkeypatch):
+    """The joined chunks of a split training step compared with the unlimited build: one changed bit in the
+    reference's updated weights fails the case as 'split' (the unsplit build, compared first, matches)."""
+    real = fuzz_runtime._compare
+
+    def compare(m, ref, inputs, params, train):
+        if m.build_info.get("dense_splits"):
+            def flipped(args):
+                out = [a.copy() for a in ref(args)]
+                out[-1].reshape(-1).view(np.uint32)[0] ^= 1
+                return out
+            return real(m, flipped, inputs, params, train)
+        return real(m, ref, inputs, params, train)
+
+    monkeypatch.setattr(fuzz_runtime, "_compare", compare)
+    r = fuzz_runtime.run_case(84)
+    assert not r["ok"] and r["kind"] == "split" and "differ" in r["why"], r
 
 
 def test_a_limit_above_the_no_swap_need_but_below_the_size_class_floor_plans():

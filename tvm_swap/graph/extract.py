@@ -425,9 +425,46 @@ def kernel_workspace(prim_func):
     return int(sum(b for _, b in allocated_global_buffers(prim_func)))
 
 
+# allocated_global_buffers' answers by the kernel's structural hash: [(kernel, answer)], kept for the process
+# (lowering a module again, for a build at another limit or the reference build, meets the same kernels)
+_ALLOCATED: dict[tuple, list] = {}
+_ALLOCATED_MAX = 4096
+
+
 def allocated_global_buffers(prim_func) -> list[tuple[str, int]]:
     """(name, bytes) of each global-scope buffer the kernel allocates, after TVM's allocation placement and
     compaction (a buffer compaction shrinks is listed at its compacted size)."""
+    import tvm_ffi
+
+    # (structural equality ignores buffer names, which the answer gives: they are part of the key)
+    h = (tvm_ffi.structural_hash(prim_func, map_free_vars=False), _alloc_names(prim_func))
+    entries = _ALLOCATED.setdefault(h, [])
+    for func, answer in entries:            # (equal kernels only: a hash collision is not a hit)
+        if func.same_as(prim_func) or tvm_ffi.structural_equal(func, prim_func, map_free_vars=False):
+            return list(answer)
+    answer = _allocated_global_buffers(prim_func)
+    if len(_ALLOCATED) > _ALLOCATED_MAX:
+        _ALLOCATED.clear()
+        entries = _ALLOCATED.setdefault(h, [])
+    entries.append((prim_func, tuple(answer)))
+    return answer
+
+
+def _alloc_names(prim_func) -> tuple:
+    """The names of the buffers the kernel's statements allocate, in the order _allocated_global_buffers walks."""
+    import tvm
+
+    names, stack = [], [prim_func.body]
+    while stack:
+        s = stack.pop()
+        names += [str(b.name) for b in getattr(s, "alloc_buffers", None) or ()]
+        if isinstance(s, getattr(tvm.tirx, "AllocBuffer", ())):
+            names.append(str(s.buffer.name))
+        stack.extend(_children(s))
+    return tuple(names)
+
+
+def _allocated_global_buffers(prim_func) -> list[tuple[str, int]]:
     import tvm
 
     out = []
