@@ -20,6 +20,10 @@ peak), then runs every planner registered in tvm_swap.planner.PLANNERS and check
 
     python scripts/fuzz.py --n 10000                   # counts per planner, a reproducer line per failure
     python scripts/fuzz.py --case 1234 --planner odswap  # one case, verbosely
+
+A share of the graphs (--splits, 0.3) has some ops run as K slices, as the lowering splits the ops that set the
+floor (zoo/batch_split.py), and half the graphs mark ops runnable in place: planners meet split chains,
+accumulated reductions and in-place kernels on slices. Importing this module draws no splits (SPLIT_PROB).
 Exit code: 0 when nothing failed, 1 otherwise. `--json FILE` writes the counts, failures and git commit.
 
 The summary also gives CPU seconds per planner (its plans, re-plans and checks) and per case: CPU time, so
@@ -65,6 +69,7 @@ from tvm_swap.planner.api import FEASIBLE_AT_THE_FLOOR, feasible_floor, resolve_
 from tvm_swap.planner.bounds import noswap_peak  # noqa: E402
 from tvm_swap.testing import random_dag, random_op_times, random_training_graph  # noqa: E402
 from tvm_swap.verify import verify_plan  # noqa: E402
+from tvm_swap.zoo.batch_split import split_batch  # noqa: E402
 
 # The simulator adds compute times one by one, the bound sums them with numpy's pairwise sum: the two
 # roundings may differ by a few ulps, which is not a plan beating the bound.
@@ -102,8 +107,9 @@ class Case:
     memo: dict = field(default_factory=dict, repr=False)
 
     def describe(self) -> str:
-        g = self.graph
-        return (f"seed {self.seed}: {g.meta.get('generator')} {g.num_ops} ops {g.num_tensors} tensors, "
+        g, split = self.graph, self.graph.meta.get("batch_split")
+        cut = f" ({split['ops']} ops as {split['k']} slices)" if split else ""
+        return (f"seed {self.seed}: {g.meta.get('generator')} {g.num_ops} ops{cut} {g.num_tensors} tensors, "
                 f"{self.device}, alignment {self.alignment}, limit {self.limit} (min {self.min_feasible})")
 
 
@@ -142,6 +148,34 @@ def _with_inplace(g: DataflowGraph, rng) -> DataflowGraph:
     return out
 
 
+# The share of graphs with ops run as K slices. 0 for importers (tests, bench/small_graphs.py and
+# scripts/plan_hashes.py draw what their seeds always drew, comparable with older trees); the command line's
+# --splits (default 0.3) sets it, for the run and for `--case` alike.
+SPLIT_PROB = 0.0
+CLI_SPLIT_PROB = 0.3
+MAX_SPLIT_OPS = 200    # a split graph has at most this many ops (or its own count + K - 1): a case's cost stays
+
+
+def _with_splits(g: DataflowGraph, rng) -> DataflowGraph:
+    """Some graphs: run a random set of ops as K slices, as the lowering splits the ops that set the floor
+    (tvm_swap/zoo/batch_split.py, reused): each drawn op, and with it some producers of its inputs (so slices
+    feed slices: split chains), runs as K ops; an output is cut in K near-equal slices, one the graph returns
+    or updates (a reduction: a weight gradient, an update) accumulates through the slices; an op outside the set reads a split tensor as its K slices.
+    What the graph returns or updates is never cut, so results and updates keep their ids."""
+    if rng.random() >= SPLIT_PROB or not g.num_ops:
+        return g
+    k = int(rng.choice([2, 3, 4, 8]))
+    p = float(rng.choice([0.1, 0.3, 0.7]))
+    prod, kept = g.producer(), set(g.outputs) | set(g.updates)
+    ops = {o for o in range(g.num_ops) if rng.random() < p} or {int(rng.integers(g.num_ops))}
+    ops |= {int(prod[t]) for o in sorted(ops) for t in g.ops[o].inputs if prod[t] >= 0 and rng.random() < 0.5}
+    room = max(1, (MAX_SPLIT_OPS - g.num_ops) // (k - 1))   # the split graph stays as small as a drawn one
+    if len(ops) > room:
+        ops = {int(o) for o in rng.choice(sorted(ops), room, replace=False)}
+    batch = {t for t in range(g.num_tensors) if prod[t] >= 0 and t not in kept}
+    return split_batch(g, ops, batch, k, uneven=True)
+
+
 def draw_graph(seed: int) -> DataflowGraph:
     rng = np.random.default_rng([seed, 1])
     sizes = _sizes(rng)
@@ -158,7 +192,9 @@ def draw_graph(seed: int) -> DataflowGraph:
                                   with_updates=bool(rng.random() < 0.8), skip_prob=float(rng.uniform(0, 0.5)),
                                   momentum=bool(rng.random() < 0.4), stash_prob=float(rng.uniform(0, 0.5)),
                                   name=f"fuzz_train_{seed}")
-    return _with_inplace(_with_views(g, rng), np.random.default_rng([seed, 4]))
+    # splits and in-place pairs each from a stream of their own, so a graph neither draws is what it was
+    g = _with_splits(_with_views(g, rng), np.random.default_rng([seed, 5]))
+    return _with_inplace(g, np.random.default_rng([seed, 4]))
 
 
 def draw_case(seed: int) -> Case:
@@ -259,6 +295,8 @@ def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
         fail("-", "draw", f"{type(e).__name__}: {e}")
         return out
     out["ops"] = case.graph.num_ops
+    out["split"] = "batch_split" in case.graph.meta
+    out["inplace"] = bool(case.graph.meta.get("inplace"))
     for pl in planners:
         _stop_if_cut()
         c1 = time.process_time()
@@ -426,6 +464,7 @@ def summarize(results, planners) -> tuple[str, list[str]]:
     secs = Counter()
     checks = Counter()
     lines = []
+    splits = "" if SPLIT_PROB == CLI_SPLIT_PROB else f" --splits {SPLIT_PROB:g}"
     for r in results:
         for pl, o in r["outcomes"].items():
             (planned if o == "planned" else refused)[pl] += 1
@@ -435,7 +474,7 @@ def summarize(results, planners) -> tuple[str, list[str]]:
             failed[pl] += 1
             checks[check] += 1
             only = f" --planner {pl}" if pl != "-" else ""
-            lines.append(f"FAIL {check:<9} {pl:<21} python scripts/fuzz.py --case {r['seed']}{only}  # {msg}")
+            lines.append(f"FAIL {check:<9} {pl:<21} python scripts/fuzz.py --case {r['seed']}{only}{splits}  # {msg}")
     total = sum(secs.values()) or 1.0
     rows = [f"{'planner':<31}{'cases':>7}{'planned':>9}{'refused':>9}{'failures':>10}{'cpu s':>9}{'share':>7}"]
     for pl in planners:
@@ -446,6 +485,10 @@ def summarize(results, planners) -> tuple[str, list[str]]:
     if cpu:
         rows.append(f"cpu s per case: median {cpu[len(cpu) // 2]:.3f}, mean {sum(cpu) / len(cpu):.3f}, "
                     f"max {cpu[-1]:.2f}, total {sum(cpu):.1f}")
+    split = [r for r in results if r.get("split")]
+    rows.append(f"graphs with split ops: {len(split)} of {len(results)} "
+                f"({sum(bool(r.get('inplace')) for r in split)} of them with in-place ops too), "
+                f"{sum(len(r['failures']) for r in split)} failures in them")
     rows.append("failures by check: " + (", ".join(f"{k} {v}" for k, v in sorted(checks.items())) or "none"))
     return "\n".join(rows), lines
 
@@ -459,9 +502,13 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
     ap.add_argument("--determinism-every", type=int, default=2, metavar="K",
                     help="re-plan with the same seed in every K-th case (1: all; 0: never)")
+    ap.add_argument("--splits", type=float, default=CLI_SPLIT_PROB, metavar="P",
+                    help="share of graphs with some ops run as K slices (scripts/fuzz.py _with_splits; 0: none)")
     ap.add_argument("--json", metavar="FILE", help="write counts, failures, wall time and the git commit here")
     args = ap.parse_args(argv)
     planners = args.planner or list(ALL_PLANNERS)
+    global SPLIT_PROB
+    SPLIT_PROB = args.splits          # before any draw (forked workers inherit it)
     if args.case is not None:
         print(draw_case(args.case).describe())
         r = run_case(args.case, planners, True)
@@ -509,7 +556,7 @@ def _report(args, planners, commit, results, wall, cut) -> int:
             "commit": commit, "n": args.n, "cases_done": len(results), "cut_short": cut,
             "start": args.start, "workers": args.workers,
             "planners": planners, "wall_s": wall, "table": table, "failures": lines,
-            "determinism_every": args.determinism_every,
+            "determinism_every": args.determinism_every, "splits": args.splits,
             "planner_cpu_s": {pl: round(sum(r.get("planner_s", {}).get(pl, 0.0) for r in results), 3)
                               for pl in planners},
             "case_cpu_s": {str(r["seed"]): round(r.get("cpu_s", 0.0), 4) for r in results},

@@ -204,3 +204,41 @@ def test_the_host_aware_bound_counts_ops_run_in_place():
     r = fuzz.run_case(1853, planners=["swapadvisor-nosearch+host"], determinism=False)
     assert r["outcomes"]["swapadvisor-nosearch+host"] == "planned" and not r["failures"], r["failures"]
     assert fuzz.draw_case(1853).graph.inplace_pairs(), "the case no longer runs an op in place"
+
+
+def _sliced(g):
+    """Tensors that are slices of a split op's output (not the partial results a reduction accumulates)."""
+    return {t.id for t in g.tensors if "/" in t.name and "/partial" not in t.name}
+
+
+def test_the_fuzz_draws_split_chains_with_slices_run_in_place_and_every_planner_plans_them(monkeypatch):
+    """Issue 26: the fuzz's graphs have ops run as K slices (zoo/batch_split.py), slices feeding slices, and
+    in-place kernels on slices; every planner's plan of such a case passes the checks (the verifier's included).
+    Seeds 199 and 68 draw a split with both; a seed without a split draw keeps its graph and case."""
+    monkeypatch.setattr(fuzz, "SPLIT_PROB", fuzz.CLI_SPLIT_PROB)
+    for seed in (199, 68):
+        g = fuzz.draw_graph(seed)
+        assert g.meta["batch_split"]["ops"] >= 2, g.meta.get("batch_split")
+        sliced = _sliced(g)
+        assert any(set(op.inputs) & sliced and set(op.outputs) & sliced for op in g.ops)     # a split chain
+        assert any(x in sliced for _, _, x in g.meta["inplace"])                              # in place on a slice
+        r = fuzz.run_case(seed, determinism=seed == 199)
+        assert r["split"] and r["inplace"]
+        assert not r["failures"], r["failures"]
+    unsplit = next(s for s in range(20) if "batch_split" not in fuzz.draw_graph(s).meta)
+    drawn = fuzz.draw_case(unsplit)
+    monkeypatch.setattr(fuzz, "SPLIT_PROB", 0.0)
+    before = fuzz.draw_case(unsplit)
+    assert drawn.graph.to_dict() == before.graph.to_dict() and drawn.limit == before.limit
+
+
+def test_a_share_of_the_command_lines_cases_are_split_and_the_summary_counts_them(monkeypatch):
+    monkeypatch.setattr(fuzz, "SPLIT_PROB", fuzz.CLI_SPLIT_PROB)
+    split = [s for s in range(200) if "batch_split" in fuzz.draw_graph(s).meta]
+    assert 40 <= len(split) <= 80 and all(fuzz.draw_graph(s).num_ops <= fuzz.MAX_SPLIT_OPS for s in split)
+    monkeypatch.setattr(fuzz, "SPLIT_PROB", 0.0)            # what importers draw: the graphs seeds always drew
+    assert not any("batch_split" in fuzz.draw_graph(s).meta for s in split)
+    results = [{"seed": 1, "outcomes": {"noswap": "planned"}, "failures": [], "split": True, "inplace": True},
+               {"seed": 2, "outcomes": {"noswap": "planned"}, "failures": [("noswap", "peak", "x")], "split": False}]
+    table, _ = fuzz.summarize(results, ["noswap"])
+    assert "graphs with split ops: 1 of 2 (1 of them with in-place ops too), 0 failures in them" in table

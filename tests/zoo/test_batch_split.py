@@ -52,3 +52,26 @@ def test_split_plans_verified_below_the_unsplit_floor(graphs):
 def test_split_spec_errors_are_clear():
     with pytest.raises(ZooError, match="split=K"):
         load_zoo("zoo:llama-7b@batch=1,seq=128,split=2")
+
+
+def test_uneven_cuts_tensors_k_does_not_divide_into_near_equal_slices_that_sum_to_them():
+    """The fuzz's random sizes (scripts/fuzz.py): `uneven` cuts a tensor of 10 bytes in 3 slices of 3, 3 and 4;
+    without it (the zoo's rule) the op's output is not cut and accumulates through full-size partials."""
+    import numpy as np
+
+    from tvm_swap.testing import random_dag
+    from tvm_swap.zoo.batch_split import split_batch
+
+    g = random_dag(np.random.default_rng(3), n_ops=6, n_params=1, n_inputs=1, sizes=[10, 1000], name="u")
+    prod = g.producer()
+    batch = {t for t in range(g.num_tensors) if prod[t] >= 0 and t not in set(g.outputs) | set(g.updates)}
+    ops = {int(prod[t]) for t in batch}
+    assert ops
+    s = split_batch(g, ops, batch, 3, uneven=True)
+    by_name = {t.name: t.nbytes for t in s.tensors}
+    for t in batch:
+        parts = [by_name[f"{g.tensors[t].name}/{i}"] for i in range(3)]
+        assert sum(parts) == g.tensors[t].nbytes and max(parts) - min(parts) <= 1, (t, parts)
+    even = split_batch(g, ops, batch, 3)
+    assert not any(f"{g.tensors[t].name}/0" in {x.name for x in even.tensors} for t in batch if g.tensors[t].nbytes % 3)
+    assert math.isclose(s.total_flops(), g.total_flops(), rel_tol=1e-9) and s.outputs == g.outputs

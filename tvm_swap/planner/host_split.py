@@ -94,8 +94,19 @@ def check_host_ops(graph: DataflowGraph, host_ops) -> set[int]:
 
 
 def device_graph(graph: DataflowGraph, host_ops) -> tuple[DataflowGraph, list[int]]:
-    """(the device's graph, original op id of each of its ops); see the module docstring."""
+    """(the device's graph, original op id of each of its ops); see the module docstring. One graph object per
+    host set, kept with `graph`: what planners keep with a graph (its index, floors, the GA's genome times)
+    then serves every plan of that split (the placement search screens a set, then searches from it; the
+    planners and limits of one step share its optimizer split)."""
     host = check_host_ops(graph, host_ops)
+    key = ("device_graph", frozenset(host))
+    if key not in graph._cache:
+        graph._cache[key] = _device_graph(graph, host)
+    g, keep = graph._cache[key]
+    return g, list(keep)
+
+
+def _device_graph(graph: DataflowGraph, host: set) -> tuple[DataflowGraph, list[int]]:
     keep = [o for o in range(graph.num_ops) if o not in host]
     new_id = {o: i for i, o in enumerate(keep)}
     prod = graph.producer()

@@ -49,9 +49,12 @@ def floor_ops(graph: DataflowGraph, batch: set[int], share: float = 0.5) -> set[
 
 
 class _Splitter:
-    def __init__(self, graph: DataflowGraph, ops: set[int], batch: set[int], k: int):
+    def __init__(self, graph: DataflowGraph, ops: set[int], batch: set[int], k: int, uneven: bool = False):
         self.g, self.ops, self.k = graph, ops, k
-        self.split = {t for o in ops for t in graph.ops[o].outputs if t in batch and graph.tensors[t].nbytes % k == 0}
+        # a zoo tensor is cut only where K divides its bytes (a batch K divides); `uneven` cuts any of at least
+        # K bytes into K near-equal slices (the fuzz's random sizes, scripts/fuzz.py)
+        cuts = (lambda n: n >= k) if uneven else (lambda n: n % k == 0)
+        self.split = {t for o in ops for t in graph.ops[o].outputs if t in batch and cuts(graph.tensors[t].nbytes)}
         self.tensors = list(graph.tensors)
         self.slices: dict[int, list[int]] = {}     # split tensor -> its K slice tensors
         self.new_ops: list[OpInfo] = []
@@ -66,7 +69,8 @@ class _Splitter:
     def slice_of(self, t: int) -> list[int]:
         if t not in self.slices:
             base = self.g.tensors[t]
-            self.slices[t] = [self.tensor(base, f"{base.name}/{i}", base.nbytes // self.k) for i in range(self.k)]
+            n, k = base.nbytes, self.k          # K slices summing to the tensor (equal where K divides it)
+            self.slices[t] = [self.tensor(base, f"{base.name}/{i}", n * (i + 1) // k - n * i // k) for i in range(k)]
         return self.slices[t]
 
     def reads(self, t: int) -> list[int]:
@@ -126,8 +130,9 @@ class _Splitter:
         return out
 
 
-def split_batch(graph: DataflowGraph, ops: set[int], batch: set[int], k: int) -> DataflowGraph:
-    """`graph` with each op of `ops` run as `k` slices of the batch (see the module docstring)."""
+def split_batch(graph: DataflowGraph, ops: set[int], batch: set[int], k: int, uneven: bool = False) -> DataflowGraph:
+    """`graph` with each op of `ops` run as `k` slices of the batch (see the module docstring); `uneven`: cut
+    the tensors K does not divide too, into near-equal slices."""
     if k < 2 or not ops:
         return graph
-    return _Splitter(graph, set(ops), batch, int(k)).run()
+    return _Splitter(graph, set(ops), batch, int(k), uneven).run()
