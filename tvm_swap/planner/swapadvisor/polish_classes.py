@@ -4,7 +4,9 @@ best neighbour, one step at a time, its schedule fixed.
 Why: the size-class island's operators redraw counts and flip class boundaries at random (AllocationSpace.mutate),
 so on a large graph 3 generations leave the pool a step or two from a faster one. The arena polish (polish.py)
 moves only arena genes, so where the size-class island won (BRNN-4-8K@64 at 16 GB: its genome is the plan) nothing
-polished it. Measured from the minimal pool seed of BRNN-4-8K@64 (0.677 of ideal): 0.746 after 13 evaluations.
+polished it. Measured on BRNN-4-8K@64 at 16 GB (seed 0): from the minimal pool seed (0.677 of ideal) 0.746 after
+13 evaluations; from the 3-generation search's winner (0.7859) only 0.7863 (17 evaluations: it was a step from
+a local optimum of these moves).
 
 The neighbours of an Allocation: one object more or one fewer in a class (repaired to the budget: the other
 classes give up bytes, AllocationSpace.repair), then each class boundary split or merged (the counts kept per
