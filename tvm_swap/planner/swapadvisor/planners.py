@@ -58,6 +58,7 @@ from ..bounds import lower_bound
 from .islands import hybrid_islands, island_summary, partly_cooled_island, size_class_islands
 from .polish import (POLISH_MAX_OPS, POLISH_SHARE, POLISH_TIME_SHARE, PolishTimes, fewer_recomputes,
                      polish_memory)
+from .polish_classes import polish_classes
 from .swapplan import plan_swaps
 
 
@@ -180,7 +181,8 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
                 # under a wall-clock budget the best first (the polish may end after a few evaluations: the
                 # plan is then the best polished, not off's; what holds under a budget, islands.py says)
                 starts.reverse()
-    from_s, n, flips = res.best.time_s, 0, 0
+    from_s, n, flips, moves = res.best.time_s, 0, 0, 0
+    spaces = {id(isl.pop[0]): isl.space for isl in islands if isl.pop}   # a start's genome space (its island's)
     share = int(POLISH_SHARE * res.evaluations)
     for g, budget in starts:
         # (small graphs: the grid coarse first, COARSE_SMALL, within the share of the search's evaluations: the
@@ -190,10 +192,18 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
         # (a small graph's grid is cheap: its flips get the share for themselves)
         left = share if budget is None else max(0, budget - k)
         alloc, t, f = fewer_recomputes(ev, g.schedule, alloc, t, left, deadline, times)
-        n, flips = n + k + f, flips + f
+        # (a size-class genome, which the two above leave as it is: its CLS/CNT neighbours; large graphs only,
+        # where the size-class island wins plans and an evaluation is worth its CPU: polish_classes.py)
+        c = 0
+        if not small:
+            alloc, t, c = polish_classes(spaces.get(id(g)), g.schedule, alloc, t, max(0, left - f), deadline, times)
+        n, flips, moves = n + k + f + c, flips + f, moves + c
         if t < res.best.time_s:
             res.best = Genome(g.schedule, alloc, t)
-    return {"evaluations": n, "from_s": from_s, "to_s": res.best.time_s, "recompute_flips": flips}
+    out = {"evaluations": n, "from_s": from_s, "to_s": res.best.time_s, "recompute_flips": flips}
+    if moves:
+        out["class_evaluations"] = moves
+    return out
 
 
 # small graphs: the polish's grid coarse first, then the whole grid around the best of it (polish_memory): on the
