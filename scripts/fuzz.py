@@ -312,7 +312,11 @@ def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
     for pl in planners:
         _stop_if_cut()
         c1 = time.process_time()
-        _check_below_floor(case, pl, frac, fail)
+        try:
+            _check_below_floor(case, pl, frac, fail)
+        except Exception as e:      # a crash below the floor or at the min it names fails the case, not the run
+            fail(pl, "crash", f"below its floor: {type(e).__name__}: {e} | "
+                              f"{traceback.format_exc(limit=-2).splitlines()[-3].strip()}")
         spent[pl] += time.process_time() - c1
     out["wall_s"] = time.perf_counter() - t0
     out["cpu_s"] = time.process_time() - c0

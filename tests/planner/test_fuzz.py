@@ -242,3 +242,29 @@ def test_a_share_of_the_command_lines_cases_are_split_and_the_summary_counts_the
                {"seed": 2, "outcomes": {"noswap": "planned"}, "failures": [("noswap", "peak", "x")], "split": False}]
     table, _ = fuzz.summarize(results, ["noswap"])
     assert "graphs with split ops: 1 of 2 (1 of them with in-place ops too), 0 failures in them" in table
+
+
+def test_a_host_search_on_a_graph_whose_every_op_may_run_on_the_host(monkeypatch):
+    """Seed 40713 of the command line's fuzz (3 ops, every one host-eligible): the placement search reached the
+    placement with every op on the host, whose empty device part crashed the GA (an IndexError that also ended
+    the whole run, at the min named below the floor). Such a placement is now no candidate (host_policy.
+    check_device_part), a user's list naming every op falls back to the device and says why, and a crash below
+    the floor fails its case instead of the run."""
+    from tvm_swap.planner.api import plan_graph
+    from tvm_swap.planner.host_split import host_eligible
+
+    monkeypatch.setattr(fuzz, "SPLIT_PROB", fuzz.CLI_SPLIT_PROB)
+    case = fuzz.draw_case(40713)
+    assert sorted(host_eligible(case.graph)) == list(range(case.graph.num_ops))
+    r = fuzz.run_case(40713, planners=["swapadvisor+host-search", "swapadvisor-nosearch+host"], determinism=False)
+    assert r["failures"] == [] and set(r["outcomes"].values()) == {"planned"}
+    # a user's list naming every op: the plan falls back to every op on the device and says why
+    p = plan_graph(case.graph, case.limit, device=case.device, op_time=case.op_time, planner="swapadvisor-nosearch",
+                   host_ops=list(range(case.graph.num_ops)))
+    assert p.verified and not p.host_ops and "no op on the device" in p.search["host_policy"]["fell_back"]
+
+    def boom(*a, **k):
+        raise IndexError("deep inside a planner")
+    monkeypatch.setattr(fuzz, "_check_below_floor", boom)
+    r = fuzz.run_case(40713, planners=["swapadvisor-nosearch"], determinism=False)
+    assert [f[1] for f in r["failures"]] == ["crash"] and "below its floor" in r["failures"][0][2]

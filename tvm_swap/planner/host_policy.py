@@ -63,6 +63,10 @@ def check_device_part(g_dev, ctx: PlanningContext) -> None:
     from .graphindex import GraphIndex
 
     why = "the device part of this host placement"
+    if g_dev.num_ops == 0:
+        # (every op on the host: no device plan to make; the planners' indexes need an op. The fuzz's
+        # 3-op graphs whose every op is eligible reached it: an IndexError from inside the GA)
+        raise PlanError(f"{why} leaves no op on the device: keep at least one op there (host_ops names every op)")
     if ctx.pool == "arena":
         from .swapadvisor.arena import arena_fits, working_set_floor
 
