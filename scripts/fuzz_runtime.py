@@ -179,44 +179,36 @@ def draws_split_dense(seed: int) -> float | None:
     return float(rng.uniform(0.3, 0.98)) if rng.random() < 1 / 3 else None
 
 
-def _check_split_dense(ex, kw, limit, ref, inputs, params) -> dict:
-    """Build the training step at `limit` (below the unsplit min) with split_dense=True: {'limit', 'outcome',
-    'weights', 'failure'}: planned (2 chained steps bitwise, the chunks joined into the user's weights, within
-    the limit) or refused with a short error."""
+def _build_below_min(ex, kw, limit, ref, inputs, params, option: str, train: bool, counts: dict) -> dict:
+    """Build at `limit` (below the unsplit min) with `option`=True (split_dense for a training step, split_ops
+    for inference): {'limit', 'outcome', 'failure', and each of `counts`: its build_info key's length}: planned
+    (bitwise against `ref`, chained steps for training with the chunks joined into the user's weights, within the
+    limit) or refused with a short error."""
     import tvm_swap
     from tvm_swap.errors import InfeasibleLimitError, TvmSwapError
 
-    res = {"limit": limit, "outcome": "refused", "weights": 0, "failure": ""}
+    res = {"limit": limit, "outcome": "refused", **dict.fromkeys(counts, 0), "failure": ""}
     try:
-        m = tvm_swap.build(ex.mod, mem_limit=limit, params=ex.params, split_dense=True, **kw)
+        m = tvm_swap.build(ex.mod, mem_limit=limit, params=ex.params, **{option: True}, **kw)
     except (InfeasibleLimitError, TvmSwapError) as e:
         if short_error(e):
-            res["failure"] = f"split_dense at {limit}: the refusal is not a short error: {short_error(e)}"
+            res["failure"] = f"{option} at {limit}: the refusal is not a short error: {short_error(e)}"
         return res
-    res.update(outcome="planned", weights=len(m.build_info.get("dense_splits", {})))
-    res["failure"] = _compare(m, ref, inputs, params, True)
+    res.update(outcome="planned", **{k: len(m.build_info.get(key) or ()) for k, key in counts.items()})
+    res["failure"] = _compare(m, ref, inputs, params, train)
     m.close()
     return res
+
+
+def _check_split_dense(ex, kw, limit, ref, inputs, params) -> dict:
+    """The training step below its min with split_dense=True: {'limit', 'outcome', 'weights', 'failure'}."""
+    return _build_below_min(ex, kw, limit, ref, inputs, params, "split_dense", True, {"weights": "dense_splits"})
 
 
 def _check_split(ex, kw, limit, ref, inputs, params) -> dict:
-    """Build inference at `limit` (below the unsplit min) with split_ops=True: {'limit', 'outcome', 'regions',
-    'dense', 'failure'}: planned (bitwise, within the limit) or refused with a short error."""
-    import tvm_swap
-    from tvm_swap.errors import InfeasibleLimitError, TvmSwapError
-
-    res = {"limit": limit, "outcome": "refused", "regions": 0, "dense": 0, "failure": ""}
-    try:
-        m = tvm_swap.build(ex.mod, mem_limit=limit, params=ex.params, split_ops=True, **kw)
-    except (InfeasibleLimitError, TvmSwapError) as e:
-        if short_error(e):
-            res["failure"] = f"split_ops at {limit}: the refusal is not a short error: {short_error(e)}"
-        return res
-    res.update(outcome="planned", regions=len(m.build_info.get("split_regions", [])),
-               dense=len(m.build_info.get("dense_splits", {})))
-    res["failure"] = _compare(m, ref, inputs, params, False)
-    m.close()
-    return res
+    """Inference below its min with split_ops=True: {'limit', 'outcome', 'regions', 'dense', 'failure'}."""
+    return _build_below_min(ex, kw, limit, ref, inputs, params, "split_ops", False,
+                            {"regions": "split_regions", "dense": "dense_splits"})
 
 
 def short_error(e: Exception) -> str | None:

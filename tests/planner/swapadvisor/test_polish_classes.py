@@ -8,24 +8,14 @@ from tvm_swap.cost.devices import get_device
 from tvm_swap.planner.bounds import noswap_peak
 from tvm_swap.planner.feasibility import min_feasible_limit
 from tvm_swap.planner.swapadvisor.encoding import AllocationSpace
-from tvm_swap.planner.swapadvisor.executors import Done
 from tvm_swap.planner.swapadvisor.ga import Evaluator
 from tvm_swap.planner.swapadvisor.polish import PolishTimes
 from tvm_swap.planner.swapadvisor.polish_classes import neighbours, polish_classes
 from tvm_swap.testing import random_op_times, random_training_graph
 
+from tests.planner.swapadvisor.test_polish_batches import FakePool  # the polish's pool, timing in this process
+
 DEV = get_device("v100-16gb")
-
-
-class FakePool:
-    """The workers' pool as PolishTimes sees it, timing in this process and recording the batches."""
-
-    def __init__(self, ev, workers):
-        self.ev, self.workers, self.batches = ev, workers, []
-
-    def submit_many(self, genomes):
-        self.batches.append(len(genomes))
-        return [Done(self.ev.time_of(g.schedule, g.alloc)) for g in genomes]
 
 
 def setup(seed, frac):
