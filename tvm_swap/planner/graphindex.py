@@ -65,6 +65,9 @@ class GraphIndex:
     reader_ptr: np.ndarray
     readers: np.ndarray
     keep_updated: bool = True  # ROLE_KEEP_* in use, and periodicity per class (False: per object, the old rule)
+    # kept params evicted mid-iteration are copied to the host at the start, not their updates at the end
+    # (the wrap index: wrap_keep.py)
+    early_out: bool = False
 
     @classmethod
     def build(cls, graph: DataflowGraph, alignment: int = 256, keep_updated: bool | None = None) -> "GraphIndex":

@@ -268,6 +268,29 @@ class KeptAllocation(Allocation):
         return (self.cls.tobytes(), self.cnt.tobytes(), b"kept")
 
 
+class WrapAllocation(KeptAllocation):
+    """A KeptAllocation planned over the wrap index (planner/wrap_keep.py): only the updated params made last
+    and read first are kept, and one evicted mid-iteration is copied out at the start. Keyed apart from both."""
+
+    def copy(self) -> "WrapAllocation":
+        return WrapAllocation(self.cls.copy(), self.cnt.copy())
+
+    def key(self) -> tuple:
+        return (self.cls.tobytes(), self.cnt.tobytes(), b"wrap")
+
+
+def class_index(gi: GraphIndex, alloc: Allocation) -> GraphIndex:
+    """The index a size-class genome plans over in an arena search whose own index is `gi` (keep_updated
+    False): the keep_updated index for a KeptAllocation, the wrap index for a WrapAllocation."""
+    if isinstance(alloc, WrapAllocation):
+        from ..wrap_keep import wrap_index
+
+        return wrap_index(gi.graph, gi.alignment)
+    if isinstance(alloc, KeptAllocation):
+        return GraphIndex.of(gi.graph, gi.alignment, keep_updated=True)
+    return gi
+
+
 def is_monotone_cls(cls: np.ndarray) -> bool:
     cls = np.asarray(cls)
     if len(cls) == 0:
@@ -515,3 +538,11 @@ class KeptAllocationSpace(AllocationSpace):
     def repair(self, cls: np.ndarray, cnt: np.ndarray) -> KeptAllocation:
         a = super().repair(cls, cnt)
         return KeptAllocation(a.cls, a.cnt)
+
+
+class WrapAllocationSpace(KeptAllocationSpace):
+    """KeptAllocationSpace over the wrap index (wrap_keep.wrap_index): its genomes are WrapAllocations."""
+
+    def repair(self, cls: np.ndarray, cnt: np.ndarray) -> WrapAllocation:
+        a = super().repair(cls, cnt)
+        return WrapAllocation(a.cls, a.cnt)

@@ -21,6 +21,9 @@ Phase A (decide) walks the schedule over symbolic objects, one class at a time b
   of p's class and stays resident, its next use being p's first use next iteration (periodicity is per size
   class: the runtime renames objects between iterations, Plan.next_object_map). An evicted p_new is swapped
   out right after it was made. With graphindex.KEEP_UPDATED off, the old rule: p is host-only, p_new goes out.
+  On an `early_out` index (planner/wrap_keep.py) an initial resident p has no current host copy: evicted
+  while still needed, it is copied out at the start of the iteration (where the link to the host is idle),
+  and its update then needs no copy out.
 
 Periodicity (passes): pass 1 starts empty; the kept tensors (and kept updates, as the tensors they replace)
 resident at its end become pass 2's initial residents; those pass 2 cannot keep to its end are left out of
@@ -91,6 +94,7 @@ class _Walk:
         self.role = gi.role.tolist()
         self.old_of = gi.old_of.tolist()
         self.new_of = {o: t for t, o in enumerate(self.old_of) if o >= 0}
+        self.early_out = gi.early_out
         self.produced = gi.produced.tolist()
         self.tclass = tclass.tolist()
         self.tclass_array = tclass
@@ -120,9 +124,12 @@ class _Walk:
         # swap-out in flight (its drop waits on the d2h copy), so a new output should not wait on them
         free: list[deque] = [deque() for _ in range(n_cls)]
         dirty: list[deque] = [deque() for _ in range(n_cls)]
+        early_out = self.early_out
         for t, o in initial:
             loc[t] = o
             tenant[o] = t
+            if early_out and t in self.new_of:
+                host_ready[t] = -2         # its host copy is stale: evicted, it is copied out at the start
             nxt[t] = self.first_pos[t]
             heapq.heappush(evict_heap[tclass[t]], (-nxt[t], t))
         for c in range(n_cls):
@@ -282,8 +289,9 @@ class _Walk:
         iteration's update: give every such kept update a swap-out (right after it is made)."""
         loc, last, host_ready, tenant, obj_free_slot, prod_slot = self.state
         init_t = {t for t, _ in initial}
-        read_from_host = {t for _, t, _ in swap_ins if t in init_t and t in self.new_of}
         out = {t for _, t in swap_outs}
+        # (one copied out at the start of this iteration (gi.early_out) reads that copy)
+        read_from_host = {t for _, t, _ in swap_ins if t in init_t and t in self.new_of and t not in out}
         for p in sorted(read_from_host):
             new = self.new_of[p]
             if new not in out:

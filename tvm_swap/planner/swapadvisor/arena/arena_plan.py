@@ -95,13 +95,13 @@ def _plan_with_classes(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, all
     renaming cycles: objects of one class have equal sizes and overlap nothing, so any permutation of them maps
     the layout onto itself. The plan and its time are the size-class plan's either way."""
     from ....plan import class_backing
-    from ..encoding import AllocationSpace, KeptAllocation
+    from ..encoding import AllocationSpace, KeptAllocation, class_index
     from ..swapplan import plan_swaps
 
     if gi.keep_updated:
         raise PlanError("arena plans use the exact periodicity rule: build the GraphIndex with keep_updated=False")
     kept = isinstance(alloc, KeptAllocation)
-    cgi = GraphIndex.of(gi.graph, gi.alignment, keep_updated=True) if kept else gi
+    cgi = class_index(gi, alloc)
     sp = plan_swaps(cgi, AllocationSpace(cgi, mem_limit), schedule, alloc)
     pool = sp.pool
     arena_bytes = arena_bytes_for(gi, mem_limit)
@@ -117,5 +117,5 @@ def _plan_with_classes(gi: GraphIndex, schedule: np.ndarray, mem_limit: int, all
     arena = Arena(arena_bytes, offs, sizes, gi.alignment, gi.workspace, swaps)
     tclass = np.where(gi.used, 0, -1).astype(np.int64)
     stats = {"size_classes": [int(x) for x in pool.class_bytes], "class_counts": [int(x) for x in pool.class_count],
-             "keep_updated": kept}
+             "keep_updated": kept, "wrap": bool(cgi.early_out)}
     return ArenaPlan(schedule, arena, tclass, list(sp.initial_residents), list(sp.actions), stats)

@@ -20,7 +20,7 @@ class ArenaScorer:
         self.gi, self.mem_limit, self.device = gi, int(mem_limit), device
         self.op_time = np.asarray(op_time, dtype=np.float64)
         self.nbytes = gi.graph.tensor_bytes().astype(np.float64)
-        self._classes: dict = {}   # kept updated params or not -> the size-class scorer, built at its first genome
+        self._classes: dict = {}   # class genome's type -> the size-class scorer, built at its first genome
 
     def packed(self, schedule, genes: ArenaGenes):
         """The simulator's arrays of plan_arena's actions, without building them: the same decisions and
@@ -31,9 +31,7 @@ class ArenaScorer:
         schedule = np.asarray(schedule, dtype=np.int64)
         classes = class_genome(genes)
         if classes is not None:
-            from ..encoding import KeptAllocation
-
-            return self._class_scorer(isinstance(classes, KeptAllocation)).packed(schedule, classes)
+            return self._class_scorer(classes).packed(schedule, classes)
         with gc_paused():
             try:
                 walk, d, offsets, sizes, _, _ = decide_arena(gi, schedule, self.mem_limit, genes, self.op_time,
@@ -50,16 +48,17 @@ class ArenaScorer:
                                   gi.op_tensors, gi.op_nin, self.op_time, self.nbytes, ranges=(offsets, sizes),
                                   recomputes=d.recomputes)
 
-    def _class_scorer(self, kept: bool = False):
-        """The size-class scorer for class genomes (same decisions and deps as _plan_with_classes); `kept`: for
-        KeptAllocations (updated params kept, a keep_updated index)."""
-        if kept not in self._classes:
-            from ..encoding import AllocationSpace
+    def _class_scorer(self, alloc):
+        """The size-class scorer for class genomes like `alloc` (same decisions and deps as _plan_with_classes),
+        over the index its kind plans on (encoding.class_index: kept updated params, the wrap index, or none)."""
+        kind = type(alloc)
+        if kind not in self._classes:
+            from ..encoding import AllocationSpace, class_index
             from ..swapplan import SwapPlanScorer
 
-            gi = GraphIndex.of(self.gi.graph, self.gi.alignment, keep_updated=True) if kept else self.gi
-            self._classes[kept] = SwapPlanScorer(gi, AllocationSpace(gi, self.mem_limit), self.op_time, self.device)
-        return self._classes[kept]
+            gi = class_index(self.gi, alloc)
+            self._classes[kind] = SwapPlanScorer(gi, AllocationSpace(gi, self.mem_limit), self.op_time, self.device)
+        return self._classes[kind]
 
     def time_of(self, schedule, genes: ArenaGenes) -> float:
         return float(simulate_time(self.packed(schedule, genes), self.device))
