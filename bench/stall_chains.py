@@ -9,7 +9,11 @@ stalls were blamed on fragmentation; this shows whether the bytes (placement) or
 Then the same actions simulated with some waits for bytes removed (drops not waiting for copies out, swap-ins
 not waiting for their bytes, no arrival waiting for its bytes): what each kind of wait costs the plan.
 
-    python -m bench stall-chains zoo:brnn-4-8k@batch=64 --plan plan.json
+    python -m bench stall-chains zoo:brnn-4-8k@batch=64 --plan plan.json [--windows 14]
+
+--windows N: where in the iteration the stalls are (equal spans of simulated time), beside how busy each link
+direction is and how full the arena is there (issue 28: BRNN-4-8K@64 stalled in bursts at its layer boundaries
+in the backward pass, with 0.26 s before the first kernels and 0.36 s of copies out after the last one).
 """
 from __future__ import annotations
 
@@ -116,6 +120,37 @@ def relaxed(graph, plan_actions, op_time, device) -> dict:
     return out
 
 
+def windows(plan, graph, op_time, device, n: int) -> list[dict]:
+    """The iteration cut into `n` equal spans of simulated time; per span: the compute stalls of the kernels that
+    start in it, how busy each copy direction is and the bytes it moves, and the most an arena plan's live objects
+    hold after one of those kernels (where in the iteration it stalls, and whether the link or the room is full
+    there)."""
+    from tvm_swap.planner.arena_usage import held_after_kernels
+    from tvm_swap.planner.simulator import COMPUTE, RECOMPUTE, SWAP_IN, SWAP_OUT, pack_actions, simulate_packed
+
+    p = pack_actions(graph, plan.actions, op_time)
+    sim = simulate_packed(p, device)
+    edges = np.linspace(0.0, sim.time_s, n + 1)
+    kern = np.flatnonzero((p.kind == COMPUTE) | (p.kind == RECOMPUTE))
+    ks, ke = sim.start[kern], sim.end[kern]
+    stall = ks - np.concatenate(([0.0], ke[:-1]))
+    held = held_after_kernels(plan) if hasattr(plan.pool, "arena_bytes") else np.zeros(len(kern), dtype=np.int64)
+    rows = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        row = {"from_s": float(lo), "to_s": float(hi)}
+        m = (ks >= lo) & (ks < hi)
+        row["stall_s"] = float(stall[m].sum())
+        for name, code in (("h2d", SWAP_IN), ("d2h", SWAP_OUT)):
+            a = p.kind == code
+            s, e = sim.start[a], sim.end[a]
+            inside = np.clip(np.minimum(e, hi) - np.maximum(s, lo), 0.0, None)
+            row[f"{name}_busy"] = float(inside.sum() / (hi - lo))
+            row[f"{name}_gb"] = float((p.work[a] * inside / np.maximum(e - s, 1e-12)).sum() / 1e9)
+        row["held_gib"] = float(held[m].max(initial=0) / 2 ** 30)
+        rows.append(row)
+    return rows
+
+
 def main(argv=None) -> int:
     from tvm_swap.cost.devices import get_device
     from tvm_swap.plan import Plan
@@ -127,11 +162,14 @@ def main(argv=None) -> int:
     ap.add_argument("graph", help="zoo:NAME@batch=B (the plan's graph)")
     ap.add_argument("--plan", required=True, help="a plan JSON (tvm-swap plan ... -o plan.json)")
     ap.add_argument("--device", default="v100-16gb")
+    ap.add_argument("--windows", type=int, default=0, help="also the iteration in this many spans of time: stalls, "
+                    "link busy and arena bytes held in each")
     args = ap.parse_args(argv)
     graph = load_zoo(args.graph)
     dev = get_device(args.device)
     op_time = resolve_op_time(graph, dev, None)
-    actions = Plan.load(args.plan).actions
+    plan = Plan.load(args.plan)
+    actions = plan.actions
     got = chains(graph, actions, op_time, dev)
     ideal = ideal_time(graph, op_time)
     print(f"{args.plan}: ideal {ideal:.3f} s, compute stalls {sum(got.values()):.3f} s")
@@ -140,6 +178,12 @@ def main(argv=None) -> int:
     print("the same actions with waits for bytes removed (fraction of ideal):")
     for name, t in relaxed(graph, actions, op_time, dev).items():
         print(f"  {ideal / t:.3f}  {name}")
+    if args.windows:
+        print("| from s | to s | stall s | h2d busy | d2h busy | h2d GB | d2h GB | arena held GiB (most) |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in windows(plan, graph, op_time, dev, args.windows):
+            print(f"| {r['from_s']:.2f} | {r['to_s']:.2f} | {r['stall_s']:.3f} | {r['h2d_busy']:.0%} | "
+                  f"{r['d2h_busy']:.0%} | {r['h2d_gb']:.1f} | {r['d2h_gb']:.1f} | {r['held_gib']:.2f} |")
     return 0
 
 

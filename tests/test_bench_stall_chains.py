@@ -42,3 +42,25 @@ def test_removing_waits_for_bytes_keeps_the_plan_and_never_slows_it(seed):
     eps = 1e-12 * got["as planned"]
     assert got["drops not waiting for copies out"] <= got["as planned"] + eps
     assert got["no arrival waiting for bytes"] <= got["swap-ins not waiting for bytes"] + eps <= got["as planned"] + 2 * eps
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_the_windows_add_up_to_the_plans_stalls_and_bytes(seed):
+    from tvm_swap.planner.api import plan_graph
+    from tvm_swap.planner.arena_usage import held_after_kernels
+
+    from bench.stall_chains import windows
+
+    g = random_training_graph(seed, n_layers=4 + seed % 3, momentum=seed % 2 == 1)
+    t = random_op_times(g, seed, flops_per_s=1e14)
+    plan = plan_graph(g, int(min_feasible_limit(g) * 1.1), device=DEV, op_time=t, planner="swapadvisor-nosearch",
+                      pool="arena")
+    rows = windows(plan, g, t, DEV, 7)
+    assert len(rows) == 7 and rows[0]["from_s"] == 0.0
+    assert rows[-1]["to_s"] == pytest.approx(plan.predicted["time_s"], rel=1e-12)
+    assert sum(r["stall_s"] for r in rows) == pytest.approx(sum(breakdown(g, plan.actions, t, DEV)["stalls"].values()),
+                                                            rel=1e-9, abs=1e-15)
+    assert sum(r["h2d_gb"] for r in rows) * 1e9 == pytest.approx(plan.predicted["swap_in_bytes"], rel=1e-9)
+    assert sum(r["d2h_gb"] for r in rows) * 1e9 == pytest.approx(plan.predicted["swap_out_bytes"], rel=1e-9)
+    assert max(r["held_gib"] for r in rows) * 2 ** 30 == held_after_kernels(plan).max()
+    assert all(0.0 <= r[k] <= 1.0 + 1e-9 for r in rows for k in ("h2d_busy", "d2h_busy"))
