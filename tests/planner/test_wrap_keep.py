@@ -116,7 +116,7 @@ def test_the_polish_moves_a_plain_pool_onto_the_wrap_index_and_the_arena_plans_i
         assert type(wrapped) is WrapAllocation and wrapped.key() != plain.key()
         assert np.array_equal(wrapped.cls, plain.cls) and np.array_equal(wrapped.cnt, plain.cnt)
         assert [type(a) for a in wrap_move(space, wrapped)] == [Allocation]
-        assert neighbours(space, plain)[0].key() == wrapped.key()
+        assert neighbours(space, plain)[-1].key() == wrapped.key()     # last: taken at a local optimum only
         assert {type(a) for a in neighbours(space, wrapped)} == {Allocation, WrapAllocation}
         sched = ev.gi.default_schedule()
         ap = plan_arena(ev.gi, sched, limit, wrapped, t, DEV)

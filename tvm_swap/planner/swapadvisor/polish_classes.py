@@ -8,10 +8,10 @@ polished it. Measured on BRNN-4-8K@64 at 16 GB (seed 0): from the minimal pool s
 13 evaluations; from the 3-generation search's winner (0.7859) only 0.7863 (17 evaluations: it was a step from
 a local optimum of these moves).
 
-The neighbours of an Allocation: the same pool over the wrap index (wrap_move), one object more or one fewer in a class (repaired to the budget: the other
+The neighbours of an Allocation: one object more or one fewer in a class (repaired to the budget: the other
 classes give up bytes, AllocationSpace.repair), then each class boundary split or merged (the counts kept per
-size). Each is simulated; the first faster one becomes the best and its neighbours are walked next (first
-improvement), within `max_evals` evaluations and, under a wall-clock budget, no evaluation started that would end
+size), last the same pool over the wrap index (wrap_move). Each is simulated; the first faster one becomes the
+best and its neighbours are walked next (first improvement), within `max_evals` evaluations and, under a wall-clock budget, no evaluation started that would end
 after the deadline. Never slower than the genome it starts from: a neighbour replaces it only when faster, and the
 plan is made from it like any other genome (verified by plan_graph).
 """
@@ -21,16 +21,17 @@ from .encoding import Allocation, WrapAllocation, cls_from_steps, cls_steps
 
 
 def neighbours(space, a: Allocation) -> list[Allocation]:
-    """The same pool over the other index (wrap_move), then one object more or fewer per class, then each class
-    boundary flipped (split or merge), all repaired; each of `a`'s kind (plain, kept or wrap: the kinds share
-    sizes, so one space repairs them all)."""
+    """One object more or fewer per class, then each class boundary flipped (split or merge), all repaired, each
+    of `a`'s kind (plain, kept or wrap: the kinds share sizes, so one space repairs them all); last the same pool
+    over the other index (wrap_move): last, so the climb takes it only where no other neighbour is faster, and it
+    ends no slower than the climb without it (the same steps up to that point)."""
     kind = type(a)
 
     def fix(cls, cnt) -> Allocation:
         r = space.repair(cls, cnt)
         return r if type(r) is kind else kind(r.cls, r.cnt)
 
-    out = wrap_move(space, a)
+    out = []
     for c in range(a.num_classes):
         for d in (1, -1):
             cnt = a.cnt.copy()
@@ -42,7 +43,7 @@ def neighbours(space, a: Allocation) -> list[Allocation]:
         s[i] = 1 - s[i]
         cls = cls_from_steps(s)
         out.append(fix(cls, space._per_class_mean(cls, per_size)))
-    return out
+    return out + wrap_move(space, a)
 
 
 def wrap_move(space, a: Allocation) -> list[Allocation]:
