@@ -49,8 +49,8 @@ def neighbours(space, a: Allocation) -> list[Allocation]:
 def wrap_move(space, a: Allocation) -> list[Allocation]:
     """A plain Allocation as a WrapAllocation of the same classes and counts (the updated params made last and
     read first kept across the iteration boundary: planner/wrap_keep.py), and back; [] where the graph has no
-    wrap index or `a` is a KeptAllocation. On BRNN-4-8K@64 (16 GB, 3 generations, seed 0) the size-class winner
-    13.98 s -> 13.48 s: its 10 GiB of first-layer and embedding updates no longer copied out after the last
+    wrap index or `a` is a KeptAllocation. On BRNN-4-8K@64 (16 GB, 3 generations, seed 0) the polished plan
+    13.98 s -> 13.47 s: its 10 GiB of first-layer and embedding updates no longer copied out after the last
     kernel, nor read back before the first."""
     from ..wrap_keep import wrap_index
 
