@@ -123,3 +123,23 @@ def test_the_polish_moves_a_plain_pool_onto_the_wrap_index_and_the_arena_plans_i
         plan = ap.to_plan(g, "t", limit, DEV)
         assert ap.stats["wrap"] and verify_plan(g, plan, limit) == []
         assert ev.time_of(sched, wrapped) == simulate(g, plan.actions, t, DEV).time_s
+
+
+def test_no_wrap_move_where_updated_params_may_not_stay(monkeypatch):
+    # the planner option keep_updated=False (the size-class island's space is marked), or the rule off
+    from tvm_swap.planner import graphindex
+    from tvm_swap.planner.swapadvisor.ga import GASettings
+    from tvm_swap.planner.swapadvisor.islands import size_class_island
+
+    g = _graph(0)
+    t = random_op_times(g, 0)
+    limit = int(0.7 * noswap_peak(g))
+    ev = Evaluator(g, t, DEV, limit, 256, pool="arena", recompute=False)
+    isl = size_class_island(g, t, DEV, limit, 256, 0, GASettings(population=4), ev, keep_updated=False)
+    plain = isl.space.minimal_pool()
+    assert wrap_move(isl.space, plain) == []
+    assert not any(type(a) is WrapAllocation for a in neighbours(isl.space, plain))
+    space = AllocationSpace(ev.gi, limit)
+    assert [type(a) for a in wrap_move(space, plain)] == [WrapAllocation]
+    monkeypatch.setattr(graphindex, "KEEP_UPDATED", False)
+    assert wrap_move(space, plain) == []

@@ -141,6 +141,8 @@ def size_class_island(graph: DataflowGraph, op_time, device: DeviceSpec, mem_lim
     except InfeasibleLimitError:
         return None
     space = spaces[0]
+    if True not in modes:
+        space.wrap_ok = False     # updated params kept on request only: not by the polish's wrap move either
     if len(spaces) > 1 and kept_gi.old_of.max(initial=-1) >= 0:
         best = [best_seed_time(graph, op_time, device, mem_limit, alignment, seed, ev, sp) for sp in spaces]
         space = spaces[0] if best[0] <= best[1] else spaces[1]

@@ -49,11 +49,15 @@ def neighbours(space, a: Allocation) -> list[Allocation]:
 def wrap_move(space, a: Allocation) -> list[Allocation]:
     """A plain Allocation as a WrapAllocation of the same classes and counts (the updated params made last and
     read first kept across the iteration boundary: planner/wrap_keep.py), and back; [] where the graph has no
-    wrap index or `a` is a KeptAllocation. On BRNN-4-8K@64 (16 GB, 3 generations, seed 0) the polished plan
+    wrap index, `a` is a KeptAllocation, or updated params may not be kept (graphindex.KEEP_UPDATED off, or the
+    planner option keep_updated=False: islands.size_class_island marks its space). On BRNN-4-8K@64 (16 GB, 3 generations, seed 0) the polished plan
     13.98 s -> 13.47 s: its 10 GiB of first-layer and embedding updates no longer copied out after the last
     kernel, nor read back before the first."""
+    from ..graphindex import KEEP_UPDATED
     from ..wrap_keep import wrap_index
 
+    if not KEEP_UPDATED or not getattr(space, "wrap_ok", True):     # (keep_updated off: no param kept)
+        return []
     if type(a) is Allocation:
         gi = space.gi
         return [WrapAllocation(a.cls.copy(), a.cnt.copy())] if wrap_index(gi.graph, gi.alignment) is not None else []
