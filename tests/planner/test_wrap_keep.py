@@ -143,3 +143,19 @@ def test_no_wrap_move_where_updated_params_may_not_stay(monkeypatch):
     assert [type(a) for a in wrap_move(space, plain)] == [WrapAllocation]
     monkeypatch.setattr(graphindex, "KEEP_UPDATED", False)
     assert wrap_move(space, plain) == []
+
+
+def test_under_a_budget_the_plain_rival_island_may_take_the_wrap_move():
+    from tvm_swap.planner.swapadvisor.ga import GASettings
+    from tvm_swap.planner.swapadvisor.islands import size_class_islands
+
+    g = _graph(0)
+    t = random_op_times(g, 0)
+    limit = int(0.7 * noswap_peak(g))
+    ev = Evaluator(g, t, DEV, limit, 256, pool="arena", recompute=False)
+    s = GASettings(population=4)
+    rivals = size_class_islands(g, t, DEV, limit, 256, 0, s, ev, choose_now=False)
+    plain = next(isl for isl in rivals if type(isl.space) is AllocationSpace)
+    assert [type(a) for a in wrap_move(plain.space, plain.space.minimal_pool())] == [WrapAllocation]
+    forced = size_class_islands(g, t, DEV, limit, 256, 0, s, ev, keep_updated=False, choose_now=False)
+    assert [wrap_move(isl.space, isl.space.minimal_pool()) for isl in forced] == [[]]

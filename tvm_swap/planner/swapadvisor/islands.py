@@ -111,6 +111,7 @@ def size_class_islands(graph: DataflowGraph, op_time, device: DeviceSpec, mem_li
             sc = None
         if sc is not None:
             sc.rivals = "size-classes"
+            sc.space.wrap_ok = True in modes       # (each rival plans one mode; keeping was not refused)
             out.append(sc)
     return out
 
