@@ -108,3 +108,48 @@ def test_a_bad_host_generations_option_is_refused():
     with pytest.raises(TvmSwapError, match="host_generations"):
         plan_graph(g, limit(g), device="h200", op_time=op_times(g),
                    planner="swapadvisor", generations=1, workers=1, host_ops="auto", host_generations=-1)
+
+
+def test_the_finalists_are_the_placements_the_estimate_ranks_fastest_and_the_full_score_picks():
+    """Issue 28 (fuzzfast): with a cheaper estimate screening the placements, only FINALISTS of them get the
+    full score (the search planner's seeds-only plan), the best of those by the full score is returned, and a
+    placement the estimate found no plan for is still a finalist when too few others are."""
+    from tvm_swap.planner.swapadvisor import host_genes
+
+    g = two_layer_step(grad_scale=True)
+    est = {(): 3.0, (5,): 1.0, (8,): 2.0, (5, 8): float("inf"), (7, 8): 1.5, (5, 7, 8): 2.5}
+    full_of = {(): 2.0, (5,): 0.9, (8,): 0.1, (5, 8): 0.05, (7, 8): 0.7, (5, 7, 8): 0.2}
+    scored = []
+
+    def full(ops):
+        scored.append(tuple(ops))
+        return full_of[tuple(ops)], f"plan {ops}"
+
+    best, summary = host_genes.search_host_ops(g, lambda ops: (est[tuple(ops)], None), [[], [5], [8], [7, 8]],
+                                               None, 0, 0, full=full, finalists=2)
+    assert scored == [(5,), (7, 8)] and best.ops == (7, 8) and best.plan == "plan [7, 8]"
+    assert [f["time_s"] for f in summary["finalists"]] == [0.9, 0.7] and summary["evaluations"] == 4
+    scored.clear()
+    best, _ = host_genes.search_host_ops(g, lambda ops: (float("inf") if ops else 1.0, None), [[], [5, 8]],
+                                         None, 0, 0, full=full, finalists=2)
+    assert scored == [(), (5, 8)] and best.ops == (5, 8)
+
+
+def test_on_a_small_graph_the_screening_picks_the_placement_the_full_scores_pick():
+    """Issue 28 (fuzzfast): two_layer_step's four placements, each planned as the search scores it fully; the
+    placement search screened by the estimate (host_policy._estimate) scores only FINALISTS of them fully and
+    still returns the fastest (the base scored every placement it saw fully)."""
+    from tvm_swap.planner import host_policy
+    from tvm_swap.planner.swapadvisor import host_genes
+
+    g, dev = two_layer_step(), get_device("h200")
+    t = op_times(g)
+    ctx = PlanningContext(g, t, dev, limit(g), 256, 0, 10.0, 0, 1, False,
+                          {"executor": "processes", "ray_address": None}, "arena")
+    ups = optimizer_host_ops(g)
+    times = {s: simulate_plan(g, plan_on_host_split(ctx, "swapadvisor", list(s)), t, dev).time_s
+             for k in range(len(ups) + 1) for s in itertools.combinations(ups, k)}
+    one_generation = PlanningContext(**{**ctx.__dict__, "generations": 1})
+    best, summary = host_policy._search_placement(one_generation, "swapadvisor", candidates(ctx, "auto"), 0.0)
+    assert summary["evaluations"] == len(times) > len(summary["finalists"]) == host_genes.FINALISTS
+    assert best.ops == min(times, key=times.get) and best.time_s == pytest.approx(min(times.values()), rel=1e-12)
