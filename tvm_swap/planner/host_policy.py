@@ -11,8 +11,10 @@ update kernels, whose candidates seed the search over host placements ("auto").
                            the k where the host, starting once the first gradient exists, ends with the device
                            (balanced_fractions); then both ends, then the neighbours (+-0.01 n, +-0.02 n,
                            +-0.05 n, +-0.1 n) of each. Each is planned (a search planner with its seeds only,
-                           generations=0) and simulated with the host on its own stream while 60% of the budget
-                           lasts (the placement search's seeds and generations); the search planner then
+                           generations=0, without its polish and size-class island: an estimate) and simulated
+                           with the host on its own stream while 60% of the budget lasts (the placement search's
+                           seeds and generations; the estimates a quarter of it), the two placements the
+                           estimate ranks fastest planned with the polish and island too; the search planner then
                            searches from the fastest placement with the budget left (when at least 40% of it
                            is), and the faster of that and the screened plan is kept. The first updates of
                            backward go to the host first: the host works while backward goes on, where the last

@@ -7,7 +7,8 @@ plans (host_split.device_graph: the host ops leave it, what they read becomes an
 update become inputs), and the GA's whole state (GraphIndex, its seeds, its walk) is per graph. So a genome
 here is a set of host ops, and its score is the simulated time of the device part's plan from the search
 planner's seeds (generations=0: what host_policy's candidates were screened with), the host ops put back by
-host_split.lift_plan. The operators know the structure that matters for a training step: one op flipped, a
+host_split.lift_plan (for a search planner: a cheaper estimate of it, host_policy._estimate, and the full
+score only for the FINALISTS the estimate ranks fastest, the_finalists). The operators know the structure that matters for a training step: one op flipped, a
 run of ops in graph order (the updates of neighbouring layers, whose gradients come out together) set to one
 side, and one-point crossover in graph order (a prefix of one parent, the rest of the other).
 
