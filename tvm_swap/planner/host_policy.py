@@ -11,10 +11,8 @@ update kernels, whose candidates seed the search over host placements ("auto").
                            the k where the host, starting once the first gradient exists, ends with the device
                            (balanced_fractions); then both ends, then the neighbours (+-0.01 n, +-0.02 n,
                            +-0.05 n, +-0.1 n) of each. Each is planned (a search planner with its seeds only,
-                           generations=0, without its polish and size-class island: an estimate) and simulated
-                           with the host on its own stream while 60% of the budget lasts (the placement search's
-                           seeds and generations; the estimates a quarter of it), the two placements the
-                           estimate ranks fastest planned with the polish and island too; the search planner then
+                           generations=0) and simulated with the host on its own stream while 60% of the budget
+                           lasts (the placement search's seeds and generations); the search planner then
                            searches from the fastest placement with the budget left (when at least 40% of it
                            is), and the faster of that and the screened plan is kept. The first updates of
                            backward go to the host first: the host works while backward goes on, where the last
@@ -44,12 +42,6 @@ STEPS = (0.0, 0.01, -0.01, 0.02, -0.02, 0.05, -0.05, 0.1, -0.1)
 SCREEN_SHARE, SEARCH_SHARE = 0.6, 0.4
 # generations of the placement search (host_genes.py) when the planner runs a fixed number of generations
 HOST_GENERATIONS = 2
-# the placements' cheaper estimate (_search_placement), and its share of the screening under a deadline. A plan
-# of one schedule (swapadvisor-nosearch, swap-only or recomputing) ranked them too far from the seeds' plans:
-# on fuzz seeds 7000-7149 the fastest placement by the full score was among its first two in 123 of 135 cases
-# (worst: 18% slower); the polish and the size-class island are the search's last few percent
-ESTIMATE_OPTIONS = {"polish": "off", "size_class_island": "off"}
-ESTIMATE_SHARE = 0.25
 
 
 def plan_on_host_split(ctx: PlanningContext, planner: str, host_ops) -> Plan:
@@ -139,24 +131,21 @@ def candidates(ctx: PlanningContext, choice) -> list[list[int]]:
 
 def _search_placement(ctx: PlanningContext, planner: str, seeds: list, t0: float):
     """The search over host placements (swapadvisor/host_genes.py) from the policy's candidates `seeds`, each
-    genome simulated with the host on its own stream: for SCREEN_SHARE of the budget, or `host_generations`
-    generations (planner option, default HOST_GENERATIONS) when the search runs a fixed number of generations.
-    A search planner's placements are screened by a cheaper estimate (_estimate: its seeds only, without the
-    polish and the size-class island), and only the host search's finalists (host_genes.FINALISTS) get the
-    full score, the plan as the seeds were screened before (the planner with generations=0, its seeds only);
-    another planner's plan is its own score."""
+    genome planned as the seeds were screened (a search planner with generations=0) and simulated with the
+    host on its own stream: for SCREEN_SHARE of the budget, or `host_generations` generations (planner option,
+    default HOST_GENERATIONS) when the search runs a fixed number of generations."""
     from .host_sim import simulate_plan
     from .registry import SEARCH_PLANNERS
     from .swapadvisor.host_genes import search_host_ops
 
-    def scorer(sctx, name):
-        def score(ops):
-            try:
-                p = plan_on_host_split(sctx, name, ops)
-            except (InfeasibleLimitError, PlanError):       # (PlanError: the arena's fragmentation refusal)
-                return float("inf"), None
-            return float(simulate_plan(ctx.graph, p, ctx.op_time, ctx.device).time_s), p
-        return score
+    screen = replace(ctx, generations=0) if planner in SEARCH_PLANNERS else ctx
+
+    def score(ops):
+        try:
+            p = plan_on_host_split(screen, planner, ops)
+        except (InfeasibleLimitError, PlanError):       # (PlanError: the arena's fragmentation refusal)
+            return float("inf"), None
+        return float(simulate_plan(ctx.graph, p, ctx.op_time, ctx.device).time_s), p
 
     gens = ctx.options.get("host_generations", HOST_GENERATIONS)
     if not isinstance(gens, (int, np.integer)) or isinstance(gens, bool) or gens < 0:
@@ -164,18 +153,7 @@ def _search_placement(ctx: PlanningContext, planner: str, seeds: list, t0: float
     # (generations=0 plans the seeds only: here, the policy's candidates)
     gens = None if ctx.generations is None else 0 if ctx.generations == 0 else int(gens)
     deadline = None if gens is not None else t0 + SCREEN_SHARE * ctx.budget_s
-    if planner not in SEARCH_PLANNERS:
-        return search_host_ops(ctx.graph, scorer(ctx, planner), seeds, deadline, gens, ctx.seed)
-    # under a deadline the estimates get ESTIMATE_SHARE of the screening, the finalists the rest
-    until = None if deadline is None else t0 + ESTIMATE_SHARE * (deadline - t0)
-    return search_host_ops(ctx.graph, _estimate(ctx, planner, scorer), seeds, until, gens, ctx.seed,
-                           full=scorer(replace(ctx, generations=0), planner), full_deadline=deadline)
-
-
-def _estimate(ctx: PlanningContext, planner: str, scorer):
-    """The placements' cheaper score: the search planner's seeds only, as the full score, without the polish and
-    the size-class island (ESTIMATE_OPTIONS)."""
-    return scorer(replace(ctx, generations=0, options={**ctx.options, **ESTIMATE_OPTIONS}), planner)
+    return search_host_ops(ctx.graph, score, seeds, deadline, gens, ctx.seed)
 
 
 def plan_with_host(ctx: PlanningContext, planner: str, choice) -> Plan:

@@ -7,8 +7,7 @@ plans (host_split.device_graph: the host ops leave it, what they read becomes an
 update become inputs), and the GA's whole state (GraphIndex, its seeds, its walk) is per graph. So a genome
 here is a set of host ops, and its score is the simulated time of the device part's plan from the search
 planner's seeds (generations=0: what host_policy's candidates were screened with), the host ops put back by
-host_split.lift_plan (for a search planner: a cheaper estimate of it, host_policy._estimate, and the full
-score only for the FINALISTS the estimate ranks fastest, the_finalists). The operators know the structure that matters for a training step: one op flipped, a
+host_split.lift_plan. The operators know the structure that matters for a training step: one op flipped, a
 run of ops in graph order (the updates of neighbouring layers, whose gradients come out together) set to one
 side, and one-point crossover in graph order (a prefix of one parent, the rest of the other).
 
@@ -33,11 +32,8 @@ from ..host_split import close_host_ops, host_eligible
 INF = float("inf")
 CHILDREN = 4            # genomes bred per generation
 KEEP = 4                # the population: the fastest genomes so far
-BLOCK_SHARE = 0.125     # a block mutation sets a run of up to this share of the eligible ops to one side
-SEED_SHARE = 0.5        # of a deadline, what the seeds may take before children are bred
-# with a cheap estimate screening the placements (search_host_ops' `full`): how many get the full score.
-# (benchmarks/fuzz.md, fuzzfast: the host search side by side with base36 on fuzz seeds 7000-7299)
-FINALISTS = 2
+BLOCK_SHARE = 0.125
+SEED_SHARE = 0.5        # of a deadline, what the seeds may take before children are bred     # a block mutation sets a run of up to this share of the eligible ops to one side
 
 
 def repair(graph: DataflowGraph, host) -> list[int]:
@@ -122,13 +118,10 @@ class HostSearch:
 
 
 def search_host_ops(graph: DataflowGraph, score, seeds: list, deadline: float | None, generations: int | None,
-                    seed: int = 0, full=None, finalists: int = FINALISTS, full_deadline: float | None = None):
+                    seed: int = 0):
     """(best Scored or None, summary dict): the seeds (host_policy's candidates) scored in order while
     `deadline` lasts (the first always), then generations of children (`generations` of them, or until
-    `deadline`). score(ops) -> (seconds, plan or None), as HostSearch.score.
-    `full`: a dearer score of the same kind; then `score` is a cheap estimate that screens the placements and
-    only the `finalists` placements it ranks fastest get `full` (the_finalists, while `full_deadline` lasts),
-    whose best is returned."""
+    `deadline`). score(ops) -> (seconds, plan or None), as HostSearch.score."""
     hs = HostSearch(graph, host_eligible(graph), score, seed)
     tried = []
     t0 = time.perf_counter()
@@ -149,25 +142,6 @@ def search_host_ops(graph: DataflowGraph, score, seeds: list, deadline: float | 
         hs.generation(deadline if generations is None else None)
     best = hs.pop[0] if hs.pop and hs.pop[0].time_s < INF else None
     summary = {"eligible": len(hs.eligible), "evaluations": hs.evaluations, "generations": hs.generations,
-               "seeds_best_s": None if seeds_best == INF else seeds_best, "tried": tried}
-    if full is not None:
-        best, summary["finalists"] = the_finalists(hs, full, finalists, full_deadline)
-    summary["best_from"] = None if best is None else best.origin
+               "seeds_best_s": None if seeds_best == INF else seeds_best, "tried": tried,
+               "best_from": None if best is None else best.origin}
     return best, summary
-
-
-def the_finalists(hs: HostSearch, full, finalists: int, deadline: float | None):
-    """(best Scored by `full` or None, [{host_ops, estimate_s, time_s}]): the `finalists` placements the
-    estimate ranks fastest (ties: the first scored; placements it found no plan for last, as `full` may),
-    each scored by `full` while `deadline` lasts (the first always)."""
-    ranked = sorted(hs.seen.values(), key=lambda s: s.time_s)[:max(1, finalists)]
-    best, out = None, []
-    for s in ranked:
-        if out and deadline is not None and time.perf_counter() > deadline:
-            break
-        t, plan = full(list(s.ops))
-        out.append({"host_ops": len(s.ops), "estimate_s": None if s.time_s == INF else s.time_s,
-                    "time_s": None if t == INF else t})
-        if t < INF and (best is None or t < best.time_s):
-            best = Scored(s.ops, t, plan, s.origin)
-    return best, out
