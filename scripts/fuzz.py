@@ -10,13 +10,15 @@ peak), then runs every planner registered in tvm_swap.planner.PLANNERS and check
 - peak: the predicted peak <= the pool <= the limit;
 - bound: the simulated time >= the lower bound (tvm_swap/planner/bounds.py);
 - same seed: planning again with the same seed, on a fresh copy of the graph (nothing remembered with it),
-  gives the same plan (timings aside; every `--determinism-every`-th case, default every other one, as it
-  doubles a case's time). The planners' re-plans share one copy per case, as their first plans share the
+  gives the same plan (timings aside; every `--determinism-every`-th case, default every 8th (DETERMINISM_EVERY),
+  as it doubles a case's time: a 10^4-case run re-plans 1250 cases). The planners' re-plans share one copy per case, as their first plans share the
   graph: whatever a re-plan finds remembered there was computed again on the copy by an earlier re-plan,
   which compared its own plan, so a nondeterministic computation is still caught (where first used);
 - refusal: a planner that refuses a limit names a minimum above it, and plans at exactly that minimum;
   a limit below the min feasible is refused by every planner, naming a min it then plans at (exactly the
-  min feasible for swapadvisor and swapadvisor-nosearch, at least it for the baselines).
+  min feasible for swapadvisor and swapadvisor-nosearch, at least it for the baselines; a search planner there
+  with its seeds only, AT_MIN_GENERATIONS: the cases whose limit is the min search at it).
+On a device without a host spec the host variants are the planners they name (SAME_WITHOUT_HOST): planned once.
 
     python scripts/fuzz.py --n 10000                   # counts per planner, a reproducer line per failure
     python scripts/fuzz.py --case 1234 --planner odswap  # one case, verbosely
@@ -87,10 +89,20 @@ VARIANTS = {"swapadvisor-swap-only": ("swapadvisor", {"recompute": "off", "pool"
             # the search over host placements (planner/swapadvisor/host_genes.py) from the policy's candidates
             "swapadvisor+host-search": ("swapadvisor", {"host_ops": "auto", "host_generations": 1})}
 ALL_PLANNERS = [*PLANNERS, *VARIANTS]
+# on a device without a host spec (v100) _plan leaves the host option out, so these variants make exactly the
+# plan_graph call of the planner named (the same plan, checked the same way: 14 of 14 v100 cases of seeds
+# 7000-7039 compared equal): a case plans them once, and the variant's outcome is that planner's
+SAME_WITHOUT_HOST = {"swapadvisor+host-search": "swapadvisor", "swapadvisor-nosearch+host": "swapadvisor-nosearch"}
 
 
 def base_planner(pl: str) -> str:
     return VARIANTS[pl][0] if pl in VARIANTS else pl
+
+
+def same_as(case: "Case", pl: str, planners) -> str | None:
+    """The planner whose plans `pl`'s are in this case (SAME_WITHOUT_HOST), when the case runs it; else None."""
+    twin = SAME_WITHOUT_HOST.get(pl)
+    return twin if twin in planners and not DEVICES[case.device].host else None
 
 
 @dataclass
@@ -234,13 +246,17 @@ def floors(case: Case, pl: str) -> tuple[int, int]:
     return case.memo["floors", pool]
 
 
-def _plan(case: Case, planner: str, limit: int, graph: DataflowGraph | None = None) -> Plan:
+def _plan(case: Case, planner: str, limit: int, graph: DataflowGraph | None = None,
+          generations: int | None = None) -> Plan:
+    """`planner` (a name of ALL_PLANNERS) at `limit` with the case's settings; `generations`: instead of the
+    case's (a search planner's)."""
     planner, extra = VARIANTS.get(planner, (planner, {}))
     kw = dict(case.ga) if planner in SEARCH_PLANNERS else {}
     kw.update(extra)
     if "host_ops" in kw and not DEVICES[case.device].host:
         del kw["host_ops"]
     gens = kw.pop("generations", 0)
+    gens = gens if generations is None else generations
     return plan_graph(graph or case.graph, limit, device=case.device, op_time=case.op_time, planner=planner,
                       seed=case.seed, generations=gens, workers=1, alignment=case.alignment, **kw)
 
@@ -286,7 +302,8 @@ def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
     """Outcomes per planner ('planned' / 'refused') and failures [(planner, check, message)] of one case."""
     t0, c0 = time.perf_counter(), time.process_time()
     planners = list(planners or ALL_PLANNERS)
-    out = {"seed": seed, "outcomes": {}, "failures": [], "planner_s": dict.fromkeys(planners, 0.0)}
+    out = {"seed": seed, "outcomes": {}, "failures": [], "planner_s": dict.fromkeys(planners, 0.0),
+           "check_s": dict.fromkeys(CHECKS, 0.0)}
     spent = out["planner_s"]
     fail = lambda pl, check, msg: out["failures"].append((pl, check, msg))  # noqa: E731
     try:
@@ -299,18 +316,25 @@ def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
     out["inplace"] = bool(case.graph.meta.get("inplace"))
     for pl in planners:
         _stop_if_cut()
+        if same_as(case, pl, planners):
+            continue
         c1 = time.process_time()
         try:
-            out["outcomes"][pl] = _check_planner(case, pl, fail, determinism)
+            out["outcomes"][pl] = _check_planner(case, pl, fail, determinism, out["check_s"])
         except Exception as e:
             fail(pl, "crash", f"{type(e).__name__}: {e} | {traceback.format_exc(limit=-2).splitlines()[-3].strip()}")
             out["outcomes"][pl] = "crash"
         spent[pl] += time.process_time() - c1
+    for pl in planners:
+        if same_as(case, pl, planners):
+            out["outcomes"][pl] = out["outcomes"][same_as(case, pl, planners)]
     # below its floor a planner refuses, naming a min at or above the floor at which it then plans (exactly the
     # floor for the planners that reach it); an arena planner may plan there instead (see floors)
     frac = np.random.default_rng([seed, 3]).uniform(0.3, 1.0)
     for pl in planners:
         _stop_if_cut()
+        if same_as(case, pl, planners):
+            continue
         c1 = time.process_time()
         try:
             _check_below_floor(case, pl, frac, fail)
@@ -318,9 +342,17 @@ def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
             fail(pl, "crash", f"below its floor: {type(e).__name__}: {e} | "
                               f"{traceback.format_exc(limit=-2).splitlines()[-3].strip()}")
         spent[pl] += time.process_time() - c1
+        out["check_s"]["below floor"] += time.process_time() - c1
     out["wall_s"] = time.perf_counter() - t0
     out["cpu_s"] = time.process_time() - c0
     return out
+
+
+# the generations of a search planner's plan at the min its refusal below the floor names: seeds only. Half the
+# CPU of a case went to the checks below the floor, most of it to the GA planners' searches at their floor; the
+# searches at the floor stay covered by the cases whose own limit is the min feasible (one in ten draws it:
+# draw_case), which plan with the case's generations (and by the arena planners that plan below the floor)
+AT_MIN_GENERATIONS = 0
 
 
 def _check_below_floor(case: Case, pl: str, frac: float, fail) -> None:
@@ -346,7 +378,9 @@ def _check_below_floor(case: Case, pl: str, frac: float, fail) -> None:
     if (pl, named) in case.memo:      # planned and checked at that limit already (the case's own limit or min)
         return
     try:
-        plan = _plan(case, pl, named)
+        # a search planner with its seeds only (AT_MIN_GENERATIONS): whether the named min is plannable does not
+        # hang on the generations (every plan is of a seed or bred from seeds at that limit)
+        plan = _plan(case, pl, named, generations=AT_MIN_GENERATIONS)
     except TvmSwapError as e:
         fail(pl, "refusal", f"refused {below} naming min {named}, but refused that too: {e}")
         return
@@ -354,7 +388,22 @@ def _check_below_floor(case: Case, pl: str, frac: float, fail) -> None:
         fail(pl, check, msg + f" (at the min {named} named for {below})")
 
 
-def _check_planner(case: Case, pl: str, fail, determinism: bool) -> str:
+# what a case's CPU goes to (run_case's check_s): its limit's plans and their checks, the determinism re-plans,
+# the checks below the floor
+CHECKS = ("limit", "same seed", "below floor")
+
+
+def _check_planner(case: Case, pl: str, fail, determinism: bool, check_s: dict | None = None) -> str:
+    check_s = {} if check_s is None else check_s
+    c0, again0 = time.process_time(), check_s.get("same seed", 0.0)
+    try:
+        return _check_at_limit(case, pl, fail, determinism, check_s)
+    finally:
+        again = check_s.get("same seed", 0.0) - again0
+        check_s["limit"] = check_s.get("limit", 0.0) + time.process_time() - c0 - again
+
+
+def _check_at_limit(case: Case, pl: str, fail, determinism: bool, check_s: dict) -> str:
     limit, outcome = case.limit, "planned"
     try:
         plan = _plan(case, pl, limit)
@@ -378,15 +427,21 @@ def _check_planner(case: Case, pl: str, fail, determinism: bool) -> str:
     if determinism:
         # on a fresh copy of the graph: what the planner keeps with a graph (floors, fits, offload needs,
         # bounds) is computed again, so a nondeterministic computation cannot hide behind a remembered answer
+        c0 = time.process_time()
         if "fresh" not in case.memo:
             case.memo["fresh"] = fresh_copy(case.graph)
         again = _plan(case, pl, limit, case.memo["fresh"])
         if _comparable(again) != _comparable(plan):
             fail(pl, "same seed", "planning twice with the same seed gave different plans")
+        check_s["same seed"] = check_s.get("same seed", 0.0) + time.process_time() - c0
     return outcome
 
 
 # ---------------------------------------------------------------- the run
+# the command line's default: the determinism re-plan in every 8th case. Every other case (the old default) spent
+# a quarter of the run's CPU on re-plans (benchmarks/fuzz.md, fuzzfast): a 10^4-case run still re-plans 1250
+# cases, every planner in each
+DETERMINISM_EVERY = 8
 def _git_commit() -> str:
     from tvm_swap.provenance import git_commit
 
@@ -424,8 +479,9 @@ def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, pro
                     print(f"  failure: seed {r['seed']} {pl} {check}: {msg}", file=sys.stderr, flush=True)
             if progress and k % 100 == 0:
                 nf = sum(len(x["failures"]) for x in results)
-                print(f"  {k}/{len(seeds)} cases, {nf} failures, {time.perf_counter() - t0:.0f} s",
-                      file=sys.stderr, flush=True)
+                cpu = sum(x.get("cpu_s", 0.0) for x in results) / max(1, len(results))
+                print(f"  {k}/{len(seeds)} cases, {nf} failures, {time.perf_counter() - t0:.0f} s elapsed, "
+                      f"{cpu:.3f} cpu s/case", file=sys.stderr, flush=True)
     finally:
         _CUT[0] = lambda: False
         if pool is not None:
@@ -489,10 +545,15 @@ def summarize(results, planners) -> tuple[str, list[str]]:
     if cpu:
         rows.append(f"cpu s per case: median {cpu[len(cpu) // 2]:.3f}, mean {sum(cpu) / len(cpu):.3f}, "
                     f"max {cpu[-1]:.2f}, total {sum(cpu):.1f}")
+        by = {c: sum(r.get("check_s", {}).get(c, 0.0) for r in results) for c in CHECKS}
+        rows.append("cpu s by check: " + ", ".join(f"{c} {v:.1f}" for c, v in by.items()))
     split = [r for r in results if r.get("split")]
     rows.append(f"graphs with split ops: {len(split)} of {len(results)} "
                 f"({sum(bool(r.get('inplace')) for r in split)} of them with in-place ops too), "
                 f"{sum(len(r['failures']) for r in split)} failures in them")
+    unsplit = [r for r in results if not r.get("split")]
+    mean = lambda rs: sum(r.get("cpu_s", 0.0) for r in rs) / max(1, len(rs))  # noqa: E731
+    rows.append(f"cpu s per case: split {mean(split):.3f}, not split {mean(unsplit):.3f}")
     rows.append("failures by check: " + (", ".join(f"{k} {v}" for k, v in sorted(checks.items())) or "none"))
     return "\n".join(rows), lines
 
@@ -504,7 +565,7 @@ def main(argv=None) -> int:
     ap.add_argument("--case", type=int, default=None, help="run only this seed, verbosely")
     ap.add_argument("--planner", action="append", choices=ALL_PLANNERS, help="only these planners (repeatable)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
-    ap.add_argument("--determinism-every", type=int, default=2, metavar="K",
+    ap.add_argument("--determinism-every", type=int, default=DETERMINISM_EVERY, metavar="K",
                     help="re-plan with the same seed in every K-th case (1: all; 0: never)")
     ap.add_argument("--splits", type=float, default=CLI_SPLIT_PROB, metavar="P",
                     help="share of graphs with some ops run as K slices (scripts/fuzz.py _with_splits; 0: none)")

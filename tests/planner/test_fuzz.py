@@ -268,3 +268,49 @@ def test_a_host_search_on_a_graph_whose_every_op_may_run_on_the_host(monkeypatch
     monkeypatch.setattr(fuzz, "_check_below_floor", boom)
     r = fuzz.run_case(40713, planners=["swapadvisor-nosearch"], determinism=False)
     assert [f[1] for f in r["failures"]] == ["crash"] and "below its floor" in r["failures"][0][2]
+
+
+def test_on_a_device_without_a_host_the_host_variants_are_planned_once(monkeypatch):
+    """Issue 28 (fuzzfast): on v100 (no host spec) swapadvisor+host-search and swapadvisor-nosearch+host make
+    exactly the plan_graph calls of swapadvisor and swapadvisor-nosearch; a case plans them once and gives the
+    variants their twins' outcomes. With the twin not run, the variant is planned as before."""
+    seed = next(s for s in range(7000, 7100) if fuzz.draw_case(s).device == "v100-16gb")
+    case = fuzz.draw_case(seed)
+    for variant, twin in fuzz.SAME_WITHOUT_HOST.items():
+        assert fuzz._comparable(fuzz._plan(case, variant, case.limit)) == \
+            fuzz._comparable(fuzz._plan(case, twin, case.limit))
+    calls = []
+    real = fuzz._plan
+    monkeypatch.setattr(fuzz, "_plan", lambda case, pl, *a, **k: calls.append(pl) or real(case, pl, *a, **k))
+    planners = ["swapadvisor-nosearch", "swapadvisor-nosearch+host"]
+    r = fuzz.run_case(seed, planners, determinism=False)
+    assert not r["failures"] and r["outcomes"]["swapadvisor-nosearch+host"] == r["outcomes"]["swapadvisor-nosearch"]
+    assert "swapadvisor-nosearch+host" not in calls and calls
+    calls.clear()
+    r = fuzz.run_case(seed, ["swapadvisor-nosearch+host"], determinism=False)
+    assert not r["failures"] and "swapadvisor-nosearch+host" in calls
+
+
+def test_the_min_named_below_the_floor_is_planned_with_seeds_only_and_the_summary_says_where_cpu_went(monkeypatch):
+    """Issue 28 (fuzzfast): a search planner's plan at the min its refusal below the floor names is of its seeds
+    only (AT_MIN_GENERATIONS; it was most of a case's CPU), at the case's own limit with the case's generations;
+    the table splits a run's CPU by check and by split / unsplit graphs."""
+    seen = []
+    real = fuzz._plan
+    monkeypatch.setattr(fuzz, "_plan", lambda case, pl, limit, graph=None, generations=None:
+                        seen.append((limit, generations)) or real(case, pl, limit, graph, generations))
+    for seed in range(1000, 1100):
+        case = fuzz.draw_case(seed)
+        floor = fuzz.floors(case, "swapadvisor")[0]
+        if case.ga["generations"] == 0 or case.limit == floor:
+            continue
+        seen.clear()
+        r = fuzz.run_case(seed, ["swapadvisor"], determinism=True)
+        if any(limit == floor for limit, _ in seen):
+            break
+    assert not r["failures"], r["failures"]
+    assert seen[0] == (case.limit, None) and seen[1] == (case.limit, None)        # the limit, the re-plan
+    assert (floor, fuzz.AT_MIN_GENERATIONS) in seen and fuzz.AT_MIN_GENERATIONS == 0
+    assert set(r["check_s"]) == set(fuzz.CHECKS) and all(v > 0 for v in r["check_s"].values())
+    table, _ = fuzz.summarize([r], ["swapadvisor"])
+    assert "cpu s by check: limit" in table and "cpu s per case: split 0.000, not split" in table
