@@ -152,15 +152,16 @@ def fold_frozen_layouts(mod, params=None, func_name: str = "main"):
 
 
 def _split(mod, limit: int, lower_graph, func_name: str, first, planner, pool, split_ops: bool):
-    """(mod, lowered, graph, dense splits, regions): dense layers split by output features until `limit`
-    fits (tvm_swap.limits.split_to_fit), then, with split_ops, regions of ops on what that left."""
+    """(mod, lowered, graph, dense splits, regions): dense layers split by output features (a training step's
+    trainable ones by rows) until `limit` fits (tvm_swap.limits.split_to_fit), then, with split_ops or in a
+    training step, regions of ops on what that left (a training step's: per-sample ops along the batch)."""
     from .planner.api import resolve_pool
     from .limits.split_to_fit import split_regions_to_fit, split_to_fit
 
     pool_name = resolve_pool(planner, pool)
     mod, lowered, graph, splits = split_to_fit(mod, limit, lower_graph, func_name, pool_name, first=first)
     regions = []
-    if split_ops:
+    if split_ops or not _is_inference(mod, func_name):     # (a training step's regions ride on split_dense)
         mod, lowered, graph, regions = split_regions_to_fit(mod, int(limit), lower_graph, func_name, pool_name,
                                                             first=(lowered, graph))
     return mod, lowered, graph, splits, regions
@@ -289,8 +290,10 @@ def _start(mod, target, mem_limit, device, bandwidth, planner, planner_options, 
     split_dense = bool(split_dense) or bool(split_ops)
     job = _Job(folded, mod, folded_params, params, target, mem_limit, spec, planner, planner_options, func_name,
                fuse_max_depth, bool(split_ops), key=key)
-    job.may_split = mem_limit is not None and ((split_dense and _may_split(folded, func_name))
-                                               or (bool(split_ops) and _is_inference(folded, func_name)))
+    # a training step may split regions of per-sample ops along the batch (split_dense=True) where it has no
+    # trainable dense weight; inference splits regions with split_ops only
+    job.may_split = mem_limit is not None and split_dense and (
+        bool(split_ops) or not _is_inference(folded, func_name) or _may_split(folded, func_name))
     _check_early(job)
     return job
 
