@@ -10,7 +10,9 @@ Only advice that lowers that op's own need, with the numbers for this limit:
   of its output features that fits (split_dense=True); for a training step's, split_dense=True too (its rows
   through forward, gradients and update: relay_passes.split_dense_train); no batch or fusion advice;
 - activations: split_ops=True (inference: the op and its neighbours in slices, relay_passes.split_region), the
-  micro-batch count (inference) or batch factor (training) that fits, only where the batch is larger than 1;
+  micro-batch count (inference) or batch factor (training) that fits, only where the batch is larger than 1; a
+  training step's split_dense=True, which also splits its per-sample ops along the batch (the facts cannot tell
+  whether the op reduces over the batch: the hint says where it applies);
 - a smaller fusion depth only for a fused kernel holding more than one input and output besides its weights;
 - the arena for size classes.
 The facts are plain data (the bundled examples' floors table stores them, tvm_swap.examples.floors), the
@@ -110,7 +112,11 @@ def hint_text(f: dict, pool: str, limit: int | None = None) -> str:
     if rest and not params_too_big and f["batch"] > 1:
         k = slices_to_fit(rest, wbytes, room)
         k = k if k is not None and k <= f["batch"] else None
-        if f["training"]:
+        if f["training"]:      # (per-sample ops only: a parameter gradient or batch statistics stays whole)
+            knobs.append(f"split_dense=True (it and the per-sample ops around it in {k} or more slices of the batch, "
+                         f"bitwise, where it reduces nothing over the batch)" if k else
+                         "split_dense=True (it and the per-sample ops around it in slices of the batch, bitwise, "
+                         "where it reduces nothing over the batch)")
             knobs.append(f"a batch {k} times smaller" if k else "a smaller batch")
         else:
             knobs.append(f"micro_batches={k} (its activations in {k} slices of the batch)" if k else
