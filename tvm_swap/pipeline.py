@@ -109,6 +109,16 @@ def _may_split(mod, func_name: str) -> bool:
     return bool(splittable(func))
 
 
+def _input_splits(mod, func_name: str) -> dict:
+    """{input: [[slice, lo, hi], ...]} of the inputs a training step reads in batch slices (split_train)."""
+    import json
+
+    from relay_passes.split_input_train import INPUT_SPLITS_ATTR
+
+    attrs = mod[func_name].attrs
+    return json.loads(str(attrs[INPUT_SPLITS_ATTR])) if attrs is not None and INPUT_SPLITS_ATTR in attrs else {}
+
+
 def _is_inference(mod, func_name: str) -> bool:
     func = mod[func_name]
     return not (func.attrs is not None and "tvm_swap.updates" in func.attrs)
@@ -130,6 +140,9 @@ def _split_may_help(mod, mem_limit, func_name: str, split_ops: bool = False) -> 
     func = mod[func_name]
     can = splittable(func) if _is_inference(mod, func_name) else split_param_names(func)
     n = int(func.attrs["num_input"]) if func.attrs is not None and "num_input" in func.attrs else len(func.params)
+    if not _is_inference(mod, func_name):      # a 2-D input may be read in batch slices (split_train)
+        can = set(can) | {p.name for p in func.params[:n]
+                          if len(getattr(getattr(p.ty, "shape", None), "values", ())) == 2}
     whole = [_nbytes(p.ty) or 0 for i, p in enumerate(func.params) if p.name not in can and (i < n or not split_ops)]
     results = list(func.ret_ty.fields if hasattr(func.ret_ty, "fields") else [func.ret_ty])
     names = [p.name for p in func.params]
@@ -400,7 +413,8 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
                "progress": progress, **planner_options}
     k_rows = None
     t1 = time.perf_counter()
-    if split_k == "auto" and splits and not regions and op_time is None:
+    sliced_inputs = _input_splits(job.mod, func_name)       # (split_k re-splits the weights only)
+    if split_k == "auto" and splits and not regions and not sliced_inputs and op_time is None:
         lowered, graph, splits, op_time, cost_source, plan, k_rows = _plan_k(job, (lowered, graph), splits,
                                                                              mem_limit, cost_kw, plan_kw, budget_s)
         times["cost_plan_s"] = time.perf_counter() - t1
@@ -424,6 +438,7 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
             **({"dense_splits": dict(splits)} if splits else {}),
             **({"split_k": {"mode": split_k, "candidates": k_rows}} if k_rows else {}),
             **({"split_regions": [[r.start, r.end, r.axis, r.k] for r in regions]} if regions else {}),
+            **({"input_splits": {n: len(p) for n, p in sliced_inputs.items()}} if sliced_inputs else {}),
             **({"unsplit_no_swap_bytes": int(unsplit_need)} if splits or regions else {})}
     return CompiledModel(executable, plan, graph, lowered, op_time, spec, target, info)
 

@@ -53,19 +53,48 @@ def _budgets(candidates: dict):
         budget //= 2
 
 
+def input_slices_for_budget(func, budget: int) -> dict:
+    """{input: K}: each of the step's inputs (its `num_input` first params) larger than the budget, in the
+    fewest batch slices of at most `budget` bytes (relay_passes.split_input_train reads it so where only
+    2-D matmuls read it; it refuses the rest)."""
+    from .model_checks import _nbytes
+
+    n = int(func.attrs["num_input"]) if "num_input" in func.attrs else 0
+    out = {}
+    for p in func.params[:n]:
+        size, shape = _nbytes(p.ty) or 0, [int(d) for d in p.ty.shape.values] if hasattr(p.ty, "shape") else []
+        if size > budget and len(shape) == 2 and shape[0] > 1:
+            out[p.name] = int(min(-(-size // max(1, budget)), shape[0]))
+    return out
+
+
+def _with_input_slices(split, inputs: dict, func_name: str):
+    """`split` with its inputs read in batch slices where every reader allows it, else as it is."""
+    from relay_passes.split_input_train import InputSplitRefused, SplitInputBatch
+
+    for name, k in inputs.items():
+        try:
+            split = SplitInputBatch({name: k}, func_name)(split)
+        except InputSplitRefused:
+            continue
+    return split
+
+
 def _split_steps(mod, lower_graph, func_name: str):
     """(splits, split module, lowered, graph) for each chunk budget in turn (halved each round), skipping a
-    budget that splits nothing or the same as the one before."""
+    budget that splits nothing or the same as the one before. The budget also bounds an input's batch slices
+    (input_slices_for_budget), so the weight-gradient kernels that read it read one slice each."""
     from relay_passes.split_dense_train import SplitTrainableDense, trainable_splittable
 
     candidates = trainable_splittable(mod[func_name])
     tried = None
     for budget in _budgets(candidates):
         splits = splits_for_budget(candidates, budget)
-        if not splits or splits == tried:
+        inputs = input_slices_for_budget(mod[func_name], budget)
+        if not splits or (splits, inputs) == tried:
             continue
-        tried = splits
-        split = SplitTrainableDense(splits, func_name)(mod)
+        tried = (splits, inputs)
+        split = _with_input_slices(SplitTrainableDense(splits, func_name)(mod), inputs, func_name)
         low, g = lower_graph(split)
         yield splits, split, low, g
 
