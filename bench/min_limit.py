@@ -127,6 +127,10 @@ def split_graph_of(mod):
         return low, graph_from_relax(low, "main", target="llvm")
 
     m, g, splits = split_floor(fold_frozen_layouts(mod)[0], lower_graph)
+    attrs = m["main"].attrs           # a training step's inputs in batch slices (since train128), shown as splits
+    if attrs is not None and "tvm_swap.input_splits" in attrs:
+        sliced = json.loads(str(attrs["tvm_swap.input_splits"]))
+        splits = {**splits, **{f"input {n} by batch": len(p) for n, p in sliced.items()}}
     try:
         from tvm_swap.limits.split_to_fit import split_regions_floor
     except ImportError:

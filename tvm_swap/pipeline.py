@@ -465,7 +465,8 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
     training step: its trainable dense weights (and their optimizer state) as K chunks of their rows through
     forward, dX, dW and update (relay_passes.split_dense_train), then regions of its per-sample ops (pools,
     ReLU, their gradients) in K slices of the batch (relay_passes.split_region; never an op that reduces over
-    the batch), bitwise equal to the unsplit step.
+    the batch), and a 2-D input in batch slices (relay_passes.split_input_train; the user still gives it
+    whole), bitwise equal to the unsplit step.
     split_ops=True (inference): also regions of ops in K slices of the batch, channels or rows (a conv by output
     channels), so a limit below the largest op needs no micro_batches (relay_passes.split_region).
     micro_batches=K (inference): run the batch in K slices (relay_passes.micro_batch), each op then holds 1/K

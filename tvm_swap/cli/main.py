@@ -141,8 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "features (the weight cut at compile time, K as small as fits the limit; a training step's "
                         "trainable weights in K row chunks through forward, gradients and update, and regions of "
                         "its per-sample ops (pools, ReLU, their gradients; never a parameter gradient or batch "
-                        "statistics) in K slices of the batch); results bitwise equal, the params file still holds "
-                        "the whole weights")
+                        "statistics) in K slices of the batch, and a 2-D input read by dense layers in batch "
+                        "slices, the weight gradient summed slice after slice); results bitwise equal, the params "
+                        "file still holds the whole weights and `run` takes the whole input")
     p.add_argument("--split-k", default=None, metavar="fewest|auto",
                    help="with --split-dense: K as the fewest chunks that fit (fewest), or the fastest plan of 1x, 2x "
                         "and 4x that many, each planned on a share of the budget (auto, the default); the output "

@@ -13,6 +13,8 @@ this smallest K against 2x and 4x as many chunks (benchmarks/split_k.md): fastes
 (each slice is a kernel launch), but a large weight (a BERT head's 94 MB) plans faster in 2-4x as many chunks
 at limits well above the floor, where the smallest K leaves no room to keep chunks resident or overlap copies.
 split_k="auto" (tvm_swap.limits.split_k) plans 1x, 2x and 4x this K and keeps the fastest plan.
+The same budget bounds a 2-D input's batch slices (relay_passes.split_input_train: mlp at batch 128, whose
+weight-gradient kernels otherwise read the whole input, 29.9% of the step's need); split_k then keeps K.
 """
 from __future__ import annotations
 
