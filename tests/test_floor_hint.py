@@ -92,3 +92,17 @@ def test_a_training_steps_activations_get_the_batch_split_that_rides_on_split_de
                       r"batch", msg).group(1))
     assert k == 3 and "a batch 3 times smaller" in msg
     assert "split_ops" not in msg and "micro_batches" not in msg
+
+
+def test_a_training_steps_input_read_whole_gets_its_batch_slices():
+    """A training step whose floor op is a weight gradient reading a 2-D input whole (mlp at batch 128): the
+    input's batch slices under split_dense=True (relay_passes.split_input_train), K as fits."""
+    x = 392 * 1024
+    g = graph([("data", x, (128, 784), "input"), ("dy", 4 * 1024, (128, 8), "activation"),
+               ("w", 24 * 1024, (8, 784), "param"), ("w_new", 24 * 1024, (8, 784), "activation")],
+              [("fused_matmul_transposed_multiply_subtract#0", "fused_matmul_transposed_multiply_subtract",
+                [0, 1, 2], [3])], updates={2: 3})
+    msg = refusal(g, 300 * 1024)
+    k = int(re.search(r"split_dense=True \(input 'data' in (\d+) batch slices", msg).group(1))
+    assert 52 * 1024 + x / k <= 300 * 1024 < 52 * 1024 + x / (k - 1)
+    assert "a batch" in msg and "micro_batches" not in msg

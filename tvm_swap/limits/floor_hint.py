@@ -72,7 +72,10 @@ def hint_facts(graph, alignment: int = 256, in_place: bool = True) -> dict:
             and graph.tensors[op.inputs[0]].kind in PERSISTENT_KINDS):
         w = graph.tensors[op.inputs[0]]
         copy = {"name": w.name, "nbytes": int(w.nbytes), "updated": w.id in updated}
+    sliceable = [t for t in ts if t.kind == "input" and len(t.shape) == 2 and t.shape[0] > 1]
+    batch_input = max(sliceable, key=lambda t: t.nbytes) if sliceable else None
     return {"op": op.name, "need": int(best), "workspace": int(workspace), "layout_copy": copy,
+            "batch_input": None if batch_input is None else [batch_input.name, int(batch_input.nbytes)],
             "weights": sum(aligned_bytes(t.nbytes, alignment) for t in weights),
             "activations": sum(aligned_bytes(t.nbytes, alignment) for t in ts if t.kind not in PERSISTENT_KINDS),
             "outputs": sum(aligned_bytes(graph.tensors[t].nbytes, alignment) for t in set(op.outputs)),
@@ -112,11 +115,17 @@ def hint_text(f: dict, pool: str, limit: int | None = None) -> str:
     if rest and not params_too_big and f["batch"] > 1:
         k = slices_to_fit(rest, wbytes, room)
         k = k if k is not None and k <= f["batch"] else None
-        if f["training"]:      # (per-sample ops only: a parameter gradient or batch statistics stays whole)
+        if f["training"] and f.get("batch_input"):     # (relay_passes.split_input_train)
+            name, nbytes = f["batch_input"]
+            kin = slices_to_fit(aligned_bytes(nbytes, 256), f["need"] - aligned_bytes(nbytes, 256), room)
+            knobs.append(f"split_dense=True (input {name!r} in {kin or 'more'} batch slices, the weight gradient "
+                         f"summed slice after slice, bitwise)")
+        elif f["training"]:      # (per-sample ops only: a parameter gradient or batch statistics stays whole)
             knobs.append(f"split_dense=True (it and the per-sample ops around it in {k} or more slices of the batch, "
                          f"bitwise, where it reduces nothing over the batch)" if k else
                          "split_dense=True (it and the per-sample ops around it in slices of the batch, bitwise, "
                          "where it reduces nothing over the batch)")
+        if f["training"]:
             knobs.append(f"a batch {k} times smaller" if k else "a smaller batch")
         else:
             knobs.append(f"micro_batches={k} (its activations in {k} slices of the batch)" if k else
