@@ -107,3 +107,16 @@ def test_a_step_built_below_its_floor_takes_the_whole_input_and_runs_bitwise(tmp
     m2 = tvm_swap.load(m.export_library(tmp_path / "step.so"))
     assert m2.input_names == ["data", "labels"]
     assert np.isfinite(m2(x, labels)[0]).all()          # (takes the whole input too)
+
+
+@needs_fixtures("mxnet")
+def test_the_budget_bounds_the_input_slices_and_their_product_with_the_chunks():
+    """split_train's chunk budget: the fewest slices of the input within it, at most MAX_INPUT_SLICES, and at
+    most MAX_SLICE_PAIRS over the weight's chunks (each chunk's kernels run once per slice)."""
+    from tvm_swap.limits.split_train import MAX_INPUT_SLICES, MAX_SLICE_PAIRS, input_slices_for_budget
+
+    f = _mlp_step(128)[0]["main"]               # data: 128 x 784 f32 = 392 KiB
+    assert input_slices_for_budget(f, 200 * 1024, {"w": 2}) == {"data": 2}
+    assert input_slices_for_budget(f, 1024, {}) == {"data": MAX_INPUT_SLICES}
+    assert input_slices_for_budget(f, 1024, {"w": MAX_SLICE_PAIRS // 2}) == {"data": 2}
+    assert input_slices_for_budget(f, 1 << 20, {}) == {}

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 ROUNDS = 8
 MISSES = 2
+MAX_INPUT_SLICES = 8       # an input's batch slices ...
+MAX_SLICE_PAIRS = 128      # ... times a weight's row chunks: the step's kernels grow with their product
 
 
 def is_training(func) -> bool:
@@ -55,18 +57,21 @@ def _budgets(candidates: dict):
         budget //= 2
 
 
-def input_slices_for_budget(func, budget: int) -> dict:
+def input_slices_for_budget(func, budget: int, splits: dict) -> dict:
     """{input: K}: each of the step's inputs (its `num_input` first params) larger than the budget, in the
     fewest batch slices of at most `budget` bytes (relay_passes.split_input_train reads it so where only
-    2-D matmuls read it; it refuses the rest)."""
+    2-D matmuls read it; it refuses the rest), at most MAX_INPUT_SLICES and MAX_SLICE_PAIRS over the most
+    chunks of a weight in `splits` (each forward and gradient kernel of a chunk runs once per slice)."""
     from .model_checks import _nbytes
 
     n = int(func.attrs["num_input"]) if "num_input" in func.attrs else 0
+    cap = min(MAX_INPUT_SLICES, max(1, MAX_SLICE_PAIRS // max(splits.values(), default=1)))
     out = {}
     for p in func.params[:n]:
         size, shape = _nbytes(p.ty) or 0, [int(d) for d in p.ty.shape.values] if hasattr(p.ty, "shape") else []
-        if size > budget and len(shape) == 2 and shape[0] > 1:
-            out[p.name] = int(min(-(-size // max(1, budget)), shape[0]))
+        k = min(-(-size // max(1, budget)), shape[0] if shape else 1, cap)
+        if size > budget and len(shape) == 2 and k > 1:
+            out[p.name] = int(k)
     return out
 
 
@@ -92,7 +97,7 @@ def _split_steps(mod, lower_graph, func_name: str):
     tried = None
     for budget in _budgets(candidates):
         splits = splits_for_budget(candidates, budget)
-        inputs = input_slices_for_budget(mod[func_name], budget)
+        inputs = input_slices_for_budget(mod[func_name], budget, splits)
         if not splits or (splits, inputs) == tried:
             continue
         tried = (splits, inputs)
