@@ -114,7 +114,8 @@ def graph_of(mod):
 
 def split_graph_of(mod):
     """(graph once no dense layer's weight sets the floor (tvm_swap.limits.split_to_fit.split_floor), then with the
-    regions of ops split that lower it most (split_regions_floor; absent before that commit), {weight: K},
+    regions of ops split that lower it most (split_regions_floor; absent before that commit; a training step's
+    along the batch since train128, a tree before returns it unchanged), {weight: K},
     [[first, last, axis, K] of each region])."""
     from relay_passes.lower import lower
     from tvm_swap.graph.extract import graph_from_relax
@@ -126,8 +127,10 @@ def split_graph_of(mod):
         return low, graph_from_relax(low, "main", target="llvm")
 
     m, g, splits = split_floor(fold_frozen_layouts(mod)[0], lower_graph)
-    if "tvm_swap.updates" in m["main"].attrs:     # a training step: its trainable weights' row chunks only
-        return g, splits, []
+    attrs = m["main"].attrs           # a training step's inputs in batch slices (since train128), shown as splits
+    if attrs is not None and "tvm_swap.input_splits" in attrs:
+        sliced = json.loads(str(attrs["tvm_swap.input_splits"]))
+        splits = {**splits, **{f"input {n} by batch": len(p) for n, p in sliced.items()}}
     try:
         from tvm_swap.limits.split_to_fit import split_regions_floor
     except ImportError:

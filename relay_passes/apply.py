@@ -36,6 +36,8 @@ tensor's current variable wherever a kernel reads them.
 """
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass
 
 import tvm
@@ -43,12 +45,14 @@ import tvm
 from tvm_swap.errors import PlanError, UnsupportedModelError
 from tvm_swap.graph import PERSISTENT_KINDS, DataflowGraph, ir
 from tvm_swap.graph.ir import Kind
+from tvm_swap.input_slices import META_KEY as INPUT_SLICES_KEY
 from tvm_swap.param_layouts import META_KEY as PARAM_LAYOUTS_KEY
 from tvm_swap.plan import ActionKind, Plan, runs_kernel
 
 from .host_ops import emit_host_op, host_kernels
 from .inplace import allow_aliasing
 from .param_layout import folded_layouts
+from .split_input_train import INPUT_SPLITS_ATTR
 
 PLAN_FUNC = "tvm_swap_plan"
 MANIFEST_FUNC = "tvm_swap_manifest"
@@ -360,6 +364,8 @@ def apply_plan(lowered_mod, graph: DataflowGraph, plan: Plan, func_name: str = "
     layouts = folded_layouts(prog.func)      # params shipped in their compute layout (relay_passes.param_layout)
     if layouts is not None:
         manifest.meta[PARAM_LAYOUTS_KEY] = layouts.to_dict()
+    if prog.func.attrs is not None and INPUT_SPLITS_ATTR in prog.func.attrs:   # (relay_passes.split_input_train)
+        manifest.meta[INPUT_SLICES_KEY] = json.loads(str(prog.func.attrs[INPUT_SPLITS_ATTR]))
     needs_wait, needs_record = call_sites(plan, poison=debug_poison)
     if trace:
         needs_wait = needs_record = [runs_kernel(a.kind) for a in plan.actions]

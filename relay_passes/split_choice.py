@@ -156,18 +156,21 @@ def grow_region(facts, seed: int, axis: int, room: int, taken: set):
     return None
 
 
-def _axes(facts, i: int) -> list[int]:
+def _axes(facts, i: int, training: bool) -> list[int]:
     from .micro_batch import _shape
 
     out = _shape(facts.bindings[i].var.ty.fields[0] if hasattr(facts.bindings[i].var.ty, "fields")
                  else facts.bindings[i].var.ty) or []
-    return [a for a in (0, 1, 2) if len(out) > a and out[a] > 1]
+    axes = (0,) if training else (0, 1, 2)      # (a training step: the batch only, split_region)
+    return [a for a in axes if len(out) > a and out[a] > 1]
 
 
 def choose_regions(func, room: int) -> list:
     """[Region] so that, by the Relax estimate, no op needs more than `room` bytes; ops no region helps are
-    left as they are (the exact check after lowering names them)."""
+    left as they are (the exact check after lowering names them). A training step's regions are along the
+    batch only, of per-sample ops (its batch norm statistics and parameter gradients end a region)."""
     facts = _Facts(func)
+    training = func.attrs is not None and "tvm_swap.updates" in func.attrs
     taken: set = set()
     regions = []
     for i in sorted(range(len(facts.bindings)), key=lambda j: -facts.need[j]):
@@ -175,7 +178,7 @@ def choose_regions(func, room: int) -> list:
             break
         if i in taken:
             continue
-        for axis in _axes(facts, i):
+        for axis in _axes(facts, i, training):
             found = grow_region(facts, i, axis, room, taken)
             if found is not None:
                 s, e, region = found

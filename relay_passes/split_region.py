@@ -78,6 +78,8 @@ def _region_span(bindings, region: Region) -> tuple[int, int]:
     names = [b.var.name for b in bindings]
     if region.start not in names or region.end not in names:
         raise SplitRefused(f"no binding named {region.start!r} or {region.end!r}")
+    if names.count(region.start) > 1 or names.count(region.end) > 1:      # (a training step reuses `lv` names)
+        raise SplitRefused(f"region {region.start!r}..{region.end!r}: a binding name that is not unique")
     s, e = names.index(region.start), names.index(region.end)
     if e < s:
         raise SplitRefused(f"region {region.start!r}..{region.end!r} ends before it starts")
@@ -330,9 +332,21 @@ class _RowEmitter(_RegionEmitter):
         return cut_rows(self.bb, self.env.get(x, x), (0, h), want, h, f"{x.name}_p{c}"), pads
 
 
+def check_training_regions(regions) -> None:
+    """A training step splits regions along the batch only: its per-sample ops (split_rules; the table refuses
+    every op that reduces over the batch: batch norm's statistics, parameter gradients, the loss) keep each
+    sample's arithmetic, where channels or rows would cut a batch norm's per-channel sums or a conv's weight
+    gradient."""
+    for r in regions:
+        if int(r.axis) != 0:
+            raise SplitRefused(f"region {r.start!r}..{r.end!r}: a training step splits regions along the batch "
+                               f"(axis 0) only, not axis {r.axis}")
+
+
 class SplitRegions:
     """A module pass: `func_name` with each Region computed in slices (module docstring). A training step
-    (`tvm_swap.updates`) is refused: its batch norm and gradients mix what the slices keep apart. Called as
+    (`tvm_swap.updates`) is split along the batch only (check_training_regions); its batch norm statistics and
+    parameter gradients mix the samples, and the rules refuse them inside a region. Called as
     TVM's passes are (`SplitRegions(regions)(mod)`), but not wrapped by tvm.transform.module_pass: TVM's FFI
     would turn a SplitRefused raised inside into a RuntimeError, losing the type callers catch."""
 
@@ -349,7 +363,7 @@ class SplitRegions:
         gv = mod.get_global_var(self.func_name)
         func = mod[gv]
         if func.attrs is not None and "tvm_swap.updates" in func.attrs:
-            raise SplitRefused("splitting a region is for inference; this is a training step")
+            check_training_regions(self.regions)
         out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
         out[gv] = split_function(func, self.regions, self.func_name)
         return relax.transform.Normalize()(out)

@@ -10,6 +10,12 @@ from __future__ import annotations
 from .micro_batch import BATCH_FIRST_LAYOUT, BINARY, ELEMWISE, _Refuse, _check, _op_name, _shape
 
 POOLS = {n for n in BATCH_FIRST_LAYOUT if "pool" in n and n.endswith("2d")}
+# a training step's backward: each output element compares or selects the same element of its operands
+COMPARE = {"relax.less", "relax.less_equal", "relax.greater", "relax.greater_equal", "relax.equal",
+           "relax.not_equal", "relax.where"}
+# a pool's gradient: sample n, channel c of the input gradient reads sample n, channel c of the output's
+# gradient and of the pool's input only (the windows are within one channel of one sample)
+POOL_GRADS = {"relax.grad.max_pool2d_backward", "relax.grad.avg_pool2d_backward"}
 ROWS = 2
 CONVS = {"relax.nn.conv2d"}
 
@@ -47,7 +53,7 @@ def _rule(call, out_ty, axis: int, dim: int, activation) -> dict:
 
     if name in ELEMWISE:
         return {0: ("S", axis), **{i: ("W", None) for i in tensors[1:]}} if activation(args[0]) else _no()
-    if name in BINARY:
+    if name in BINARY or name in COMPARE:
         modes = {}
         for i in tensors:
             d, j = _aligned_dim(args[i].ty, axis, nd)
@@ -63,6 +69,10 @@ def _rule(call, out_ty, axis: int, dim: int, activation) -> dict:
         if str(getattr(attrs, "layout", "NCHW")) != "NCHW" or axis not in (0, 1):
             raise _Refuse("a window op splits along batch or channels only (NCHW)")
         return {0: ("S", axis)}
+    if name in POOL_GRADS:
+        if str(getattr(attrs, "layout", "NCHW")) != "NCHW" or axis not in (0, 1):
+            raise _Refuse("a pool's gradient splits along batch or channels only (NCHW)")
+        return {i: along(i) for i in (0, 1)}
     if name == "relax.concat":
         if int(attrs.axis) % nd == axis:
             raise _Refuse("a concat along the split axis")

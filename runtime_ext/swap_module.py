@@ -20,6 +20,7 @@ import numpy as np
 
 from tvm_swap.errors import PlanError, TvmSwapError
 from tvm_swap.manifest import Manifest
+from tvm_swap.input_slices import input_slices_of
 from tvm_swap.param_layouts import layouts_of
 from tvm_swap.plan import Plan
 
@@ -101,6 +102,7 @@ class SwapModule:
         # frozen params folded into their compute layout at compile time (relay_passes.param_layout): the
         # user gives and gets them in their own layout, the program holds the folded ones
         self.layouts = layouts_of(manifest.meta)
+        self.input_slices = input_slices_of(manifest.meta)     # (relay_passes.split_input_train)
         self.set_params(params if params is not None else {})
 
     # ---------------------------------------------------------------- params
@@ -113,7 +115,12 @@ class SwapModule:
 
     @property
     def input_names(self) -> list[str]:
-        return [p.name for p in self.manifest.inputs]
+        """The inputs the user gives (an input the program reads in batch slices: whole, by its own name)."""
+        return [n for n, _, _ in self._user_inputs()]
+
+    def _user_inputs(self) -> list[tuple]:
+        specs = [(p.name, tuple(p.shape), p.dtype) for p in self.manifest.inputs]
+        return specs if self.input_slices is None else self.input_slices.user_specs(specs)
 
     def _user_to_compute(self, params) -> dict:
         """The program's params from the user's (their layout checked first, then folded)."""
@@ -178,21 +185,24 @@ class SwapModule:
     def _inputs(self, inputs) -> list:
         import tvm
 
-        specs = self.manifest.inputs
+        specs = self._user_inputs()
         if len(inputs) != len(specs):
             raise TvmSwapError(f"the model takes {len(specs)} inputs {self.input_names}, got {len(inputs)}")
-        out = []
-        for spec, x in zip(specs, inputs):
+        out = {}
+        for (name, want, want_dtype), x in zip(specs, inputs):
             if isinstance(x, tvm.runtime.Tensor):
                 shape, dtype = tuple(x.shape), str(x.dtype)
             else:
                 x = np.asarray(x, order="C")
                 shape, dtype = tuple(x.shape), str(x.dtype)
-            if shape != tuple(spec.shape) or dtype != spec.dtype:
-                raise TvmSwapError(f"input {spec.name!r} must be {tuple(spec.shape)} {spec.dtype}, "
-                                   f"got {shape} {dtype}")
-            out.append(x if isinstance(x, tvm.runtime.Tensor) else tvm.runtime.tensor(x, tvm.cpu()))
-        return out
+            if shape != tuple(want) or dtype != want_dtype:
+                raise TvmSwapError(f"input {name!r} must be {tuple(want)} {want_dtype}, got {shape} {dtype}")
+            out[name] = x
+        if self.input_slices is not None:     # (the program reads it in batch slices, each an input of its own)
+            out = self.input_slices.cut({n: (x.numpy() if isinstance(x, tvm.runtime.Tensor) and n in
+                                             self.input_slices.slices else x) for n, x in out.items()})
+        return [out[p.name] if isinstance(out[p.name], tvm.runtime.Tensor) else
+                tvm.runtime.tensor(out[p.name], tvm.cpu()) for p in self.manifest.inputs]
 
     def __call__(self, *inputs):
         return self._call(self._inputs(inputs))

@@ -10,8 +10,8 @@ second step on the updated params, and the params are compared too. The device p
 limit. Then a limit below the min must be refused with a short error naming the min (run_case; not for a case with
 host ops, whose device part has a floor of its own). A third of the inference cases also build below that min
 with split_ops=True (regions of ops in slices, issue 26), and a third of the training cases without host ops
-with split_dense=True (trainable dense weights in row chunks through the step, 2 chained steps, the chunks
-joined into the user's weights): planned, it must be bitwise and within its limit; refused, with a short error.
+with split_dense=True (trainable dense weights in row chunks through the step, and regions of its per-sample ops
+in slices of the batch, 2 chained steps, the chunks joined into the user's weights): planned, it must be bitwise and within its limit; refused, with a short error.
 Failures by kind: refused-at-min, below-min, mismatch, peak, workaround, crash. Known limitations are counted
 apart (never as a pass): tvm-codegen, TVM 0.27's LLVM codegen failing on a kernel (tvm_swap KernelCodegenError),
 whose advice (fuse_max_depth=1) is then taken and must build and match ('workaround' when it does not).
@@ -201,8 +201,10 @@ def _build_below_min(ex, kw, limit, ref, inputs, params, option: str, train: boo
 
 
 def _check_split_dense(ex, kw, limit, ref, inputs, params) -> dict:
-    """The training step below its min with split_dense=True: {'limit', 'outcome', 'weights', 'failure'}."""
-    return _build_below_min(ex, kw, limit, ref, inputs, params, "split_dense", True, {"weights": "dense_splits"})
+    """The training step below its min with split_dense=True (dense weights in row chunks, regions of per-sample
+    ops along the batch): {'limit', 'outcome', 'weights', 'regions', 'failure'}."""
+    return _build_below_min(ex, kw, limit, ref, inputs, params, "split_dense", True,
+                            {"weights": "dense_splits", "regions": "split_regions"})
 
 
 def _check_split(ex, kw, limit, ref, inputs, params) -> dict:
@@ -407,6 +409,8 @@ def summarize(results: list[dict], wall_s: float) -> tuple[str, dict]:
              ("split_dense training below the min: refused", _outcomes(results, "split_dense", "refused")),
              ("split_dense training: weights split, all plans", sum((r.get("split_dense") or {}).get("weights", 0)
                                                                     for r in results)),
+             ("split_dense training plans with regions in batch slices",
+              sum(bool((r.get("split_dense") or {}).get("regions")) for r in results)),
              ("limit at exactly the min", sum(r.get("limit") == r.get("min") for r in results)),
              ("wall s", round(wall_s, 1))]
     width = max(len(k) for k, _ in rows)

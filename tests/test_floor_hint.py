@@ -74,3 +74,35 @@ def test_at_batch_one_no_micro_batches_are_advised():
               [("fused_bn_clip#0", "fused_bn_clip", [0], [1]), ("relu#1", "relu", [1], [2])])
     msg = refusal(g, 10 * MiB)
     assert "micro_batches" not in msg and "smaller batch" not in msg and "fuse_max_depth" not in msg
+
+
+def test_a_training_steps_activations_get_the_batch_split_that_rides_on_split_dense():
+    """A training step (updates) whose floor is activations: split_dense=True with the batch slices that
+    fit (its per-sample ops in slices of the batch, relay_passes.split_region), beside a smaller batch; never
+    split_ops (inference only) nor micro_batches (training mixes the batch)."""
+    act = 32 * MiB
+    g = graph([("x", act, (8, 1024, 1024), "input"), ("w", 4096, (1024,), "param"),
+               ("y", act, (8, 1024, 1024), "activation"), ("a", act, (8, 1024, 1024), "activation"),
+               ("w_new", 4096, (1024,), "activation")],
+              [("fused_max_pool2d_backward_where#0", "fused_max_pool2d_backward_where", [0, 1], [2]),
+               ("fused_mul_add#1", "fused_mul_add", [0, 2], [3]), ("sgd#2", "sgd", [1, 3], [4])],
+              updates={1: 4})
+    msg = refusal(g, 40 * MiB)
+    k = int(re.search(r"split_dense=True \(it and the per-sample ops around it in (\d+) or more slices of the "
+                      r"batch", msg).group(1))
+    assert k == 3 and "a batch 3 times smaller" in msg
+    assert "split_ops" not in msg and "micro_batches" not in msg
+
+
+def test_a_training_steps_input_read_whole_gets_its_batch_slices():
+    """A training step whose floor op is a weight gradient reading a 2-D input whole (mlp at batch 128): the
+    input's batch slices under split_dense=True (relay_passes.split_input_train), K as fits."""
+    x = 392 * 1024
+    g = graph([("data", x, (128, 784), "input"), ("dy", 4 * 1024, (128, 8), "activation"),
+               ("w", 24 * 1024, (8, 784), "param"), ("w_new", 24 * 1024, (8, 784), "activation")],
+              [("fused_matmul_transposed_multiply_subtract#0", "fused_matmul_transposed_multiply_subtract",
+                [0, 1, 2], [3])], updates={2: 3})
+    msg = refusal(g, 300 * 1024)
+    k = int(re.search(r"split_dense=True \(input 'data' in (\d+) batch slices", msg).group(1))
+    assert 52 * 1024 + x / k <= 300 * 1024 < 52 * 1024 + x / (k - 1)
+    assert "a batch" in msg and "micro_batches" not in msg

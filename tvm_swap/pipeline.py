@@ -109,6 +109,16 @@ def _may_split(mod, func_name: str) -> bool:
     return bool(splittable(func))
 
 
+def _input_splits(mod, func_name: str) -> dict:
+    """{input: [[slice, lo, hi], ...]} of the inputs a training step reads in batch slices (split_train)."""
+    import json
+
+    from relay_passes.split_input_train import INPUT_SPLITS_ATTR
+
+    attrs = mod[func_name].attrs
+    return json.loads(str(attrs[INPUT_SPLITS_ATTR])) if attrs is not None and INPUT_SPLITS_ATTR in attrs else {}
+
+
 def _is_inference(mod, func_name: str) -> bool:
     func = mod[func_name]
     return not (func.attrs is not None and "tvm_swap.updates" in func.attrs)
@@ -130,6 +140,9 @@ def _split_may_help(mod, mem_limit, func_name: str, split_ops: bool = False) -> 
     func = mod[func_name]
     can = splittable(func) if _is_inference(mod, func_name) else split_param_names(func)
     n = int(func.attrs["num_input"]) if func.attrs is not None and "num_input" in func.attrs else len(func.params)
+    if not _is_inference(mod, func_name):      # a 2-D input may be read in batch slices (split_train)
+        can = set(can) | {p.name for p in func.params[:n]
+                          if len(getattr(getattr(p.ty, "shape", None), "values", ())) == 2}
     whole = [_nbytes(p.ty) or 0 for i, p in enumerate(func.params) if p.name not in can and (i < n or not split_ops)]
     results = list(func.ret_ty.fields if hasattr(func.ret_ty, "fields") else [func.ret_ty])
     names = [p.name for p in func.params]
@@ -152,15 +165,16 @@ def fold_frozen_layouts(mod, params=None, func_name: str = "main"):
 
 
 def _split(mod, limit: int, lower_graph, func_name: str, first, planner, pool, split_ops: bool):
-    """(mod, lowered, graph, dense splits, regions): dense layers split by output features until `limit`
-    fits (tvm_swap.limits.split_to_fit), then, with split_ops, regions of ops on what that left."""
+    """(mod, lowered, graph, dense splits, regions): dense layers split by output features (a training step's
+    trainable ones by rows) until `limit` fits (tvm_swap.limits.split_to_fit), then, with split_ops or in a
+    training step, regions of ops on what that left (a training step's: per-sample ops along the batch)."""
     from .planner.api import resolve_pool
     from .limits.split_to_fit import split_regions_to_fit, split_to_fit
 
     pool_name = resolve_pool(planner, pool)
     mod, lowered, graph, splits = split_to_fit(mod, limit, lower_graph, func_name, pool_name, first=first)
     regions = []
-    if split_ops:
+    if split_ops or not _is_inference(mod, func_name):     # (a training step's regions ride on split_dense)
         mod, lowered, graph, regions = split_regions_to_fit(mod, int(limit), lower_graph, func_name, pool_name,
                                                             first=(lowered, graph))
     return mod, lowered, graph, splits, regions
@@ -289,8 +303,10 @@ def _start(mod, target, mem_limit, device, bandwidth, planner, planner_options, 
     split_dense = bool(split_dense) or bool(split_ops)
     job = _Job(folded, mod, folded_params, params, target, mem_limit, spec, planner, planner_options, func_name,
                fuse_max_depth, bool(split_ops), key=key)
-    job.may_split = mem_limit is not None and ((split_dense and _may_split(folded, func_name))
-                                               or (bool(split_ops) and _is_inference(folded, func_name)))
+    # a training step may split regions of per-sample ops along the batch (split_dense=True) where it has no
+    # trainable dense weight; inference splits regions with split_ops only
+    job.may_split = mem_limit is not None and split_dense and (
+        bool(split_ops) or not _is_inference(folded, func_name) or _may_split(folded, func_name))
     _check_early(job)
     return job
 
@@ -397,7 +413,8 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
                "progress": progress, **planner_options}
     k_rows = None
     t1 = time.perf_counter()
-    if split_k == "auto" and splits and not regions and op_time is None:
+    sliced_inputs = _input_splits(job.mod, func_name)       # (split_k re-splits the weights only)
+    if split_k == "auto" and splits and not regions and not sliced_inputs and op_time is None:
         lowered, graph, splits, op_time, cost_source, plan, k_rows = _plan_k(job, (lowered, graph), splits,
                                                                              mem_limit, cost_kw, plan_kw, budget_s)
         times["cost_plan_s"] = time.perf_counter() - t1
@@ -421,6 +438,7 @@ def compile_model(mod, target="llvm", mem_limit=None, device=None, planner: str 
             **({"dense_splits": dict(splits)} if splits else {}),
             **({"split_k": {"mode": split_k, "candidates": k_rows}} if k_rows else {}),
             **({"split_regions": [[r.start, r.end, r.axis, r.k] for r in regions]} if regions else {}),
+            **({"input_splits": {n: len(p) for n, p in sliced_inputs.items()}} if sliced_inputs else {}),
             **({"unsplit_no_swap_bytes": int(unsplit_need)} if splits or regions else {})}
     return CompiledModel(executable, plan, graph, lowered, op_time, spec, target, info)
 
@@ -445,7 +463,10 @@ def build(mod, target="llvm", mem_limit=None, params=None, device=None, planner:
     split_k: "auto" (default) plans 1x, 2x and 4x the fewest slices that fit, each on a share of the budget, and
     keeps the fastest plan (build_info["split_k"] lists each K's predicted time); "fewest" keeps the fewest. A
     training step: its trainable dense weights (and their optimizer state) as K chunks of their rows through
-    forward, dX, dW and update (relay_passes.split_dense_train), bitwise equal to the unsplit step.
+    forward, dX, dW and update (relay_passes.split_dense_train), then regions of its per-sample ops (pools,
+    ReLU, their gradients) in K slices of the batch (relay_passes.split_region; never an op that reduces over
+    the batch), and a 2-D input in batch slices (relay_passes.split_input_train; the user still gives it
+    whole), bitwise equal to the unsplit step.
     split_ops=True (inference): also regions of ops in K slices of the batch, channels or rows (a conv by output
     channels), so a limit below the largest op needs no micro_batches (relay_passes.split_region).
     micro_batches=K (inference): run the batch in K slices (relay_passes.micro_batch), each op then holds 1/K

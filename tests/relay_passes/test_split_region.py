@@ -96,9 +96,9 @@ def _training_step():
     return train_step(mod, params, loss="mse", optimizer="sgd")[0]
 
 
-def test_a_training_step_is_not_split():
-    with pytest.raises(SplitRefused, match="inference"):
-        SplitRegions([Region("a", "b", 0, 2)])(_training_step())
+def test_a_training_step_is_split_along_the_batch_only():
+    with pytest.raises(SplitRefused, match="along the batch"):
+        SplitRegions([Region("a", "b", 1, 2)])(_training_step())
 
 
 @needs_fixtures("mxnet")

@@ -260,7 +260,7 @@ def _split_facts(info: dict, limit: int) -> dict:
     if not need:
         return {}
     return {"unsplit_no_swap_bytes": need, "limit_vs_unsplit_no_swap": round(limit / need, 4),
-            **{k: info[k] for k in ("dense_splits", "split_k", "split_regions") if k in info}}
+            **{k: info[k] for k in ("dense_splits", "split_k", "split_regions", "input_splits") if k in info}}
 
 
 def _micro_batched(mod, k: int, mem_limit, train, target, fuse_max_depth):

@@ -139,8 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split-dense", action="store_true",
                    help="below the floor a dense layer's weight sets, run that layer in K slices of its output "
                         "features (the weight cut at compile time, K as small as fits the limit; a training step's "
-                        "trainable weights in K row chunks through forward, gradients and update); results bitwise "
-                        "equal, the params file still holds the whole weights")
+                        "trainable weights in K row chunks through forward, gradients and update, and regions of "
+                        "its per-sample ops (pools, ReLU, their gradients; never a parameter gradient or batch "
+                        "statistics) in K slices of the batch, and a 2-D input read by dense layers in batch "
+                        "slices, the weight gradient summed slice after slice); results bitwise equal, the params "
+                        "file still holds the whole weights and `run` takes the whole input")
     p.add_argument("--split-k", default=None, metavar="fewest|auto",
                    help="with --split-dense: K as the fewest chunks that fit (fewest), or the fastest plan of 1x, 2x "
                         "and 4x that many, each planned on a share of the budget (auto, the default); the output "
@@ -152,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split-ops", action="store_true",
                    help="inference: below the floor an op's activations set, run a region of ops around it in K "
                         "slices of the batch, channels or rows (relay_passes.split_region, K as small as fits the "
-                        "limit), with --split-dense's dense splits too; results bitwise equal")
+                        "limit), with --split-dense's dense splits too; results bitwise equal (a training step's "
+                        "regions come with --split-dense: along the batch only)")
     p.add_argument("--refresh-timings", action="store_true",
                    help="time every kernel and build the unlimited reference again instead of reusing the disk "
                         "cache ($TVM_SWAP_CACHE_DIR, else $XDG_CACHE_HOME/tvm_swap) from an earlier compile")

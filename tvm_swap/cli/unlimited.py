@@ -27,9 +27,18 @@ def unlimited_args(manifest, feeds: dict, params: dict) -> list[np.ndarray]:
     """The plain function's arguments in its own parameter order (unused params get zeros). Params the
     program folded into their compute layout (tvm_swap.param_layouts) are the user's here, as the plain
     build takes them: `params` is in the user's layout (SwapModule.params)."""
+    from tvm_swap.input_slices import input_slices_of
     from tvm_swap.param_layouts import layouts_of
 
     layouts = layouts_of(manifest.meta)
+    slices = input_slices_of(manifest.meta)     # (an input the program reads in batch slices: the user's whole)
+    if slices is not None:
+        users = slices.user_specs([(p.name, p.shape, p.dtype) for p in manifest.inputs])
+        args = [feeds[n] for n, _, _ in users]
+        if layouts is None:
+            return args + [params[p.name] if p.name in params else np.zeros(p.shape, p.dtype)
+                           for p in manifest.params if p.role != "input"]
+        return args + [params[n] if n in params else np.zeros(s, d) for n, s, d in layouts.user]
     if layouts is not None:
         args = [feeds[p.name] for p in manifest.inputs]
         return args + [params[n] if n in params else np.zeros(s, d) for n, s, d in layouts.user]

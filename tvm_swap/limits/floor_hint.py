@@ -10,7 +10,9 @@ Only advice that lowers that op's own need, with the numbers for this limit:
   of its output features that fits (split_dense=True); for a training step's, split_dense=True too (its rows
   through forward, gradients and update: relay_passes.split_dense_train); no batch or fusion advice;
 - activations: split_ops=True (inference: the op and its neighbours in slices, relay_passes.split_region), the
-  micro-batch count (inference) or batch factor (training) that fits, only where the batch is larger than 1;
+  micro-batch count (inference) or batch factor (training) that fits, only where the batch is larger than 1; a
+  training step's split_dense=True, which also splits its per-sample ops along the batch (the facts cannot tell
+  whether the op reduces over the batch: the hint says where it applies);
 - a smaller fusion depth only for a fused kernel holding more than one input and output besides its weights;
 - the arena for size classes.
 The facts are plain data (the bundled examples' floors table stores them, tvm_swap.examples.floors), the
@@ -70,7 +72,10 @@ def hint_facts(graph, alignment: int = 256, in_place: bool = True) -> dict:
             and graph.tensors[op.inputs[0]].kind in PERSISTENT_KINDS):
         w = graph.tensors[op.inputs[0]]
         copy = {"name": w.name, "nbytes": int(w.nbytes), "updated": w.id in updated}
+    sliceable = [t for t in ts if t.kind == "input" and len(t.shape) == 2 and t.shape[0] > 1]
+    batch_input = max(sliceable, key=lambda t: t.nbytes) if sliceable else None
     return {"op": op.name, "need": int(best), "workspace": int(workspace), "layout_copy": copy,
+            "batch_input": None if batch_input is None else [batch_input.name, int(batch_input.nbytes)],
             "weights": sum(aligned_bytes(t.nbytes, alignment) for t in weights),
             "activations": sum(aligned_bytes(t.nbytes, alignment) for t in ts if t.kind not in PERSISTENT_KINDS),
             "outputs": sum(aligned_bytes(graph.tensors[t].nbytes, alignment) for t in set(op.outputs)),
@@ -110,6 +115,16 @@ def hint_text(f: dict, pool: str, limit: int | None = None) -> str:
     if rest and not params_too_big and f["batch"] > 1:
         k = slices_to_fit(rest, wbytes, room)
         k = k if k is not None and k <= f["batch"] else None
+        if f["training"] and f.get("batch_input"):     # (relay_passes.split_input_train)
+            name, nbytes = f["batch_input"]
+            kin = slices_to_fit(aligned_bytes(nbytes, 256), f["need"] - aligned_bytes(nbytes, 256), room)
+            knobs.append(f"split_dense=True (input {name!r} in {kin or 'more'} batch slices, the weight gradient "
+                         f"summed slice after slice, bitwise)")
+        elif f["training"]:      # (per-sample ops only: a parameter gradient or batch statistics stays whole)
+            knobs.append(f"split_dense=True (it and the per-sample ops around it in {k} or more slices of the batch, "
+                         f"bitwise, where it reduces nothing over the batch)" if k else
+                         "split_dense=True (it and the per-sample ops around it in slices of the batch, bitwise, "
+                         "where it reduces nothing over the batch)")
         if f["training"]:
             knobs.append(f"a batch {k} times smaller" if k else "a smaller batch")
         else:

@@ -134,7 +134,8 @@ def split_regions_to_fit(mod, limit: int, lower_graph, func_name: str, pool: str
                          first=None, rounds: int = 6):
     """(mod, lowered, graph, regions): `mod` with regions of ops split (relay_passes.split_choice) until
     `limit` bytes is feasible, asking each op for less room each round; regions [] when the unsplit graph fits
-    or no split does (the caller's exact check then refuses, naming the op)."""
+    or no split does (the caller's exact check then refuses, naming the op). A training step's regions are
+    along the batch, of per-sample ops only (relay_passes.split_region.check_training_regions)."""
     from relay_passes.split_choice import choose_regions
     from relay_passes.split_region import SplitRefused, SplitRegions
 
@@ -142,7 +143,7 @@ def split_regions_to_fit(mod, limit: int, lower_graph, func_name: str, pool: str
 
     lowered, graph = first if first is not None else lower_graph(mod)
     func = mod[func_name]
-    if limit is None or (func.attrs is not None and "tvm_swap.updates" in func.attrs):
+    if limit is None:
         return mod, lowered, graph, []
     if _fits(graph, limit, pool, alignment, infeasible_floor):
         return mod, lowered, graph, []
@@ -171,8 +172,6 @@ def split_regions_floor(mod, lower_graph, func_name: str = "main", alignment: in
     from relay_passes.split_region import SplitRefused, SplitRegions
 
     _, graph = lower_graph(mod)
-    if is_training(mod[func_name]):      # (regions split inference only)
-        return mod, graph, []
     best = (_arena_floor(graph, alignment), mod, graph, [])
     room, misses, tried = best[0], 0, None
     for _ in range(rounds):

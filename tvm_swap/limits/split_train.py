@@ -13,11 +13,15 @@ this smallest K against 2x and 4x as many chunks (benchmarks/split_k.md): fastes
 (each slice is a kernel launch), but a large weight (a BERT head's 94 MB) plans faster in 2-4x as many chunks
 at limits well above the floor, where the smallest K leaves no room to keep chunks resident or overlap copies.
 split_k="auto" (tvm_swap.limits.split_k) plans 1x, 2x and 4x this K and keeps the fastest plan.
+The same budget bounds a 2-D input's batch slices (relay_passes.split_input_train: mlp at batch 128, whose
+weight-gradient kernels otherwise read the whole input, 29.9% of the step's need); split_k then keeps K.
 """
 from __future__ import annotations
 
 ROUNDS = 8
 MISSES = 2
+MAX_INPUT_SLICES = 8       # an input's batch slices ...
+MAX_SLICE_PAIRS = 128      # ... times a weight's row chunks: the step's kernels grow with their product
 
 
 def is_training(func) -> bool:
@@ -53,19 +57,51 @@ def _budgets(candidates: dict):
         budget //= 2
 
 
+def input_slices_for_budget(func, budget: int, splits: dict) -> dict:
+    """{input: K}: each of the step's inputs (its `num_input` first params) larger than the budget, in the
+    fewest batch slices of at most `budget` bytes (relay_passes.split_input_train reads it so where only
+    2-D matmuls read it; it refuses the rest), at most MAX_INPUT_SLICES and MAX_SLICE_PAIRS over the most
+    chunks of a weight in `splits` (each forward and gradient kernel of a chunk runs once per slice)."""
+    from .model_checks import _nbytes
+
+    n = int(func.attrs["num_input"]) if "num_input" in func.attrs else 0
+    cap = min(MAX_INPUT_SLICES, max(1, MAX_SLICE_PAIRS // max(splits.values(), default=1)))
+    out = {}
+    for p in func.params[:n]:
+        size, shape = _nbytes(p.ty) or 0, [int(d) for d in p.ty.shape.values] if hasattr(p.ty, "shape") else []
+        k = min(-(-size // max(1, budget)), shape[0] if shape else 1, cap)
+        if size > budget and len(shape) == 2 and k > 1:
+            out[p.name] = int(k)
+    return out
+
+
+def _with_input_slices(split, inputs: dict, func_name: str):
+    """`split` with its inputs read in batch slices where every reader allows it, else as it is."""
+    from relay_passes.split_input_train import InputSplitRefused, SplitInputBatch
+
+    for name, k in inputs.items():
+        try:
+            split = SplitInputBatch({name: k}, func_name)(split)
+        except InputSplitRefused:
+            continue
+    return split
+
+
 def _split_steps(mod, lower_graph, func_name: str):
     """(splits, split module, lowered, graph) for each chunk budget in turn (halved each round), skipping a
-    budget that splits nothing or the same as the one before."""
+    budget that splits nothing or the same as the one before. The budget also bounds an input's batch slices
+    (input_slices_for_budget), so the weight-gradient kernels that read it read one slice each."""
     from relay_passes.split_dense_train import SplitTrainableDense, trainable_splittable
 
     candidates = trainable_splittable(mod[func_name])
     tried = None
     for budget in _budgets(candidates):
         splits = splits_for_budget(candidates, budget)
-        if not splits or splits == tried:
+        inputs = input_slices_for_budget(mod[func_name], budget, splits)
+        if not splits or (splits, inputs) == tried:
             continue
-        tried = splits
-        split = SplitTrainableDense(splits, func_name)(mod)
+        tried = (splits, inputs)
+        split = _with_input_slices(SplitTrainableDense(splits, func_name)(mod), inputs, func_name)
         low, g = lower_graph(split)
         yield splits, split, low, g
 
