@@ -423,12 +423,17 @@ def _order(spec: dict) -> tuple:
             spec["batch"], spec["train"], spec.get("micro", 0))
 
 
+KERNEL_NAME_CHARS = 60     # the table's floor kernel names are cut here (the JSON keeps them whole)
+
+
 def _floor_words(r: dict) -> str:
     f = r.get("floor_op") or {}
     from tvm_swap.units import format_bytes
 
     ws = f" + workspace {format_bytes(r['workspace'])}" if r.get("workspace") else ""
-    return f"`{f.get('kernel', '?')}` {format_bytes(f.get('bytes', 0))}{ws}" if f else "?"
+    name = f.get("kernel", "?")
+    name = name if len(name) <= KERNEL_NAME_CHARS else name[:KERNEL_NAME_CHARS] + "..."   # fused names run long
+    return f"`{name}` {format_bytes(f.get('bytes', 0))}{ws}" if f else "?"
 
 
 def _cell(r: dict, split_words: bool) -> str:
@@ -461,18 +466,19 @@ def render_both(rows: list[dict], before_commit: str, after_commit: str) -> str:
            f"(liveness peak of the unsplit model, default schedule, llvm lowering). 'after, no split': the model as "
            f"lowered (folds, fusion, in-place); 'after': with the splits that commit applies when they lower the "
            f"floor (inference: dense layers by output features, then regions of ops, as --split-ops; training: "
-           f"trainable dense weights in row chunks, split_dense=True). 'floor': the op with the largest own working "
+           f"split_dense=True: trainable dense weights in row chunks, and from ff1897c on also per-sample regions "
+           f"along the batch and a 2-D input in batch slices). 'floor': the op with the largest own working "
            f"set in the graph measured (its kernel, inputs + outputs aligned) and the workspace reserve. "
            f"Targets (issue 26): CNN inference at batch 1 <= 15%, small_cnn batch 128 inference <= 40%, training "
            f"steps <= 30%; judged on 'after'.", "",
-           "| model | need before | need after | before | after, no split | after (with its split) | target |",
-           "|---|---|---|---|---|---|---|"]
+           "| model | need before | need after | before | after, no split | after (with its split) | target | after at |",
+           "|---|---|---|---|---|---|---|---|"]
     for x in sorted(rows, key=lambda x: _order(x["spec"])):
         b, a = x["before"], x["after"]
         need = [("n/a" if "error" in r else format_bytes(r["noswap_peak"])) for r in (b, a)]
         plain = "n/a" if "error" in a else (f"{a.get('arena_min_unsplit', a['arena_min']) / a['noswap_peak']:.1%}")
         out.append(f"| {label_of(x['spec'])} | {need[0]} | {need[1]} | {_cell(b, False)} | {plain} | "
-                   f"{_cell(a, True)} | {_verdict(x['spec'], a)} |")
+                   f"{_cell(a, True)} | {_verdict(x['spec'], a)} | {x.get('after_commit', '?')} |")
     return "\n".join(out) + "\n"
 
 
@@ -481,18 +487,22 @@ def write_table(out: Path, pieces_dir: Path) -> None:
     from bench import record
 
     rows, commits = {}, {}
-    for p in sorted(pieces_dir.glob("*.json"), key=lambda p: p.stat().st_mtime):
-        doc = json.loads(p.read_text())
+    # by when each piece was measured (its provenance), not file times: a fresh clone's files all date from the
+    # checkout, and the order decides which piece's row wins
+    docs = [(p, json.loads(p.read_text())) for p in pieces_dir.glob("*.json")]
+    for p, doc in sorted(docs, key=lambda pd: (pd[1]["provenance"].get("started_utc", ""), pd[0].name)):
         commits = {"before": doc.get("before_commit"), "after": doc.get("commit")}
         for r in doc["rows"]:
-            rows[label_of(r["spec"])] = {**r, "piece": p.stem, "load": [doc["provenance"]["load_before"],
-                                                                       doc["provenance"]["load_after"]]}
+            rows[label_of(r["spec"])] = {**r, "piece": p.stem, "after_commit": doc.get("commit"),
+                                         "load": [doc["provenance"]["load_before"],
+                                                  doc["provenance"]["load_after"]]}
     if not rows:
         raise SystemExit(f"no pieces under {pieces_dir}: run with --code-tree first")
     merged = list(rows.values())
     record.write(out / "min_limit_both.json", {"commit": commits["after"], "before_commit": commits["before"],
                                                "rows": merged})
-    text = render_both(merged, commits["before"], commits["after"])
+    afters = sorted({r["after_commit"] for r in merged if r.get("after_commit")})
+    text = render_both(merged, commits["before"], ", ".join(afters) + " (each row's piece: its last column)")
     (out / "min_limit_both.md").write_text(text)
     print(text)
 
