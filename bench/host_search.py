@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -52,12 +53,6 @@ def child(tree: str) -> None:
                 out["refused"] = True
             out["cpu_s"] = time.process_time() - c0
         print(json.dumps(out), flush=True)
-
-
-def median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
 def main(argv=None) -> int:
@@ -110,7 +105,8 @@ def summarize(rows: list, args, run, record) -> int:
     worst = max(range(len(rows)), key=lambda i: ratio[i])
     cpu_b, cpu_n = (sum(r[s]["cpu_s"] for r in rows) for s in ("base", "new"))
     summary = {"cases": len(rows), "base_cpu_per_plan_s": cpu_b / len(rows), "new_cpu_per_plan_s": cpu_n / len(rows),
-               "cpu_ratio": cpu_n / cpu_b, "time_ratio_median": median(ratio), "time_ratio_worst": ratio[worst],
+               "cpu_ratio": cpu_n / cpu_b, "time_ratio_median": statistics.median(ratio),
+               "time_ratio_worst": ratio[worst],
                "worst_case": rows[worst]["case"], "slower": sum(x > 1 + 1e-12 for x in ratio),
                "faster": sum(x < 1 - 1e-12 for x in ratio),
                "slower_than_1pct": sum(x > 1.01 for x in ratio)}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -94,12 +95,6 @@ def ask(procs: dict, k: int) -> dict:
     return got
 
 
-def median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=300, help="cases of 3-60 ops")
@@ -170,7 +165,7 @@ def summarize(rows: list, args, commit: str) -> int:
     summary = {
         "cases": len(rows), "generations": args.generations, "seed": args.seed,
         "base_cpu_per_plan_s": cpu_b / len(rows), "new_cpu_per_plan_s": cpu_n / len(rows), "cpu_ratio": cpu_n / cpu_b,
-        "time_ratio_median": median(ratio), "time_ratio_worst": ratio[worst], "worst_case": rows[worst]["case"],
+        "time_ratio_median": statistics.median(ratio), "time_ratio_worst": ratio[worst], "worst_case": rows[worst]["case"],
         "slower": sum(x > 1 + 1e-12 for x in ratio), "faster": sum(x < 1 - 1e-12 for x in ratio),
     }
     print(f"\n{len(rows)} fuzz graphs of 3-60 ops, swapadvisor, {args.generations} generations, 1 worker, seed {args.seed}")
