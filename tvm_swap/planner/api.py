@@ -302,8 +302,15 @@ def _predict_with_host(graph: DataflowGraph, plan: Plan, op_time: np.ndarray, de
 
     host = get_host(device)
     eligible = set(host_eligible(graph)) | set(plan.host_ops)   # (every op the placement search may place)
-    hb = host_lower_bound_detail(graph, op_time, host_times(graph, host), device, plan.mem_limit, eligible,
-                                 plan.pool.alignment)
+    # (a pure function of these, a linear program each: kept with the graph, as predict's other bounds, so the
+    # host plans of one limit share it, ~20 ms each on the fuzz's graphs)
+    key = ("host", int(plan.mem_limit), int(plan.pool.alignment), repr(device), tuple(sorted(eligible)),
+           hashlib.blake2b(np.ascontiguousarray(op_time, dtype=np.float64).tobytes(), digest_size=16).digest())
+    bounds = graph._cache.setdefault("predict_bounds", {})
+    if key not in bounds:
+        bounds[key] = host_lower_bound_detail(graph, op_time, host_times(graph, host), device, plan.mem_limit,
+                                              eligible, plan.pool.alignment)
+    hb = bounds[key]
     ideal = ideal_time(graph, op_time)
     t = float(sim.time_s)
     out = {"time_s": t, "ideal_time_s": float(ideal), "lower_bound_s": hb["host_lower_bound_s"],

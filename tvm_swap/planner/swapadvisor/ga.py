@@ -203,8 +203,8 @@ class GeneticSearch:
             named = sp.seeds()
             scheds = [("", sched)]
             if self.s.seed_schedules > 1:
-                scheds += [("free+", locality_schedule(self.gi, sched, 0.25 * self.mem_limit, net=True)),
-                           ("hot+", locality_schedule(self.gi, sched, 1.0 * self.mem_limit, net=False))]
+                scheds += [("free+", _locality(self.gi, sched, 0.25 * self.mem_limit, net=True)),
+                           ("hot+", _locality(self.gi, sched, 1.0 * self.mem_limit, net=False))]
             return [(f"{sname}{name}", Genome(s.copy(), a.copy())) for name, a in named
                     for sname, s in (scheds[:1] if name in sp.DEFAULT_SCHEDULE_ONLY else scheds)]
         allocs = [("nosearch", sp.single_class()), ("minimal_pool", sp.minimal_pool()),
@@ -213,8 +213,8 @@ class GeneticSearch:
         out = [(name, Genome(sched.copy(), a)) for name, a in allocs]
         if self.s.seed_schedules == 1:
             return out
-        scheds = [("hot", locality_schedule(self.gi, sched, 1.0 * self.mem_limit, net=False)),
-                  ("free", locality_schedule(self.gi, sched, 0.25 * self.mem_limit, net=True))]
+        scheds = [("hot", _locality(self.gi, sched, 1.0 * self.mem_limit, net=False)),
+                  ("free", _locality(self.gi, sched, 0.25 * self.mem_limit, net=True))]
         for sname, s in scheds:
             for aname, a in allocs[1:4]:
                 out.append((f"{sname}+{aname}", Genome(s.copy(), a.copy())))
@@ -288,6 +288,17 @@ class GeneticSearch:
         return evolve([self], budget_s, generations, workers, progress, executor, ray_address)
 
 
+def _locality(gi: GraphIndex, parent: np.ndarray, hot_bytes: float, net: bool) -> np.ndarray:
+    """encoding.locality_schedule, remembered with the index (a pure function of it and the arguments): every
+    island and seed-time check of a plan asks for the same two seed schedules, and again at each limit."""
+    memo = gi.__dict__.setdefault("_locality_memo", {})
+    key = (parent.tobytes(), float(hot_bytes), bool(net))
+    if key not in memo:
+        memo[key] = locality_schedule(gi, parent, hot_bytes, net=net)
+        memo[key].flags.writeable = False        # (callers copy it: Genome(s.copy(), ...))
+    return memo[key]
+
+
 def best_seed_time(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit: int, alignment: int, seed: int,
                    evaluator: Evaluator, space=None) -> float:
     """The fastest seed genome's time (the seeds of the default settings drawn from `space`, the evaluator's by
@@ -296,6 +307,18 @@ def best_seed_time(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit:
     seeds = GeneticSearch(graph, op_time, device, mem_limit, alignment, seed, evaluator=evaluator,
                           space=space).seed_genomes()
     return min(evaluator.remembered_time(g) for _, g in seeds)
+
+
+def some_seed_within(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit: int, alignment: int, seed: int,
+                     evaluator: Evaluator, limit_s: float, space=None) -> bool:
+    """best_seed_time(...) <= limit_s, timing only the seeds it takes to know: those on the default schedule
+    first (a search with any seed_schedules times them too), the first within `limit_s` ending it. The seeds
+    past it are not timed (the fuzz's quick searches, seed_schedules=1, never time the other schedules' seeds)."""
+    seeds = GeneticSearch(graph, op_time, device, mem_limit, alignment, seed, evaluator=evaluator,
+                          space=space).seed_genomes()
+    default = seeds[0][1].schedule           # (the first seed is on the default schedule)
+    seeds.sort(key=lambda ng: not np.array_equal(ng[1].schedule, default))     # stable: the default's first
+    return any(evaluator.remembered_time(g) <= limit_s for _, g in seeds)
 
 
 def _collect(known: dict, pending: dict) -> None:
