@@ -79,29 +79,3 @@ def test_host_plans_share_predicts_host_bound_and_report_what_a_fresh_graph_does
     assert a.predicted["lower_bound_s"] == b.predicted["lower_bound_s"]
     fresh = plan(fuzz.fresh_copy(g), "swapadvisor-nosearch", "optimizer")
     assert a.predicted == fresh.predicted
-
-
-def test_the_keep_choice_times_the_seeds_the_search_times():
-    # a quick search (seed_schedules=1, the fuzz's in three cases of four) chose whether to keep updated params
-    # on the seeds of all three schedules, two thirds of which it never times again (issue 28)
-    from tvm_swap.planner.swapadvisor.ga import GASettings, GeneticSearch
-    from tvm_swap.planner.swapadvisor.islands import size_class_island
-
-    rng = np.random.default_rng(11)
-    g = random_training_graph(rng, n_layers=8, width_bytes=[1 << 20, 3 << 20], with_updates=True, momentum=True)
-    op_time, dev = random_op_times(g, rng), get_device("v100-16gb")
-    limit = int(0.6 * noswap_peak(g))
-    timed = {}
-    for schedules in (1, 3):
-        settings = GASettings(seed_schedules=schedules)
-        calls = []
-        ev = Evaluator(fuzz.fresh_copy(g), op_time, dev, limit, 256, pool="arena")
-        real = ev.time_of
-        ev.time_of = lambda s, a: calls.append(1) or real(s, a)
-        isl = size_class_island(ev.graph, op_time, dev, limit, 256, 0, settings, ev)
-        per_mode = len(GeneticSearch(ev.graph, op_time, dev, limit, 256, 0, settings, evaluator=ev,
-                                     space=isl.space).seed_genomes())
-        assert per_mode == (5 if schedules == 1 else 11)
-        assert 0 < len(calls) <= 2 * per_mode       # both keep modes' seeds of these settings (equal ones once)
-        timed[schedules] = len(calls)
-    assert timed[1] < timed[3]

@@ -300,12 +300,11 @@ def _locality(gi: GraphIndex, parent: np.ndarray, hot_bytes: float, net: bool) -
 
 
 def best_seed_time(graph: DataflowGraph, op_time, device: DeviceSpec, mem_limit: int, alignment: int, seed: int,
-                   evaluator: Evaluator, space=None, settings: GASettings | None = None) -> float:
-    """The fastest seed genome's time (the seeds `settings` give, the default's when None, drawn from `space`, the
-    evaluator's by default), each remembered by the evaluator, so the search that follows reuses them: how the
-    size-class search chooses whether to keep updated params (planners._keep_updated_or_not,
-    islands.size_class_island), on the seeds that search times (seed_schedules=1: the default schedule's only)."""
-    seeds = GeneticSearch(graph, op_time, device, mem_limit, alignment, seed, settings, evaluator=evaluator,
+                   evaluator: Evaluator, space=None) -> float:
+    """The fastest seed genome's time (the seeds of the default settings drawn from `space`, the evaluator's by
+    default), each remembered by the evaluator, so the search that follows reuses them: how the size-class
+    search chooses whether to keep updated params (planners._keep_updated_or_not, islands.size_class_island)."""
+    seeds = GeneticSearch(graph, op_time, device, mem_limit, alignment, seed, evaluator=evaluator,
                           space=space).seed_genomes()
     return min(evaluator.remembered_time(g) for _, g in seeds)
 

@@ -145,7 +145,7 @@ def size_class_island(graph: DataflowGraph, op_time, device: DeviceSpec, mem_lim
     if True not in modes:
         space.wrap_ok = False     # updated params kept on request only: not by the polish's wrap move either
     if len(spaces) > 1 and kept_gi.old_of.max(initial=-1) >= 0:
-        best = [best_seed_time(graph, op_time, device, mem_limit, alignment, seed, ev, sp, settings) for sp in spaces]
+        best = [best_seed_time(graph, op_time, device, mem_limit, alignment, seed, ev, sp) for sp in spaces]
         space = spaces[0] if best[0] <= best[1] else spaces[1]
     return GeneticSearch(graph, op_time, device, mem_limit, alignment, settings=settings, evaluator=ev, space=space,
                          rng=np.random.default_rng(seed), name="size-classes")

@@ -75,7 +75,7 @@ def plan_swapadvisor(ctx: PlanningContext) -> Plan:
         ev = Evaluator(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, pool="arena",
                        recompute=recompute)
     else:
-        ev = _keep_updated_or_not(ctx, settings)
+        ev = _keep_updated_or_not(ctx)
     if recompute:      # two islands: the swap-only search itself, and the hybrid one it feeds (islands.py)
         islands = hybrid_islands(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed,
                                  settings, ev)
@@ -287,7 +287,7 @@ def size_class_island_option(ctx: PlanningContext) -> bool:
     return _on_off("size_class_island", ctx.options.get("size_class_island", True))
 
 
-def _keep_updated_or_not(ctx: PlanningContext, settings: GASettings | None = None):
+def _keep_updated_or_not(ctx: PlanningContext):
     """The GA's evaluator, keeping updated params on the device (graphindex.ROLE_KEEP_*) or not, whichever
     gives the faster best seed genome (ga.best_seed_time): keeping them saves their copies when memory allows,
     but under pressure the kept ones can crowd out activations (e.g. BERT-large at 16 GB). The arena's
@@ -296,8 +296,8 @@ def _keep_updated_or_not(ctx: PlanningContext, settings: GASettings | None = Non
     evs = [Evaluator(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, k) for k in modes]
     if len(evs) == 1 or not evs[0].gi.old_of.max(initial=-1) >= 0:
         return evs[0]
-    best = [best_seed_time(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed, ev,
-                           settings=settings) for ev in evs]
+    best = [best_seed_time(ctx.graph, ctx.op_time, ctx.device, ctx.mem_limit, ctx.alignment, ctx.seed, ev)
+            for ev in evs]
     return evs[0] if best[0] <= best[1] else evs[1]
 
 
