@@ -8,14 +8,14 @@ both link directions 60-100% busy at each backward layer boundary, 0.24-0.44 s o
 
 Earliest deadline first, with the updates as deadlines: an op's deadline is the parent rank of the first update
 it leads to (the earliest update among its descendants, itself included; an op that leads to no update, such as
-the loss, runs as soon as it is ready, so what it reads is not held for it); list scheduling runs the ready op with the earliest deadline, ties in parent order. So each
-update's chain runs to the end before the next one's starts: one direction's backward, then its updates (whose
-copies then overlap the other direction's kernels), then the other direction's; each update right after its
-last gradient. The forward pass leads to the first update as a whole and keeps the parent's order.
+the loss, runs as soon as it is ready, so what it reads is not held for it); list scheduling runs the ready op
+with the earliest deadline, ties in parent order. So each update's chain runs to the end before the next one's
+starts: one direction's backward, then its updates (whose copies then overlap the other direction's kernels),
+then the other direction's; each update right after its last gradient. The forward pass leads to the first update as a whole and keeps the parent's order.
 
-Measured on BRNN-4-8K@64 at 16 GB (v100-16gb; `python -m bench deadline-seed`): the no-search seed 15.50 ->
-12.42 s, the 3-generation plan's genome on its own schedule 13.47 s, on this order of the default schedule
-11.52 s (ideal 10.99 s).
+Measured on BRNN-4-8K@64 at 16 GB (v100-16gb, no search; `python -m bench deadline-seed`): the no-search seed
+15.50 -> 12.42 s (0.709 -> 0.885 of ideal), every arena and size-class seed faster; the 3-generation plan's pool
+(13.47 s on its searched schedule) 11.58 s on that schedule's deadline order.
 """
 from __future__ import annotations
 
