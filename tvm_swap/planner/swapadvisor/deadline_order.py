@@ -79,9 +79,3 @@ def deadline_schedule(gi: GraphIndex, parent: np.ndarray) -> np.ndarray:
                 heapq.heappush(ready, (key[s], rank_l[s], s))
     return np.asarray(out, dtype=np.int64)
 
-
-def deadline_variant(gi: GraphIndex, parent: np.ndarray, name: str) -> list[tuple[str, np.ndarray]]:
-    """[(name, the deadline order of `parent`)], or [] where it is `parent` itself (a graph that updates nothing,
-    or whose updates already come right after their chains): GeneticSearch.seed_genomes' seed schedule."""
-    s = deadline_schedule(gi, parent)
-    return [] if np.array_equal(s, parent) else [(name, s)]

@@ -35,7 +35,6 @@ from ...cost.devices import DeviceSpec
 from ...errors import PlanError
 from ...graph import DataflowGraph
 from .arena import ArenaScorer, ArenaSpace
-from .deadline_order import deadline_variant
 from .encoding import Allocation, AllocationSpace, crossover_schedules, locality_schedule, mutate_schedule
 from ..graphindex import GraphIndex
 from ..recompute import MAX_CHAIN_DEPTH
@@ -195,8 +194,7 @@ class GeneticSearch:
     # ---- genomes ----
     def seed_genomes(self) -> list[tuple[str, Genome]]:
         """The default schedule with each allocation heuristic (the first is SwapAdvisor without search),
-        then two memory-greedy schedules (encoding.locality_schedule) and, where the graph updates params, the
-        update-deadline order (deadline_order.py) with the three best-grouped pools."""
+        then two memory-greedy schedules (encoding.locality_schedule) with the three best-grouped pools."""
         sched = self.gi.default_schedule()
         sp = self.space
         if self.arena_genomes:
@@ -207,7 +205,6 @@ class GeneticSearch:
             if self.s.seed_schedules > 1:
                 scheds += [("free+", locality_schedule(self.gi, sched, 0.25 * self.mem_limit, net=True)),
                            ("hot+", locality_schedule(self.gi, sched, 1.0 * self.mem_limit, net=False))]
-                scheds += deadline_variant(self.gi, sched, "deadline+")
             return [(f"{sname}{name}", Genome(s.copy(), a.copy())) for name, a in named
                     for sname, s in (scheds[:1] if name in sp.DEFAULT_SCHEDULE_ONLY else scheds)]
         allocs = [("nosearch", sp.single_class()), ("minimal_pool", sp.minimal_pool()),
@@ -218,7 +215,6 @@ class GeneticSearch:
             return out
         scheds = [("hot", locality_schedule(self.gi, sched, 1.0 * self.mem_limit, net=False)),
                   ("free", locality_schedule(self.gi, sched, 0.25 * self.mem_limit, net=True))]
-        scheds += deadline_variant(self.gi, sched, "deadline")
         for sname, s in scheds:
             for aname, a in allocs[1:4]:
                 out.append((f"{sname}+{aname}", Genome(s.copy(), a.copy())))
