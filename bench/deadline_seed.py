@@ -4,9 +4,10 @@
 Issue 28: BRNN-4-8K@64 stalled at its backward layer boundaries, where both directions' transposed weights and
 gradient accumulators held the arena while their updates' copies and the next layer's weights crossed the link.
 The deadline order (tvm_swap/planner/swapadvisor/deadline_order.py) runs each update's chain to the end before
-the next: this shows what that order is worth for each memory seed of the search (the arena islands' and the
-size-class island's), and, with --plan, for a plan's own pool (a size-class plan's classes and counts, plain and
-on the wrap index) on its own schedule, the graph order and the deadline order of both.
+the next (the polish moves the search's best genome onto it: polish_schedule.py): this shows what that order is
+worth for each memory seed of the search (the arena islands' and the size-class island's), and, with --plan, for
+a plan's own pool (a size-class plan's classes and counts, plain and on the wrap index) on its own schedule, the
+graph order and the deadline order of both.
 
     python -m bench deadline-seed zoo:brnn-4-8k@batch=64 [--plan plan.json] [--out benchmarks/deadline_seed.json]
 """
@@ -55,6 +56,7 @@ def main(argv=None) -> int:
     from tvm_swap.frontends.sources import load_graph
     from tvm_swap.planner.api import resolve_op_time
     from tvm_swap.planner.bounds import ideal_time
+    from tvm_swap.planner.swapadvisor.deadline_order import deadline_schedule
     from tvm_swap.planner.swapadvisor.encoding import AllocationSpace
     from tvm_swap.planner.swapadvisor.ga import Evaluator, GeneticSearch
     from tvm_swap.units import parse_bytes
@@ -71,13 +73,11 @@ def main(argv=None) -> int:
                                                space=AllocationSpace(ev.gi, limit)))]
     rows = []
     for where, gs in searches:
-        seeds = dict(gs.seed_genomes())
-        for name, g in seeds.items():
-            if "+" in name or f"deadline+{name}" not in seeds:
+        for name, g in gs.seed_genomes():
+            if "+" in name:                     # (the seeds on the graph order only)
                 continue
-            d = seeds[f"deadline+{name}"]
             rows.append({"seed": f"{where}: {name}", "graph_order_s": ev.time_of(g.schedule, g.alloc),
-                         "deadline_s": ev.time_of(d.schedule, d.alloc)})
+                         "deadline_s": ev.time_of(deadline_schedule(ev.gi, g.schedule), g.alloc)})
     plan_rows = _plan_rows(graph, ev, args.plan) if args.plan else []
     cpu = time.process_time() - t0
     print(f"{args.graph} at {args.mem_limit} on {args.device}: ideal {ideal:.3f} s ({cpu:.0f} CPU s)")
