@@ -187,9 +187,6 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
     share = int(POLISH_SHARE * res.evaluations)
     for g, budget in starts:
         space = spaces.get(id(g))
-        # (first its schedule's update-deadline order, where faster: polish_schedule.py)
-        moved, d = deadline_move(ev, g, deadline, times or PolishTimes(ev))
-        n, reordered, g = n + d, reordered or moved is not g, moved
         # (small graphs: the grid coarse first, COARSE_SMALL, within the share of the search's evaluations: the
         # whole grid once cost a search of a few genomes (the fuzz's) several times its own evaluations)
         alloc, t, k = polish_memory(ev, g.schedule, g.alloc, g.time_s, share if budget is None else budget,
@@ -202,9 +199,12 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
         c = 0
         if not small:
             alloc, t, c = polish_classes(space, g.schedule, alloc, t, max(0, left - f), deadline, times)
-        n, flips, moves = n + k + f + c, flips + f, moves + c
-        if t < res.best.time_s:
-            res.best = Genome(g.schedule, alloc, t)
+        # (last, the polished genome on its schedule's update-deadline order where faster: polish_schedule.py)
+        done = Genome(g.schedule, alloc, t)
+        moved, d = deadline_move(ev, done, deadline, times or PolishTimes(ev))
+        n, flips, moves, reordered = n + k + f + c + d, flips + f, moves + c, reordered or moved is not done
+        if moved.time_s < res.best.time_s:
+            res.best = moved
     out = {"evaluations": n, "from_s": from_s, "to_s": res.best.time_s, "recompute_flips": flips}
     if moves:
         out["class_evaluations"] = moves

@@ -1,13 +1,14 @@
-"""The polish's schedule move: the search's best genome on its schedule's update-deadline order (deadline_order.py),
-taken where it is faster, before the memory genes are polished on it.
+"""The polish's last move: the polished genome on its schedule's update-deadline order (deadline_order.py), taken
+where it is faster.
 
 Why a polish move and not a seed: as seeds (the deadline order of the graph order with every memory seed, in
 every island) BRNN-4-8K@64 at 3 generations reached 0.946 of ideal, but the extra seeds changed the search's
-random path elsewhere, and three of plan_hashes' small training plans came out 1-2% slower. One evaluation on
-the best genome costs nothing where it does not pay and is never slower: the genome is replaced only when the
-evaluator finds the new order faster, and the plan is made from it like any other genome (verified by
-plan_graph). BRNN-4-8K@64's searched genome (16 GB, 3 generations, seed 0): 13.99 s on its schedule, 11.93 s on
-its deadline order, where the size-class polish then climbs on (notes/arena.md).
+random path elsewhere, and three of plan_hashes' small training plans came out 1-2% slower. Why last: taken
+first, the polish's grid and flips then ran on the new order, and Inception-4@32 (3 generations) ended 0.17%
+slower (4.7188 -> 4.7266 s) though the move itself was faster. Last, the search and the polish are what they
+were, and one evaluation more replaces their result only where the evaluator finds the new order faster: never
+slower, and the plan is made from it like any other genome (verified by plan_graph). BRNN-4-8K@64's polished
+genome (16 GB, 3 generations, seed 0): 13.467 s on its schedule, 11.581 s on its deadline order (notes/arena.md).
 """
 from __future__ import annotations
 
