@@ -1,7 +1,7 @@
 """The update-deadline order (swapadvisor/deadline_order.py): each op run for the first param update it leads to,
 so independent backward chains (a bidirectional RNN's two directions) run one after the other, each update right
-after its last gradient; the polish moves the search's best genome onto it (polish_schedule.py) where that is
-faster: at a limit where two chains' working sets do not fit side by side, verified plans faster than the
+after its last gradient; the polish's last move puts the polished genome on it (polish_schedule.py) where that
+is faster: at a limit where two chains' working sets do not fit side by side, verified plans faster than the
 graph order's."""
 import numpy as np
 import pytest
