@@ -1,4 +1,4 @@
-"""A seed schedule for training steps: each op run for the first parameter update it leads to ("deadline" order).
+"""A schedule for training steps: each op run for the first parameter update it leads to ("deadline" order).
 
 Graph orders interleave independent backward chains: a bidirectional RNN's layer runs both directions'
 backward steps side by side, so both directions' transposed weights and gradient accumulators (1 GiB each on
@@ -13,9 +13,10 @@ with the earliest deadline, ties in parent order. So each update's chain runs to
 starts: one direction's backward, then its updates (whose copies then overlap the other direction's kernels),
 then the other direction's; each update right after its last gradient. The forward pass leads to the first update as a whole and keeps the parent's order.
 
-Measured on BRNN-4-8K@64 at 16 GB (v100-16gb, no search; `python -m bench deadline-seed`): the no-search seed
-15.50 -> 12.42 s (0.709 -> 0.885 of ideal), every arena and size-class seed faster; the 3-generation plan's pool
-(13.47 s on its searched schedule) 11.58 s on that schedule's deadline order.
+Where the search meets it: the polish's last move (polish_schedule.py). Measured on BRNN-4-8K@64 at 16 GB
+(v100-16gb; `python -m bench deadline-seed`): every arena and size-class seed faster on the deadline order of the
+graph order (no search: nosearch 15.50 -> 12.42 s, 0.709 -> 0.885 of ideal); the 3-generation plan's genome
+13.47 s on its searched schedule, 11.58 s on that schedule's deadline order (0.949).
 """
 from __future__ import annotations
 
