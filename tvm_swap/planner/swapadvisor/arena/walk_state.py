@@ -1,6 +1,7 @@
 """The state of one walk (walk.ArenaWalk.run) and what changes it: eviction (Belady shifted by the genome's
 biases, per group when the genome splits the capacity), swap-ins issued as early as the per-slot usage
-allows (the prefetch), new stays, releases after a use, and rebuilds of tensors dropped for recompute.
+allows (the prefetch), new stays, releases after a use, and rebuilds of tensors dropped for recompute (a dead
+input rebuilt for one rebuild stays for the next pending rebuild that reads it: release_extra).
 
 Every stay the walk opens is counted in `resident` while it lasts and in the per-slot usage (slot_usage.py)
 over the slots it covers, so at every slot the bytes of the stays covering it stay within the capacity.
