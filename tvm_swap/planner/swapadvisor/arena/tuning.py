@@ -7,6 +7,7 @@ MAX_ROUNDS = 12          # decide/place rounds before giving up on a capacity
 PAIR_BACKOFF_MAX = 8     # a placement with up to this many kept pairs that does not fit retries with one fewer
 # ---- the walk (walk.py)
 PREFETCH_WINDOW = 4096   # slots a swap-in may start before its use (bounds the per-swap-in slice)
+KEEP_REBUILT_INPUTS = True  # a dead input rebuilt for one rebuild stays for a later one (WalkState.release_extra)
 # ---- placement (layout.py)
 BY_SIZE_MAX_STAYS = 4000  # greedy-by-size placement is quadratic in stays: only below this many
 BY_SIZE_ZONED_MAX_STAYS = 1000  # with kept pairs, greedy by size after every failed sweep below this many

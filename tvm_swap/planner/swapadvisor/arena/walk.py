@@ -184,8 +184,10 @@ def _walk_slots(walk: ArenaWalk, st: WalkState) -> None:
             nxt[t] = nu
             if t in pin:
                 continue
-            release(t, nu, i)
+            st.release_extra(t, nu, i)
         rb_extra.clear()
+        if st.kept_due:
+            st.expire_kept(i)
 
 
 def _finish(walk: ArenaWalk, st: WalkState) -> Decisions:

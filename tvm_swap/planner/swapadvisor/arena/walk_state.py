@@ -1,6 +1,7 @@
 """The state of one walk (walk.ArenaWalk.run) and what changes it: eviction (Belady shifted by the genome's
 biases, per group when the genome splits the capacity), swap-ins issued as early as the per-slot usage
-allows (the prefetch), new stays, releases after a use, and rebuilds of tensors dropped for recompute.
+allows (the prefetch), new stays, releases after a use, and rebuilds of tensors dropped for recompute (a dead
+input rebuilt for one rebuild stays for the next pending rebuild that reads it: release_extra).
 
 Every stay the walk opens is counted in `resident` while it lasts and in the per-slot usage (slot_usage.py)
 over the slots it covers, so at every slot the bytes of the stays covering it stay within the capacity.
@@ -15,6 +16,7 @@ import numpy as np
 
 from ....errors import PlanError
 from ...graphindex import NEVER
+from . import tuning
 from .soundness import RebuildCheck
 
 
@@ -58,6 +60,9 @@ class WalkState:
         self.recomputes: list = []         # (slot, op, stays)
         self.inplace: list = []            # (op, out, in) run in place
         self.rb_extra: list = []           # (tensor, next use): resident for a rebuild at this slot only
+        # dead tensors rebuilt (or brought) for one rebuild and kept for a later one: tensor -> that slot
+        self.kept_dead: dict = {}
+        self.kept_due: dict = {}           # slot -> tensors kept_dead until then
         self._hold_pairs_and_pins(walk, pinned_tensors, pairs)
         pin_bytes = self.resident + 2 * sum(self.size[p] for p, _ in pairs)
         rc = None if recompute is None or not np.any(recompute) else np.asarray(recompute, dtype=bool).tolist()
@@ -137,6 +142,11 @@ class WalkState:
         copy, unless the recompute check lets it be dropped and rebuilt at its next use."""
         d = self.last[v]
         host_ready, loc, size = self.host_ready, self.loc, self.size
+        if v in self.kept_dead:           # dead, held for a later rebuild only: it rebuilds itself there
+            del self.kept_dead[v]
+            self._gone(v, self.last[v], i)
+            self.nxt[v] = NEVER           # dead again: a rebuild that reads it later rebuilds it for its slot
+            return
         if v in self.reserved:
             self.evicted_pairs.add(self.old_of_new.get(v, v))
         if self.nxt[v] < NEVER and host_ready[v] == -2:
@@ -161,6 +171,10 @@ class WalkState:
         capacity = self.capacity
         while self.resident + need > capacity:
             v = self.victim(i, g)
+            if v < 0 and self.kept_dead:
+                # kept for a rebuild at this very slot, not read yet: rebuilt there as it would have been
+                # without the keeping, whose room soundness.py guarantees
+                v = max(self.kept_dead, key=self.nxt.__getitem__)
             if v < 0:
                 raise PlanError(f"the op at position {i} needs {need} more bytes than fit beside what it "
                                 f"uses ({self.resident} of {capacity} bytes)")
@@ -231,7 +245,10 @@ class WalkState:
         for x in f.op_inputs[p]:
             saved = nxt[x]
             if loc[x] >= 0:
-                if saved == i:
+                if x in self.kept_dead:        # held for this rebuild: read here, then dead again
+                    del self.kept_dead[x]
+                    saved = NEVER
+                elif saved == i:
                     continue
                 nxt[x] = i
             elif x in self.pending or (self.host_ready[x] == -2 and self.produced[x]):
@@ -253,12 +270,42 @@ class WalkState:
         self.check.done(t)
 
     def _drop_secondary(self, o: int, i: int) -> None:
-        d = self.last[o]
-        sid = self.loc[o]
-        self.drops.append((d, o, sid))
+        self._gone(o, self.last[o], i)
+
+    def _gone(self, t: int, d: int, i: int) -> None:
+        """t's stay ends after slot d (found at slot i): dropped, with no copy and no rebuild planned."""
+        sid = self.loc[t]
+        self.drops.append((d, t, sid))
         self.stay_last[sid] = d
-        self.loc[o] = -1
-        self.resident -= self.size[o]
-        self.group_res[self.group[o]] -= self.size[o]
+        self.loc[t] = -1
+        self.resident -= self.size[t]
+        self.group_res[self.group[t]] -= self.size[t]
         if d + 1 < i:
-            self._usage_add(self.ub, self.ul, self.um, d + 1, i, -self.size[o])
+            self._usage_add(self.ub, self.ul, self.um, d + 1, i, -self.size[t])
+
+    def release_extra(self, t: int, nu: int, i: int) -> None:
+        """After slot i, t was resident for a rebuild only. Dead (nu NEVER) but read by the chain of a pending
+        rebuild later: kept for it as a victim like any other (its next use that rebuild's slot) instead of
+        dropped and rebuilt again there. Issue 28: BERT-large@32 rebuilt each attention's softmax, scores and
+        query/key projections for the context 10 slots before rebuilding them again for the softmax's transpose
+        (129 kernels twice). Else released as before."""
+        if nu == NEVER and self.check is not None and tuning.KEEP_REBUILT_INPUTS:
+            later = [z for z in self.check.dependents.get(t, ()) if self.nxt[z] > i]
+            if later:
+                nu = min(self.nxt[z] for z in later)
+                self.kept_dead[t] = nu
+                self.kept_due.setdefault(nu, []).append(t)
+                self.nxt[t] = nu
+                heappush(self.heaps[self.group[t]], (-(nu + self.bias[t]), nu, t))
+                return
+        self.release_or_requeue(t, nu, i)
+
+    def expire_kept(self, i: int) -> None:
+        """After slot i: what was kept for a rebuild at i that did not read it (the pending tensor was rebuilt
+        earlier by another chain) is dropped now."""
+        for t in self.kept_due.pop(i, ()):
+            if self.kept_dead.get(t) == i:
+                del self.kept_dead[t]
+                self.nxt[t] = NEVER
+                self.last[t] = i
+                self.release_extra(t, NEVER, i)
