@@ -184,7 +184,7 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
                 # under a wall-clock budget the best first (the polish may end after a few evaluations: the
                 # plan is then the best polished, not off's; what holds under a budget, islands.py says)
                 starts.reverse()
-    from_s, n, flips, moves, reordered = res.best.time_s, 0, 0, 0, False
+    from_s, n, flips, moves, reordered, dn = res.best.time_s, 0, 0, 0, False, 0
     spaces = {id(isl.pop[0]): isl.space for isl in islands if isl.pop}   # a start's genome space (its island's)
     share = int(POLISH_SHARE * res.evaluations)
     for g, budget in starts:
@@ -204,7 +204,7 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
         # (last, the polished genome on its schedule's update-deadline order where faster: polish_schedule.py)
         done = Genome(g.schedule, alloc, t)
         moved, d = deadline_move(ev, done, deadline, times or PolishTimes(ev))
-        n, flips, moves, reordered = n + k + f + c + d, flips + f, moves + c, reordered or moved is not done
+        n, flips, moves, reordered, dn = n + k + f + c + d, flips + f, moves + c, reordered or moved is not done, dn + d
         if moved.time_s < res.best.time_s:
             res.best = moved
     out = {"evaluations": n, "from_s": from_s, "to_s": res.best.time_s, "recompute_flips": flips}
@@ -212,6 +212,10 @@ def _polish(ev: Evaluator, islands: list, res, small: bool, deadline: float | No
         out["class_evaluations"] = moves
     if reordered:
         out["deadline_order"] = True
+    if dn:
+        # (the deadline move's one evaluation per start comes beside the climb's share, not out of it: taking it
+        # from the share would change the grid's and flips' plans)
+        out["deadline_evaluations"] = dn
     return out
 
 
