@@ -10,15 +10,17 @@ peak), then runs every planner registered in tvm_swap.planner.PLANNERS and check
 - peak: the predicted peak <= the pool <= the limit;
 - bound: the simulated time >= the lower bound (tvm_swap/planner/bounds.py);
 - same seed: planning again with the same seed, on a fresh copy of the graph (nothing remembered with it),
-  gives the same plan (timings aside; every `--determinism-every`-th case, default every 8th (DETERMINISM_EVERY),
-  as it doubles a case's time: a 10^4-case run re-plans 1250 cases). The planners' re-plans share one copy per case, as their first plans share the
-  graph: whatever a re-plan finds remembered there was computed again on the copy by an earlier re-plan,
-  which compared its own plan, so a nondeterministic computation is still caught (where first used);
+  gives the same plan (timings aside; every `--determinism-every`-th case, default every 16th (DETERMINISM_EVERY),
+  as it doubles a case's time: a 10^4-case run re-plans 625 cases). The planners' re-plans share one copy per
+  case, as their first plans share the graph: whatever a re-plan finds remembered there was computed again on the
+  copy by an earlier re-plan, which compared its own plan, so a nondeterministic computation is still caught (where
+  first used);
 - refusal: a planner that refuses a limit names a minimum above it, and plans at exactly that minimum;
   a limit below the min feasible is refused by every planner, naming a min it then plans at (exactly the
   min feasible for swapadvisor and swapadvisor-nosearch, at least it for the baselines; a search planner there
   with its seeds only, AT_MIN_GENERATIONS: the cases whose limit is the min search at it).
-On a device without a host spec the host variants are the planners they name (SAME_WITHOUT_HOST): planned once.
+On a device without a host spec, or for a graph without an optimizer update, the host variants are the planners
+they name (SAME_WITHOUT_HOST): planned once.
 
     python scripts/fuzz.py --n 10000                   # counts per planner, a reproducer line per failure
     python scripts/fuzz.py --case 1234 --planner odswap  # one case, verbosely
@@ -26,6 +28,9 @@ On a device without a host spec the host variants are the planners they name (SA
 A share of the graphs (--splits, 0.3) has some ops run as K slices, as the lowering splits the ops that set the
 floor (zoo/batch_split.py), and half the graphs mark ops runnable in place: planners meet split chains,
 accumulated reductions and in-place kernels on slices. Importing this module draws no splits (SPLIT_PROB).
+The command line's run is thin (THIN): the host-placement search variant and the plans at the mins named below the
+floor each in a third of the cases, where a case spent most for what it adds; `--all-checks` runs every variant and
+check in every case, as the tests' runs and `--case` do.
 Exit code: 0 when nothing failed, 1 otherwise. `--json FILE` writes the counts, failures and git commit.
 
 The summary also gives CPU seconds per planner (its plans, re-plans and checks) and per case: CPU time, so
@@ -69,6 +74,7 @@ from tvm_swap.plan import Plan  # noqa: E402
 from tvm_swap.planner import PLANNERS, min_feasible_limit, plan_graph  # noqa: E402
 from tvm_swap.planner.api import FEASIBLE_AT_THE_FLOOR, feasible_floor, resolve_pool  # noqa: E402
 from tvm_swap.planner.bounds import noswap_peak  # noqa: E402
+from tvm_swap.planner.host_split import optimizer_host_ops  # noqa: E402
 from tvm_swap.testing import random_dag, random_op_times, random_training_graph  # noqa: E402
 from tvm_swap.verify import verify_plan  # noqa: E402
 from tvm_swap.zoo.batch_split import split_batch  # noqa: E402
@@ -87,11 +93,14 @@ VARIANTS = {"swapadvisor-swap-only": ("swapadvisor", {"recompute": "off", "pool"
             # without a host spec (v100) the option is left out
             "swapadvisor-nosearch+host": ("swapadvisor-nosearch", {"host_ops": "optimizer"}),
             # the search over host placements (planner/swapadvisor/host_genes.py) from the policy's candidates
+            # (host_generations: the case's, Case.host_generations)
             "swapadvisor+host-search": ("swapadvisor", {"host_ops": "auto", "host_generations": 1})}
 ALL_PLANNERS = [*PLANNERS, *VARIANTS]
 # on a device without a host spec (v100) _plan leaves the host option out, so these variants make exactly the
 # plan_graph call of the planner named (the same plan, checked the same way: 14 of 14 v100 cases of seeds
-# 7000-7039 compared equal): a case plans them once, and the variant's outcome is that planner's
+# 7000-7039 compared equal); on a graph without an optimizer update no op may run on the host and plan_with_host
+# makes the planner's own plan (its search summary says so: host_policy): a case plans them once, and the
+# variant's outcome is that planner's (tests/planner/test_fuzz.py compares the plans)
 SAME_WITHOUT_HOST = {"swapadvisor+host-search": "swapadvisor", "swapadvisor-nosearch+host": "swapadvisor-nosearch"}
 
 
@@ -102,7 +111,16 @@ def base_planner(pl: str) -> str:
 def same_as(case: "Case", pl: str, planners) -> str | None:
     """The planner whose plans `pl`'s are in this case (SAME_WITHOUT_HOST), when the case runs it; else None."""
     twin = SAME_WITHOUT_HOST.get(pl)
-    return twin if twin in planners and not DEVICES[case.device].host else None
+    return twin if twin in planners and nothing_for_the_host(case) else None
+
+
+def nothing_for_the_host(case: "Case") -> bool:
+    """No op of the case can run on the host: its device names no host spec (_plan leaves the host option out),
+    or its graph has no optimizer update (no op is host-eligible: host_policy.plan_with_host makes the plan of
+    the planner named, "optimizer" and "auto" alike). A quarter of the graphs have no update."""
+    if "nothing for the host" not in case.memo:
+        case.memo["nothing for the host"] = not DEVICES[case.device].host or not optimizer_host_ops(case.graph)
+    return case.memo["nothing for the host"]
 
 
 @dataclass
@@ -115,6 +133,9 @@ class Case:
     limit: int
     min_feasible: int
     ga: dict
+    # the placement search's generations (swapadvisor+host-search's host_generations): 0 (the policy's candidates
+    # screened, then the search from the fastest) or 1 (children bred from them too), half the cases each
+    host_generations: int = 1
     # what a case computes once and its checks share: floors per pool, verified plans per (planner, limit)
     memo: dict = field(default_factory=dict, repr=False)
 
@@ -172,7 +193,8 @@ def _with_splits(g: DataflowGraph, rng) -> DataflowGraph:
     """Some graphs: run a random set of ops as K slices, as the lowering splits the ops that set the floor
     (tvm_swap/zoo/batch_split.py, reused): each drawn op, and with it some producers of its inputs (so slices
     feed slices: split chains), runs as K ops; an output is cut in K near-equal slices, one the graph returns
-    or updates (a reduction: a weight gradient, an update) accumulates through the slices; an op outside the set reads a split tensor as its K slices.
+    or updates (a reduction: a weight gradient, an update) accumulates through the slices; an op outside the set
+    reads a split tensor as its K slices.
     What the graph returns or updates is never cut, so results and updates keep their ids."""
     if rng.random() >= SPLIT_PROB or not g.num_ops:
         return g
@@ -224,7 +246,8 @@ def draw_case(seed: int) -> Case:
     # which are most of a small search's), the full seeds in a quarter; a stream of its own, so the graph,
     # limit and other settings of a seed are what they were before this draw existed
     ga["seed_schedules"] = 3 if np.random.default_rng([seed, 4]).random() < 0.25 else 1
-    return Case(seed, g, op_time, device, alignment, limit, lo, ga)
+    host_generations = int(np.random.default_rng([seed, 6]).integers(0, 2))   # (a stream of its own, as above)
+    return Case(seed, g, op_time, device, alignment, limit, lo, ga, host_generations)
 
 
 # ---------------------------------------------------------------- checking
@@ -253,6 +276,8 @@ def _plan(case: Case, planner: str, limit: int, graph: DataflowGraph | None = No
     planner, extra = VARIANTS.get(planner, (planner, {}))
     kw = dict(case.ga) if planner in SEARCH_PLANNERS else {}
     kw.update(extra)
+    if "host_generations" in kw:
+        kw["host_generations"] = case.host_generations
     if "host_ops" in kw and not DEVICES[case.device].host:
         del kw["host_ops"]
     gens = kw.pop("generations", 0)
@@ -298,10 +323,14 @@ def _stop_if_cut() -> None:
         raise KeyboardInterrupt
 
 
-def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
-    """Outcomes per planner ('planned' / 'refused') and failures [(planner, check, message)] of one case."""
+def run_case(seed: int, planners=None, determinism: bool = True, thin: bool = False) -> dict:
+    """Outcomes per planner ('planned' / 'refused') and failures [(planner, check, message)] of one case.
+    thin: the command line's run (THIN): the costliest parts of a case in a share of the cases only."""
     t0, c0 = time.perf_counter(), time.process_time()
     planners = list(planners or ALL_PLANNERS)
+    if thin and seed % THIN_EVERY:
+        planners = [pl for pl in planners if pl not in THIN_PLANNERS]
+    plan_min = not thin or seed // THIN_EVERY % THIN_EVERY == 0
     out = {"seed": seed, "outcomes": {}, "failures": [], "planner_s": dict.fromkeys(planners, 0.0),
            "check_s": dict.fromkeys(CHECKS, 0.0)}
     spent = out["planner_s"]
@@ -337,7 +366,7 @@ def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
             continue
         c1 = time.process_time()
         try:
-            _check_below_floor(case, pl, frac, fail)
+            _check_below_floor(case, pl, frac, fail, plan_min)
         except Exception as e:      # a crash below the floor or at the min it names fails the case, not the run
             fail(pl, "crash", f"below its floor: {type(e).__name__}: {e} | "
                               f"{traceback.format_exc(limit=-2).splitlines()[-3].strip()}")
@@ -355,7 +384,9 @@ def run_case(seed: int, planners=None, determinism: bool = True) -> dict:
 AT_MIN_GENERATIONS = 0
 
 
-def _check_below_floor(case: Case, pl: str, frac: float, fail) -> None:
+def _check_below_floor(case: Case, pl: str, frac: float, fail, plan_min: bool = True) -> None:
+    """Below its floor `pl` is refused naming a min at or above the floor (exactly the floor where it reaches it)
+    and plans there (`plan_min`; a thin run's case, see THIN), or plans, and that plan must hold."""
     floor, hard = floors(case, pl)
     below = int(floor * frac)
     if not 0 < below < floor:
@@ -375,7 +406,7 @@ def _check_below_floor(case: Case, pl: str, frac: float, fail) -> None:
     if named < floor or (base_planner(pl) in FEASIBLE_AT_THE_FLOOR and named != floor):
         fail(pl, "refusal", f"refused {below} naming min {named}; the min feasible is {floor}")
         return
-    if (pl, named) in case.memo:      # planned and checked at that limit already (the case's own limit or min)
+    if not plan_min or (pl, named) in case.memo:   # (or planned and checked there already: the case's limit or min)
         return
     try:
         # a search planner with its seeds only (AT_MIN_GENERATIONS): whether the named min is plannable does not
@@ -438,10 +469,27 @@ def _check_at_limit(case: Case, pl: str, fail, determinism: bool, check_s: dict)
 
 
 # ---------------------------------------------------------------- the run
-# the command line's default: the determinism re-plan in every 8th case. Every other case (the old default) spent
-# a quarter of the run's CPU on re-plans (benchmarks/fuzz.md, fuzzfast): a 10^4-case run still re-plans 1250
-# cases, every planner in each
-DETERMINISM_EVERY = 8
+# the command line's default: the determinism re-plan in every 16th case. Every other case (an old default) spent
+# a quarter of the run's CPU on re-plans (benchmarks/fuzz.md, fuzzfast), every 8th ~7%: a 10^4-case run still
+# re-plans 625 cases, every planner in each (no re-plan has differed since the check exists)
+DETERMINISM_EVERY = 16
+# The command line's run is thin (--all-checks: every variant and check in every case, as the tests' fuzz() runs
+# and run_case by default): what costs most for what it adds runs in a share of the cases (benchmarks/fuzz.md,
+# issue 28: a 10^4-case run on 2 cores within an hour; every 2nd instead of 3rd took 64 minutes).
+# - THIN_PLANNERS in every THIN_EVERY-th case (seed % THIN_EVERY == 0): the placement search screens each
+#   candidate placement with a seeds-only search of its device part, 3.5x a swapadvisor plan, 39% of a case's CPU;
+#   the host-eligible cases among them (a device with a host, a graph with updates: ~55%) are ~1900 of 10^4 (its
+#   device plans are swapadvisor's, fuzzed in every case; swapadvisor-nosearch+host, the placement's split and
+#   lift, in every case with a host and an update);
+# - below the floor, every planner's refusal is checked in every case, the plan at the min it names in a
+#   THIN_EVERY-th of the cases (seed // THIN_EVERY % THIN_EVERY == 0: for THIN_PLANNERS, in that share of theirs);
+#   a quarter of the CPU went there, and the planners that refuse the case's own limit plan at the min they name
+#   in every case (_check_at_limit), as every planner does in the tenth of the cases drawn at the min.
+THIN = True
+THIN_EVERY = 3
+THIN_PLANNERS = ("swapadvisor+host-search",)
+
+
 def _git_commit() -> str:
     from tvm_swap.provenance import git_commit
 
@@ -449,18 +497,19 @@ def _git_commit() -> str:
 
 
 def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, progress: bool = False,
-         results: list | None = None, cut=lambda: False):
+         results: list | None = None, cut=lambda: False, thin: bool = False):
     """Run the cases; returns (results, wall seconds). Workers are forked processes, one case per task.
     `results`: a list the finished cases are appended to as they come (what a run cut short still has).
     `cut()` True: a signal came (cut_short.Run.cut); stop, dropping the case it came during (in-process, the GA
-    caught it and returned its last generation: the case's checks would compare a search cut short)."""
+    caught it and returned its last generation: the case's checks would compare a search cut short).
+    thin: the command line's thin run (THIN); the tests' runs check everything in every case."""
     seeds = list(seeds)
     det = (lambda s: determinism_every > 0 and s % determinism_every == 0)  # noqa: E731
     t0 = time.perf_counter()
     results = [] if results is None else results
     _CUT[0] = cut
     if workers <= 1:
-        it = (run_case(s, planners, det(s)) for s in seeds)
+        it = (run_case(s, planners, det(s), thin) for s in seeds)
         pool = None
     else:
         _warm_up()
@@ -468,7 +517,7 @@ def fuzz(seeds, planners=None, workers: int = 1, determinism_every: int = 1, pro
         pool = ctx.Pool(workers, initializer=worker_signals)
         # one case per task: cases range from milliseconds to half a minute, so a worker takes the next case
         # when it is done and the run ends with at most one case's tail (a task costs ~0.1 ms of pickling)
-        it = pool.imap_unordered(_run_case_star, [(s, planners, det(s)) for s in seeds], chunksize=1)
+        it = pool.imap_unordered(_run_case_star, [(s, planners, det(s), thin) for s in seeds], chunksize=1)
     try:
         for k, r in enumerate(it, 1):
             if cut():
@@ -565,6 +614,8 @@ def main(argv=None) -> int:
     ap.add_argument("--case", type=int, default=None, help="run only this seed, verbosely")
     ap.add_argument("--planner", action="append", choices=ALL_PLANNERS, help="only these planners (repeatable)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
+    ap.add_argument("--all-checks", action="store_true",
+                    help="every variant and check in every case (default: the thin run, see THIN in the source)")
     ap.add_argument("--determinism-every", type=int, default=DETERMINISM_EVERY, metavar="K",
                     help="re-plan with the same seed in every K-th case (1: all; 0: never)")
     ap.add_argument("--splits", type=float, default=CLI_SPLIT_PROB, metavar="P",
@@ -585,7 +636,9 @@ def main(argv=None) -> int:
     seeds = range(args.start, args.start + args.n)
     commit = _git_commit()         # now: the tree may move on while a long run goes (its modules are loaded)
     print(f"fuzzing {args.n} cases (seeds {args.start}..{args.start + args.n - 1}), planners "
-          f"{', '.join(planners)}, {args.workers} workers", flush=True)
+          f"{', '.join(planners)}, {args.workers} workers"
+          + ("" if args.all_checks or not THIN else f" (thin: {', '.join(THIN_PLANNERS)} and the plans at the mins "
+             f"named below the floor in a share of the cases; --all-checks for all)"), flush=True)
     # Ctrl-C or a timeout's SIGTERM: the cases finished so far are summarized (and written) all the same,
     # marked as cut, and the exit code is 130 (cut_short.py)
     done: list = []
@@ -595,7 +648,7 @@ def main(argv=None) -> int:
         _warm_up()
         _settle_gc()
         fuzz(seeds, planners, args.workers, args.determinism_every, progress=True, results=done,
-             cut=lambda: run.cut)
+             cut=lambda: run.cut, thin=THIN and not args.all_checks)
 
     def summarize_run(cut):
         results = sorted(done, key=lambda r: r["seed"])
@@ -621,7 +674,7 @@ def _report(args, planners, commit, results, wall, cut) -> int:
             "commit": commit, "n": args.n, "cases_done": len(results), "cut_short": cut,
             "start": args.start, "workers": args.workers,
             "planners": planners, "wall_s": wall, "table": table, "failures": lines,
-            "determinism_every": args.determinism_every, "splits": args.splits,
+            "determinism_every": args.determinism_every, "splits": args.splits, "thin": THIN and not args.all_checks,
             "planner_cpu_s": {pl: round(sum(r.get("planner_s", {}).get(pl, 0.0) for r in results), 3)
                               for pl in planners},
             "case_cpu_s": {str(r["seed"]): round(r.get("cpu_s", 0.0), 4) for r in results},

@@ -314,3 +314,48 @@ def test_the_min_named_below_the_floor_is_planned_with_seeds_only_and_the_summar
     assert set(r["check_s"]) == set(fuzz.CHECKS) and all(v > 0 for v in r["check_s"].values())
     table, _ = fuzz.summarize([r], ["swapadvisor"])
     assert "cpu s by check: limit" in table and "cpu s per case: split 0.000, not split" in table
+
+
+def test_on_a_graph_without_an_update_the_host_variants_are_their_planners(monkeypatch):
+    """Issue 28: with no optimizer update no op may run on the host, and plan_with_host makes the planner's own
+    plan (its summary says so), so the fuzz plans the host variants once there, as on a device without a host."""
+    monkeypatch.setattr(fuzz, "SPLIT_PROB", fuzz.CLI_SPLIT_PROB)
+    from tvm_swap.planner.host_split import optimizer_host_ops
+
+    seed = next(s for s in range(7000, 7100) if fuzz.DEVICES[fuzz.draw_case(s).device].host
+                and not optimizer_host_ops(fuzz.draw_case(s).graph))
+    case = fuzz.draw_case(seed)
+    assert fuzz.nothing_for_the_host(case)
+    for variant, twin in fuzz.SAME_WITHOUT_HOST.items():
+        got = fuzz._comparable(fuzz._plan(case, variant, case.limit))
+        assert got["search"].pop("host_policy")["host_ops"] == 0
+        assert got == fuzz._comparable(fuzz._plan(case, twin, case.limit))
+
+
+def test_the_command_lines_thin_run(monkeypatch):
+    """Issue 28: the command line's run is thin (THIN): the host-placement search variant in every THIN_EVERY-th
+    case, the plans at the mins named below the floor in a share of the cases (the refusal itself in every case);
+    run_case and fuzz(), as the tests call them, check everything."""
+    monkeypatch.setattr(fuzz, "SPLIT_PROB", fuzz.CLI_SPLIT_PROB)
+    calls = []
+    real = fuzz._plan
+    monkeypatch.setattr(fuzz, "_plan", lambda case, pl, limit, graph=None, generations=None:
+                        calls.append((pl, generations)) or real(case, pl, limit, graph, generations))
+    planners = ["swapadvisor-nosearch", "swapadvisor+host-search"]
+
+    def run(seed, thin):
+        calls.clear()
+        r = fuzz.run_case(seed, planners, determinism=False, thin=thin)
+        assert not r["failures"]
+        return set(r["outcomes"]), {pl for pl, _ in calls}, sum(g == fuzz.AT_MIN_GENERATIONS for _, g in calls)
+
+    hosted = [s for s in range(7000, 7200) if not fuzz.nothing_for_the_host(fuzz.draw_case(s))]
+    every = fuzz.THIN_EVERY
+    odd = next(s for s in hosted if s % every)
+    assert run(odd, True)[:2] == ({"swapadvisor-nosearch"},) * 2
+    assert run(odd, False)[:2] == (set(planners),) * 2
+    # a case without the plans at the min, where the full check makes some
+    seed = next(s for s in hosted if s % every == 0 and s // every % every and run(s, False)[2])
+    outcomes, planned, at_min = run(seed, True)
+    assert outcomes == planned == set(planners) and at_min == 0
+    assert fuzz.THIN and every > 1

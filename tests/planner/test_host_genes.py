@@ -108,3 +108,30 @@ def test_a_bad_host_generations_option_is_refused():
     with pytest.raises(TvmSwapError, match="host_generations"):
         plan_graph(g, limit(g), device="h200", op_time=op_times(g),
                    planner="swapadvisor", generations=1, workers=1, host_ops="auto", host_generations=-1)
+
+
+def test_auto_on_a_step_with_nothing_for_the_host_is_the_planners_own_plan(monkeypatch):
+    """Issue 28: with no op that may run on the host (no optimizer update: an inference step), host_ops="auto"
+    plans as the planner does without it, and screens no placement (it planned the one empty placement with the
+    seeds, then again with the search: a quarter of the fuzz's graphs); a bad host_generations is still refused."""
+    from tvm_swap.errors import TvmSwapError
+    from tvm_swap.planner import host_policy
+    from tvm_swap.testing import random_dag, random_op_times
+
+    rng = np.random.default_rng(3)
+    g = random_dag(rng, n_ops=30, n_params=3, n_inputs=1, sizes=[MB, 3 * MB], update_prob=0.0, name="infer")
+    assert not host_eligible(g)
+    t = random_op_times(g, rng)
+
+    def screened(*a, **k):
+        raise AssertionError("a placement search on a step with nothing for the host")
+    monkeypatch.setattr(host_policy, "_search_placement", screened)
+    kw = dict(device="h200", op_time=t, planner="swapadvisor", generations=1, workers=1, seed=4)
+    p = plan_graph(g, limit(g), host_ops="auto", **kw)
+    q = plan_graph(g, limit(g), **kw)
+    assert p.search.pop("host_policy") == {"choice": "auto", "host_ops": 0, "eligible": 0}
+    def drop(d):
+        return {**d, "search": {k: v for k, v in d["search"].items() if k not in ("search_s", "history")}}
+    assert drop(p.to_dict()) == drop(q.to_dict()) and p.verified and not p.host_ops
+    with pytest.raises(TvmSwapError, match="host_generations"):
+        plan_graph(g, limit(g), host_ops="auto", host_generations=-1, **kw)

@@ -14,8 +14,10 @@ update kernels, whose candidates seed the search over host placements ("auto").
                            generations=0) and simulated with the host on its own stream while 60% of the budget
                            lasts (the placement search's seeds and generations); the search planner then
                            searches from the fastest placement with the budget left (when at least 40% of it
-                           is), and the faster of that and the screened plan is kept. The first updates of
-                           backward go to the host first: the host works while backward goes on, where the last
+                           is), and the faster of that and the screened plan is kept (a step with no op
+                           that may run on the host, such as inference: the planner's own plan, with the
+                           whole budget). The first updates of backward go to the host first: the host
+                           works while backward goes on, where the last
                            ones would add a tail; the updates left on the device keep their state there when it
                            fits.
     host_ops=[op ids]      those ops
@@ -34,7 +36,7 @@ import numpy as np
 from ..errors import InfeasibleLimitError, PlanError, TvmSwapError
 from ..plan import Plan
 from .context import PlanningContext
-from .host_split import close_host_ops, device_graph, lift_plan, optimizer_host_ops
+from .host_split import close_host_ops, device_graph, host_eligible, lift_plan, optimizer_host_ops
 
 # the fractions tried around the balanced one, in this order: near ones first, as a seeds-only plan's time
 # jumps from one split to the next (llama-13b at 141 GB: 0.82 s at 40% of the updates, 0.91 s at 39%, 0.82 s at 38%)
@@ -147,13 +149,19 @@ def _search_placement(ctx: PlanningContext, planner: str, seeds: list, t0: float
             return float("inf"), None
         return float(simulate_plan(ctx.graph, p, ctx.op_time, ctx.device).time_s), p
 
-    gens = ctx.options.get("host_generations", HOST_GENERATIONS)
-    if not isinstance(gens, (int, np.integer)) or isinstance(gens, bool) or gens < 0:
-        raise TvmSwapError(f"host_generations must be a non-negative integer, got {gens!r}")
+    gens = host_generations(ctx)
     # (generations=0 plans the seeds only: here, the policy's candidates)
     gens = None if ctx.generations is None else 0 if ctx.generations == 0 else int(gens)
     deadline = None if gens is not None else t0 + SCREEN_SHARE * ctx.budget_s
     return search_host_ops(ctx.graph, score, seeds, deadline, gens, ctx.seed)
+
+
+def host_generations(ctx: PlanningContext) -> int:
+    """The placement search's generations option (HOST_GENERATIONS when not given), checked."""
+    gens = ctx.options.get("host_generations", HOST_GENERATIONS)
+    if not isinstance(gens, (int, np.integer)) or isinstance(gens, bool) or gens < 0:
+        raise TvmSwapError(f"host_generations must be a non-negative integer, got {gens!r}")
+    return int(gens)
 
 
 def plan_with_host(ctx: PlanningContext, planner: str, choice) -> Plan:
@@ -180,6 +188,12 @@ def plan_with_host(ctx: PlanningContext, planner: str, choice) -> Plan:
             return plan
         plan.search["host_policy"] = {"choice": choice if isinstance(choice, str) else "list",
                                       "host_ops": len(cands[0])}
+        return plan
+    if choice == "auto" and host_generations(ctx) >= 0 and not host_eligible(ctx.graph):
+        # no op may run on the host (no optimizer update: an inference step): the planner's own plan, with the
+        # whole budget; the placement search would screen the one empty placement, then plan it again
+        plan = plan_on_host_split(ctx, planner, [])
+        plan.search["host_policy"] = {"choice": "auto", "host_ops": 0, "eligible": 0}
         return plan
     search = planner in SEARCH_PLANNERS
     best, summary = _search_placement(ctx, planner, cands, t0)
