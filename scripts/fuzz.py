@@ -478,7 +478,7 @@ DETERMINISM_EVERY = 16
 # issue 28: a 10^4-case run on 2 cores within an hour; every 2nd instead of 3rd took 64 minutes).
 # - THIN_PLANNERS in every THIN_EVERY-th case (seed % THIN_EVERY == 0): the placement search screens each
 #   candidate placement with a seeds-only search of its device part, 3.5x a swapadvisor plan, 39% of a case's CPU;
-#   the host-eligible cases among them (a device with a host, a graph with updates: ~55%) are ~1900 of 10^4 (its
+#   the host-eligible cases among them (a device with a host, a graph with updates: ~55%) are ~1800 of 10^4 (its
 #   device plans are swapadvisor's, fuzzed in every case; swapadvisor-nosearch+host, the placement's split and
 #   lift, in every case with a host and an update);
 # - below the floor, every planner's refusal is checked in every case, the plan at the min it names in a
