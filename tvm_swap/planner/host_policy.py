@@ -17,9 +17,8 @@ update kernels, whose candidates seed the search over host placements ("auto").
                            is), and the faster of that and the screened plan is kept (a step with no op
                            that may run on the host, such as inference: the planner's own plan, with the
                            whole budget). The first updates of backward go to the host first: the host
-                           works while backward goes on, where the last
-                           ones would add a tail; the updates left on the device keep their state there when it
-                           fits.
+                           works while backward goes on, where the last ones would add a tail; the updates
+                           left on the device keep their state there when it fits.
     host_ops=[op ids]      those ops
 Each set also gets the update op of every persistent tensor its ops read (host_split.close_host_ops: a step
 counter updated and kept on the device would leave a stale host copy for the host's updates to read).
@@ -173,6 +172,14 @@ def plan_with_host(ctx: PlanningContext, planner: str, choice) -> Plan:
         raise TvmSwapError(f"device {ctx.device.name!r} names no host spec, so no op can be placed on its host; "
                            f"use a device with one (h100, h200, cpu) or leave host_ops out")
     t0 = time.perf_counter()
+    if choice == "auto":
+        host_generations(ctx)           # (a bad option is refused, whatever the graph)
+        if not host_eligible(ctx.graph):
+            # no op may run on the host (no optimizer update: an inference step): the planner's own plan, with
+            # the whole budget; the placement search would screen the one empty placement, then plan it again
+            plan = plan_on_host_split(ctx, planner, [])
+            plan.search["host_policy"] = {"choice": "auto", "host_ops": 0, "eligible": 0}
+            return plan
     cands = candidates(ctx, choice)
     if len(cands) == 1 and choice != "auto":
         try:
@@ -188,12 +195,6 @@ def plan_with_host(ctx: PlanningContext, planner: str, choice) -> Plan:
             return plan
         plan.search["host_policy"] = {"choice": choice if isinstance(choice, str) else "list",
                                       "host_ops": len(cands[0])}
-        return plan
-    if choice == "auto" and host_generations(ctx) >= 0 and not host_eligible(ctx.graph):
-        # no op may run on the host (no optimizer update: an inference step): the planner's own plan, with the
-        # whole budget; the placement search would screen the one empty placement, then plan it again
-        plan = plan_on_host_split(ctx, planner, [])
-        plan.search["host_policy"] = {"choice": "auto", "host_ops": 0, "eligible": 0}
         return plan
     search = planner in SEARCH_PLANNERS
     best, summary = _search_placement(ctx, planner, cands, t0)

@@ -20,6 +20,7 @@ import numpy as np
 from ...graphindex import NEVER, ROLE_KEEP, ROLE_TEMP, ROLE_TO_HOST, GraphIndex
 from ...recompute import MAX_CHAIN_DEPTH
 from . import tuning
+from .capacity import op_bytes
 from .decisions import Decisions
 from .soundness import rebuild_facts
 from .walk_state import WalkState
@@ -104,16 +105,6 @@ class ArenaWalk:
         st = WalkState(self, capacity, bias, pinned_tensors, pairs, split, recompute, depth, window)
         _walk_slots(self, st)
         return _finish(self, st)
-
-
-def op_bytes(gi: GraphIndex) -> np.ndarray:
-    """Each op's aligned bytes touched (inputs + outputs), kept with the index: every walk's floor starts from
-    them (a Python sum per op and walk was ~2% of the fuzz's CPU)."""
-    got = gi.__dict__.get("_op_bytes")
-    if got is None:
-        cum = np.concatenate([[0], np.cumsum(gi.size[gi.op_tensors], dtype=np.int64)])
-        got = gi.__dict__["_op_bytes"] = cum[gi.op_ptr[1:]] - cum[gi.op_ptr[:-1]]
-    return got
 
 
 def _walk_slots(walk: ArenaWalk, st: WalkState) -> None:
